@@ -1,0 +1,139 @@
+"""Command line: `ragframe score IN.parquet -o OUT.parquet --metrics ...`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ragframe.errors import RagframeError
+
+LOCAL_WARNING = (
+    "note: scored by the embedded local judge (SmolLM2-135M): fine for trying ragframe out, "
+    "not for trustworthy scores. Point --base-url/--model at a real judge for that."
+)
+
+
+def _parse_columns(text: str | None) -> dict[str, str] | None:
+    """`question=prompt,answer=output` -> {"question": "prompt", "answer": "output"}."""
+    if not text:
+        return None
+    mapping: dict[str, str] = {}
+    for part in text.split(","):
+        canonical, sep, source = part.partition("=")
+        if not sep or not canonical.strip() or not source.strip():
+            raise RagframeError(
+                f"--columns expects canonical=source pairs like question=prompt, got {part!r}"
+            )
+        mapping[canonical.strip()] = source.strip()
+    return mapping
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragframe", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    score = sub.add_parser("score", help="score a Parquet log and write the scored Parquet file")
+    score.add_argument("input", help="input Parquet file")
+    score.add_argument("-o", "--output", required=True, help="output Parquet file")
+    score.add_argument(
+        "--metrics",
+        default="faithfulness,answer_relevancy,context_precision,context_recall",
+        help="comma-separated metric names (default: the four core metrics)",
+    )
+    score.add_argument("--model", help="judge model (default $RAGFRAME_MODEL)")
+    score.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+    score.add_argument("--embedding-model", help="embedding model for answer_relevancy")
+    score.add_argument("--columns", help="rename inputs: question=my_prompt,answer=my_output")
+    score.add_argument("--concurrency", type=int, default=16, help="HTTP requests in flight")
+    score.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    score.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    score.add_argument("--cache", help="cache file (default $RAGFRAME_CACHE or ~/.cache/ragframe)")
+    score.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    score.add_argument("--fail-fast", action="store_true", help="stop at the first failed request")
+    score.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    return parser
+
+
+def _judge(args: argparse.Namespace) -> Any:
+    from ragframe.judge import Judge
+
+    cache: Any = False if args.no_cache else (args.cache or True)
+    return Judge(
+        args.model,
+        base_url=args.base_url,
+        embedding_model=args.embedding_model,
+        concurrency=args.concurrency,
+        timeout=args.timeout,
+        cache=cache,
+        fail_fast=args.fail_fast,
+        progress=not args.no_progress,
+    )
+
+
+def format_summary(summary: dict[str, Any], local: bool) -> str:
+    """A plain-text table: one line per metric, then the run's requests and tokens."""
+    lines = [f"{'metric':<38} {'mean':>7} {'scored':>7} {'failed':>7}"]
+    for name, m in summary["metrics"].items():
+        mean = "-" if m["mean"] is None else f"{m['mean']:.4f}"
+        arrow = "(lower is better)" if m["direction"] == "lower" else ""
+        lines.append(f"{name:<38} {mean:>7} {m['scored']:>7} {m['failed']:>7} {arrow}".rstrip())
+    lines.append("")
+    lines.append(
+        f"rows {summary['rows']}  |  requests {summary['requests']} "
+        f"(cache hits {summary['cache_hits']}, deduplicated {summary['deduplicated']})  |  "
+        f"tokens {summary['prompt_tokens']} prompt + {summary['completion_tokens']} completion"
+        f"  |  {summary['seconds']:.1f} s"
+    )
+    if summary["retries"]:
+        lines.append(
+            "retries by cause: " + ", ".join(f"{k} {v}" for k, v in summary["retries"].items())
+        )
+    if summary["failures"]:
+        lines.append(
+            "failed requests by cause: "
+            + ", ".join(f"{k} {v}" for k, v in summary["failures"].items())
+        )
+    if local:
+        lines.append(LOCAL_WARNING)
+    return "\n".join(lines)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ragframe.evaluate import run
+    from ragframe.metrics import resolve
+
+    if Path(args.output).exists() and not args.overwrite:
+        raise RagframeError(f"output {args.output!r} exists; add --overwrite to replace it")
+    if Path(args.output).resolve() == Path(args.input).resolve():
+        raise RagframeError("the output must not be the input file; the input is never written")
+    metrics = resolve([m for m in args.metrics.split(",") if m.strip()])
+    result = run(args.input, metrics, judge=_judge(args), columns=_parse_columns(args.columns))
+    result.write_parquet(args.output, overwrite=args.overwrite)
+    print(format_summary(result.summary(), result.judge.local))
+    print(f"wrote {args.output}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "score":
+            return cmd_score(args)
+    except RagframeError as err:
+        print(f"ragframe: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            "ragframe: interrupted. Answers received so far are in the cache; run the same "
+            "command again to resume without paying for them twice.",
+            file=sys.stderr,
+        )
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

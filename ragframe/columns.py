@@ -1,0 +1,170 @@
+"""Canonical input columns: loading, renaming peers' names, and validation before any request."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ragframe.errors import InputError
+
+#: The columns ragframe understands, with the Polars type each must have.
+CANONICAL: dict[str, pl.DataType] = {
+    "question": pl.String(),
+    "answer": pl.String(),
+    "contexts": pl.List(pl.String()),
+    "ground_truth": pl.String(),
+    "reference_contexts": pl.List(pl.String()),
+    "retrieved_context_ids": pl.List(pl.String()),
+    "reference_context_ids": pl.List(pl.String()),
+}
+
+#: Column names used by ragas and deepeval, recognised without a `columns=` mapping.
+ALIASES: dict[str, str] = {
+    # ragas
+    "user_input": "question",
+    "response": "answer",
+    "retrieved_contexts": "contexts",
+    "reference": "ground_truth",
+    # deepeval
+    "input": "question",
+    "actual_output": "answer",
+    "retrieval_context": "contexts",
+    "expected_output": "ground_truth",
+    "context": "reference_contexts",
+}
+
+ROW_ID = "__ragframe_row"
+
+
+def load_frame(data: Any) -> pl.DataFrame:
+    """Accept a Polars frame, a LazyFrame, a pandas frame or a Parquet path; return a DataFrame."""
+    if isinstance(data, pl.DataFrame):
+        return data
+    if isinstance(data, pl.LazyFrame):
+        return data.collect()
+    if isinstance(data, str | Path):
+        path = Path(data)
+        if not path.exists():
+            raise InputError(f"input file {str(path)!r} does not exist")
+        return pl.read_parquet(path)
+    if type(data).__module__.startswith("pandas"):
+        return pl.from_pandas(data)
+    raise InputError(
+        f"cannot score a {type(data).__name__}: pass a polars DataFrame or LazyFrame, "
+        "a pandas DataFrame, or the path of a Parquet file"
+    )
+
+
+def canonical_names(
+    present: Iterable[str], columns: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Map canonical name -> the frame's column that holds it.
+
+    An explicit `columns` mapping ({"question": "my_prompt", ...}) wins; then a column already
+    named canonically; then a ragas or deepeval alias.
+    """
+    present = list(present)
+    mapping: dict[str, str] = {}
+    for canonical, source in (columns or {}).items():
+        if canonical not in CANONICAL:
+            raise InputError(
+                f"columns= maps {canonical!r}, which is not a ragframe input; "
+                f"the inputs are {', '.join(CANONICAL)}"
+            )
+        if source not in present:
+            raise InputError(
+                f"columns= maps {canonical!r} to {source!r}, but the frame has no column "
+                f"{source!r}; its columns are {present}"
+            )
+        mapping[canonical] = source
+    for name in present:
+        if name in CANONICAL and name not in mapping:
+            mapping[name] = name
+    for name in present:
+        canonical = ALIASES.get(name)
+        if canonical and canonical not in mapping:
+            mapping[canonical] = name
+    return mapping
+
+
+def _castable_list_of_str(dtype: pl.DataType) -> bool:
+    return isinstance(dtype, pl.List | pl.Array) and (
+        dtype.inner in (pl.String, pl.Categorical, pl.Enum, pl.Null)
+        or isinstance(dtype.inner, pl.Categorical | pl.Enum)
+    )
+
+
+def select_inputs(
+    frame: pl.DataFrame,
+    needs: Mapping[str, Iterable[str]],
+    columns: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """Return the canonical input columns (plus a row id) that the requested metrics need.
+
+    `needs` maps metric name -> canonical columns it requires. Every problem is raised here,
+    before any request: a missing column, or a column of the wrong type, names the metric,
+    the column and the fix.
+    """
+    mapping = canonical_names(frame.columns, columns)
+    wanted: list[str] = []
+    for metric, required in needs.items():
+        for canonical in required:
+            source = mapping.get(canonical)
+            if source is None:
+                aliases = [a for a, c in ALIASES.items() if c == canonical]
+                raise InputError(
+                    f"metric {metric!r} needs a {canonical!r} column, and the frame has none "
+                    f"(its columns: {frame.columns}). Rename a column to {canonical!r}, use one "
+                    f"of {aliases}, or pass columns={{{canonical!r}: 'your_column'}}"
+                )
+            expected = CANONICAL[canonical]
+            dtype = frame.schema[source]
+            ok = dtype == expected or dtype == pl.Null
+            if not ok and expected == pl.String:
+                ok = isinstance(dtype, pl.Categorical | pl.Enum)
+            if not ok and isinstance(expected, pl.List):
+                ok = _castable_list_of_str(dtype)
+            if not ok:
+                hint = (
+                    "a list of strings per row, e.g. pl.col(c).cast(pl.List(pl.String))"
+                    if isinstance(expected, pl.List)
+                    else "a string per row, e.g. pl.col(c).cast(pl.String)"
+                )
+                raise InputError(
+                    f"metric {metric!r} reads column {source!r} as {canonical!r}, which must be "
+                    f"{expected}, but it is {dtype}. Convert it to {hint}"
+                )
+            if canonical not in wanted:
+                wanted.append(canonical)
+    return frame.select(
+        pl.int_range(pl.len(), dtype=pl.UInt32).alias(ROW_ID),
+        *(pl.col(mapping[c]).cast(CANONICAL[c]).alias(c) for c in wanted),
+    )
+
+
+def missing_input_reason(required: Iterable[str]) -> pl.Expr:
+    """A String expression: why a row cannot be scored (null when every input is present).
+
+    A null, an empty or whitespace-only string, an empty list, or a list whose items are all
+    empty counts as missing. The reason names the first input that is missing.
+    """
+    reason: pl.Expr = pl.lit(None, dtype=pl.String)
+    for name in reversed(list(required)):
+        col = pl.col(name)
+        if isinstance(CANONICAL[name], pl.List):
+            empty = (
+                col.is_null()
+                | (col.list.len() == 0)
+                | col.list.eval(
+                    pl.element().str.strip_chars().str.len_chars().fill_null(0) == 0
+                ).list.all()
+            )
+            why = f"missing input: {name!r} is null or has no non-empty items"
+        else:
+            empty = col.is_null() | (col.str.strip_chars().str.len_chars() == 0)
+            why = f"missing input: {name!r} is null or empty"
+        reason = pl.when(empty).then(pl.lit(why)).otherwise(reason)
+    return reason

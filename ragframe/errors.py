@@ -1,0 +1,34 @@
+"""Every error ragframe raises, as one tree.
+
+    RagframeError
+    ├── ConfigError        the judge or a metric is configured wrongly (raised before any request)
+    ├── InputError         the input frame lacks a column or has one of the wrong type
+    ├── BudgetExceeded     a run would cost more than `max_cost`
+    └── JudgeError         a request failed for good (only raised with fail_fast=True;
+                           otherwise the failure becomes that row's `_detail.error`)
+
+Row-level problems (a missing value, an answer that never validated) are not exceptions:
+they become a null score with the reason in `{metric}_detail.error`.
+"""
+
+from __future__ import annotations
+
+
+class RagframeError(Exception):
+    """Base of every ragframe error."""
+
+
+class ConfigError(RagframeError):
+    """The judge, a metric or the command line is configured wrongly."""
+
+
+class InputError(RagframeError):
+    """The input frame cannot be scored as given; the message says which column and the fix."""
+
+
+class BudgetExceeded(RagframeError):
+    """The run's estimated or spent cost passed `max_cost`."""
+
+
+class JudgeError(RagframeError):
+    """A request to the judge failed after its retries (raised only with fail_fast=True)."""

@@ -1,0 +1,170 @@
+"""Run metrics together over one frame and join the results back in row order."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ragframe import __version__
+from ragframe.columns import ROW_ID, load_frame, select_inputs
+from ragframe.errors import ConfigError
+from ragframe.judge.client import Judge, JudgeSession, RunStats
+from ragframe.metrics import Context, Metric, resolve
+
+
+@dataclass
+class RunResult:
+    """A scored frame with what the run cost and how it went."""
+
+    frame: pl.DataFrame
+    metrics: list[Metric]
+    judge: Judge
+    stats: RunStats
+    seconds: float
+    started: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """Per metric: mean, rows scored, rows failed; then requests and tokens."""
+        per_metric = {}
+        for metric in self.metrics:
+            scores = self.frame.get_column(metric.name)
+            per_metric[metric.name] = {
+                "mean": scores.mean(),
+                "scored": scores.len() - scores.null_count(),
+                "failed": scores.null_count(),
+                "direction": metric.direction,
+            }
+        return {
+            "rows": self.frame.height,
+            "seconds": round(self.seconds, 3),
+            "metrics": per_metric,
+            **self.stats.as_dict(),
+            **self.extra,
+        }
+
+    def metadata(self) -> dict[str, Any]:
+        """What the output Parquet file records: version, judge, prompts, time. No API key."""
+        return {
+            "ragframe_version": __version__,
+            "created": self.started,
+            "judge": self.judge.describe(),
+            "metrics": {
+                m.name: {
+                    "class": type(m).__name__,
+                    "direction": m.direction,
+                    "config": m.config(),
+                    "prompt_hashes": {t.name: t.prompt_hash for t in m.tasks()},
+                }
+                for m in self.metrics
+            },
+            "summary": self.summary(),
+        }
+
+    def write_parquet(self, path: str | Path, *, overwrite: bool = True) -> None:
+        from ragframe.io import write_parquet
+
+        write_parquet(self.frame, path, self.metadata(), overwrite=overwrite)
+
+
+def check_output_names(frame: pl.DataFrame, metrics: list[Metric]) -> None:
+    """Refuse to shadow an input column: scores are added, inputs are never touched."""
+    for metric in metrics:
+        for name in (metric.name, f"{metric.name}_detail"):
+            if name in frame.columns:
+                raise ConfigError(
+                    f"the input already has a column {name!r}; drop or rename it before scoring "
+                    f"{metric.name!r} again (e.g. df.drop({name!r}))"
+                )
+
+
+async def score_frame(
+    frame: pl.DataFrame,
+    metrics: list[Metric],
+    session: JudgeSession,
+    columns: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """Score one frame with a running judge session: the input plus two columns per metric."""
+    inputs = select_inputs(frame, {m.name: m.requires for m in metrics}, columns)
+    ctx = Context(session, {})
+    results = await asyncio.gather(*(m.run(inputs, ctx.view()) for m in metrics))
+    added = [col for result in results for col in result.drop(ROW_ID).get_columns()]
+    return frame.hstack(added)
+
+
+async def arun(
+    data: Any,
+    metrics: Iterable[str | Metric],
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Score `data` and return the frame with the run's statistics (async)."""
+    metric_list = resolve(metrics)
+    frame = load_frame(data)
+    check_output_names(frame, metric_list)
+    # Validate every column before any request (or before starting a local judge).
+    select_inputs(frame.head(0), {m.name: m.requires for m in metric_list}, columns)
+    judge = judge if judge is not None else Judge()
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    async with judge.session() as session:
+        scored = await score_frame(frame, metric_list, session, columns)
+    return RunResult(scored, metric_list, judge, session.stats, loop.time() - t0, started)
+
+
+async def aevaluate(
+    data: Any,
+    metrics: Iterable[str | Metric] = ("faithfulness", "answer_relevancy"),
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """Async twin of `evaluate`, for callers already inside an event loop."""
+    return (await arun(data, metrics, judge=judge, columns=columns)).frame
+
+
+def run_sync(coro: Any) -> Any:
+    """Run a coroutine from sync code, also inside a running loop (Jupyter): there it runs on
+    a worker thread with its own loop, so the notebook's loop is never blocked re-entrantly."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragframe") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def run(
+    data: Any,
+    metrics: Iterable[str | Metric],
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> RunResult:
+    """Score `data`; return the frame with the run's statistics and metadata."""
+    return run_sync(arun(data, metrics, judge=judge, columns=columns))
+
+
+def evaluate(
+    data: Any,
+    metrics: Iterable[str | Metric] = ("faithfulness", "answer_relevancy"),
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """Score a RAG log: every input column and row unchanged, plus `{metric}` (Float64 in
+    [0, 1], null when not computable) and `{metric}_detail` (typed verdicts, reasons, error).
+
+    `data` is a Polars DataFrame or LazyFrame, a pandas DataFrame or a Parquet path; works as
+    `df.pipe(evaluate, metrics=[...])`.
+    """
+    return run(data, metrics, judge=judge, columns=columns).frame

@@ -1,0 +1,88 @@
+"""Parquet in and out: nested columns stay nested, run facts go into the file metadata, and
+files are written atomically (a temporary file, then a rename)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ragframe.errors import ConfigError
+
+METADATA_KEY = b"ragframe"
+
+
+class AtomicParquetWriter:
+    """Writes row groups to a temporary file beside the target and renames it on close.
+
+    A crash leaves the old output (or none) in place, never a half-written file. The temporary
+    file gets the user's default permissions (umask), like any file the user creates.
+    """
+
+    def __init__(
+        self, path: str | Path, schema: pa.Schema, metadata: dict[str, Any], *, overwrite: bool
+    ) -> None:
+        self.path = Path(path)
+        if self.path.exists() and not overwrite:
+            raise ConfigError(
+                f"output {str(self.path)!r} exists; pass overwrite=True (--overwrite) to replace it"
+            )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
+        )
+        os.close(fd)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        self._tmp = Path(tmp)
+        self._schema = schema.with_metadata(
+            {**(schema.metadata or {}), METADATA_KEY: json.dumps(metadata, default=str).encode()}
+        )
+        self._writer = pq.ParquetWriter(self._tmp, self._schema, compression="zstd")
+
+    def write(self, frame: pl.DataFrame) -> None:
+        table = frame.to_arrow()
+        self._writer.write_table(table.cast(self._schema.remove_metadata()))
+
+    def update_metadata(self, metadata: dict[str, Any]) -> None:
+        """Metadata known only at the end (the run's totals) replaces what was given at start."""
+        self._writer.add_key_value_metadata(
+            {METADATA_KEY.decode(): json.dumps(metadata, default=str)}
+        )
+
+    def close(self) -> None:
+        self._writer.close()
+        os.replace(self._tmp, self.path)
+
+    def abort(self) -> None:
+        try:
+            self._writer.close()
+        finally:
+            self._tmp.unlink(missing_ok=True)
+
+
+def write_parquet(
+    frame: pl.DataFrame, path: str | Path, metadata: dict[str, Any], *, overwrite: bool = True
+) -> None:
+    """Write `frame` with ragframe's metadata, atomically."""
+    writer = AtomicParquetWriter(path, frame.to_arrow().schema, metadata, overwrite=overwrite)
+    try:
+        writer.write(frame)
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """The metadata ragframe recorded in a scored Parquet file ({} if none)."""
+    raw = pq.read_schema(path).metadata or {}
+    blob = raw.get(METADATA_KEY)
+    return json.loads(blob) if blob else {}

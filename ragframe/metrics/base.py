@@ -1,0 +1,271 @@
+"""What every metric shares: the output contract, the per-run context, and prompt fencing.
+
+A metric is a small class whose `compute` turns a frame of valid input rows into a frame of
+scores and typed details, in Polars. It never talks to the network itself: it hands whole
+columns of prompts to `Context.ask`, and the judge does the rest. Rows whose inputs are missing
+never reach `compute`; they get a null score and the reason, and no request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import polars as pl
+
+from ragframe.columns import ROW_ID, missing_input_reason
+from ragframe.judge.client import JudgeSession
+from ragframe.judge.task import Task
+
+SCORE = "score"
+DETAIL = "detail"
+ERROR = "error"
+USAGE_FIELDS = {"prompt_tokens": pl.Int64(), "completion_tokens": pl.Int64()}
+
+#: Tags that fence judged text in prompts. Inside judged text, anything that would open or
+#: close one of them is escaped, so an answer cannot break out of its fence.
+FENCE_TAGS = (
+    "question",
+    "answer",
+    "ground_truth",
+    "context",
+    "contexts",
+    "claim",
+    "claims",
+    "statement",
+    "statements",
+    "fact",
+    "response",
+    "reference",
+    "criteria",
+    "steps",
+    "rubric",
+    "data",
+)
+_FENCE_ESCAPE = r"(?i)<(/?)\s*(" + "|".join(FENCE_TAGS) + r")\b"
+
+
+def escape(expr: pl.Expr) -> pl.Expr:
+    """Neutralise fence tags inside judged text (`</answer>` becomes `&lt;/answer>`)."""
+    return expr.str.replace_all(_FENCE_ESCAPE, "&lt;$1$2")
+
+
+def fence(tag: str, expr: pl.Expr) -> pl.Expr:
+    """`<tag>` + escaped text + `</tag>`, as a Polars String expression."""
+    return pl.concat_str([pl.lit(f"<{tag}>\n"), escape(expr), pl.lit(f"\n</{tag}>")])
+
+
+def fence_items(tag: str, expr: pl.Expr) -> pl.Expr:
+    """A list column as numbered, fenced items: `<tag index="1">...</tag>` one per line."""
+    return expr.list.eval(
+        pl.concat_str(
+            [
+                pl.lit(f'<{tag} index="'),
+                pl.int_range(1, pl.len() + 1).cast(pl.String),
+                pl.lit('">\n'),
+                escape(pl.element()),
+                pl.lit(f"\n</{tag}>"),
+            ]
+        )
+    ).list.join("\n")
+
+
+def prompt(*parts: pl.Expr | str) -> pl.Expr:
+    """Join prompt parts with blank lines; strings become literals."""
+    exprs = [pl.lit(p) if isinstance(p, str) else p for p in parts]
+    return pl.concat_str(exprs, separator="\n\n")
+
+
+class Context:
+    """One run's shared services, seen from one metric: ask, embed, share a stage.
+
+    Usage (tokens) of every answer a metric uses is recorded against that metric and row.
+    """
+
+    def __init__(self, session: JudgeSession, shared: dict[str, asyncio.Future[Any]]) -> None:
+        self.session = session
+        self._shared = shared
+        self.usage: list[pl.DataFrame] = []
+
+    def view(self) -> Context:
+        """A fresh view for one metric (its own usage), sharing the run's stages."""
+        return Context(self.session, self._shared)
+
+    async def ask(
+        self,
+        task: Task,
+        frame: pl.DataFrame,
+        prompt_col: str = "prompt",
+        count_col: str | None = None,
+        *,
+        record_usage: bool = True,
+    ) -> pl.DataFrame:
+        """Send `frame[prompt_col]` to the judge; return `frame` with the answers added.
+
+        Adds `answer` (a Struct typed by the task's schema, null on failure), `error` (null on
+        success), and the answer's `prompt_tokens` / `completion_tokens`. `frame` must hold
+        the ROW_ID column so usage is charged to the right rows.
+        """
+        prompts = frame.get_column(prompt_col).to_list()
+        counts = frame.get_column(count_col).to_list() if count_col else None
+        answers = await self.session.ask(task, prompts, counts)
+        extra = pl.DataFrame(
+            {
+                "answer": pl.Series([a.value for a in answers], dtype=task.dtype, strict=False),
+                "error": pl.Series([a.error for a in answers], dtype=pl.String),
+                "prompt_tokens": pl.Series([a.prompt_tokens for a in answers], dtype=pl.Int64),
+                "completion_tokens": pl.Series(
+                    [a.completion_tokens for a in answers], dtype=pl.Int64
+                ),
+            }
+        )
+        if task.top_logprobs:
+            extra = extra.with_columns(
+                pl.Series(
+                    "logprobs",
+                    [a.logprobs for a in answers],
+                    dtype=pl.List(
+                        pl.Struct(
+                            {
+                                "token": pl.String,
+                                "logprob": pl.Float64,
+                                "top": pl.List(
+                                    pl.Struct({"token": pl.String, "logprob": pl.Float64})
+                                ),
+                            }
+                        )
+                    ),
+                )
+            )
+        result = pl.concat([frame, extra], how="horizontal")
+        if record_usage:
+            self.record_usage(result)
+        return result
+
+    def record_usage(self, frame: pl.DataFrame) -> None:
+        """Charge the token columns of `frame` to its rows for this metric."""
+        self.usage.append(frame.select(ROW_ID, *USAGE_FIELDS))
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return await self.session.embed(texts)
+
+    async def once(self, key: str, make: Callable[[], Awaitable[pl.DataFrame]]) -> pl.DataFrame:
+        """Compute a stage once per run, whichever metric asks first; charge its usage here.
+
+        The stage's frame must carry ROW_ID and the usage columns.
+        """
+        future = self._shared.get(key)
+        if future is None:
+            future = asyncio.ensure_future(make())
+            self._shared[key] = future
+        frame = await future
+        self.record_usage(frame)
+        return frame
+
+    def usage_by_row(self) -> pl.DataFrame:
+        if not self.usage:
+            return pl.DataFrame(
+                schema={ROW_ID: pl.UInt32, **{k: v for k, v in USAGE_FIELDS.items()}}
+            )
+        return (
+            pl.concat(self.usage).group_by(ROW_ID).agg(pl.col(name).sum() for name in USAGE_FIELDS)
+        )
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """What the README's metric table says about a metric."""
+
+    formula: str
+    requests_per_row: str
+    empty_input: str
+    source: str
+
+
+class Metric:
+    """Base class: subclasses set the class attributes and implement `compute`."""
+
+    name: str = ""
+    requires: ClassVar[tuple[str, ...]] = ()
+    direction: ClassVar[Literal["higher", "lower"]] = "higher"
+    uses_llm: ClassVar[bool] = True
+    uses_embeddings: ClassVar[bool] = False
+    #: The metric's own detail fields (the base adds `error` and the token counts).
+    detail_fields: ClassVar[dict[str, pl.DataType]] = {}
+    info: ClassVar[MetricInfo]
+
+    def tasks(self) -> list[Task]:
+        """The judge tasks this metric may send (their prompt hashes go into the metadata)."""
+        return []
+
+    def config(self) -> dict[str, Any]:
+        """Settings worth recording in the output metadata."""
+        return {}
+
+    @property
+    def detail_dtype(self) -> pl.Struct:
+        return pl.Struct({**self.detail_fields, ERROR: pl.String(), **USAGE_FIELDS})
+
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        """Score rows whose inputs are all present.
+
+        Returns one row per input row: ROW_ID, `score` (Float64, null when not computable),
+        `error` (String, null when scored) and one column per `detail_fields` entry.
+        """
+        raise NotImplementedError
+
+    async def run(self, inputs: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        """Score every row of `inputs`: ROW_ID, `{name}`, `{name}_detail`, in row order."""
+        reasons = inputs.select(ROW_ID, missing_input_reason(self.requires).alias("missing"))
+        valid_ids = reasons.filter(pl.col("missing").is_null()).get_column(ROW_ID)
+        valid = inputs.filter(pl.col(ROW_ID).is_in(valid_ids.implode()))
+        if valid.height:
+            scored = await self.compute(valid.select(ROW_ID, *self.requires), ctx)
+        else:
+            scored = pl.DataFrame(schema={ROW_ID: pl.UInt32})
+        for field, dtype in {SCORE: pl.Float64(), ERROR: pl.String(), **self.detail_fields}.items():
+            if field not in scored.columns:
+                scored = scored.with_columns(pl.lit(None, dtype=dtype).alias(field))
+            else:
+                scored = scored.with_columns(pl.col(field).cast(dtype))
+        usage = ctx.usage_by_row()
+        out = (
+            reasons.join(scored, on=ROW_ID, how="left", maintain_order="left")
+            .join(usage, on=ROW_ID, how="left", maintain_order="left")
+            .with_columns(pl.coalesce("missing", ERROR).alias(ERROR))
+            .with_columns(
+                # A score is only ever reported with no error, and always clipped into [0, 1].
+                pl.when(pl.col(ERROR).is_null())
+                .then(pl.col(SCORE).clip(0.0, 1.0))
+                .otherwise(None)
+                .alias(SCORE),
+                *(pl.col(k).fill_null(0) for k in USAGE_FIELDS),
+            )
+        )
+        return out.select(
+            ROW_ID,
+            pl.col(SCORE).alias(self.name),
+            pl.struct(*self.detail_fields, ERROR, *USAGE_FIELDS).alias(f"{self.name}_detail"),
+        )
+
+
+def first_error(*exprs: pl.Expr) -> pl.Expr:
+    """The first non-null of several error expressions."""
+    return pl.coalesce(*exprs)
+
+
+def average_precision(flags: pl.Expr) -> pl.Expr:
+    """Average precision of a List(Boolean) of relevance flags in rank order.
+
+    AP = sum_k (precision@k * r_k) / (number of relevant items); 0.0 when none is relevant.
+    """
+    return flags.list.eval(
+        (
+            (pl.element().cast(pl.Float64).cum_sum() / pl.int_range(1, pl.len() + 1))
+            * pl.element().cast(pl.Float64)
+        ).sum()
+        / pl.element().cast(pl.Float64).sum().clip(lower_bound=1.0)
+    ).list.first()

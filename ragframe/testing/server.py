@@ -1,0 +1,1613 @@
+"""A local OpenAI-compatible HTTP server for tests and benchmarks.
+
+The real ``openai`` client talks to it over HTTP, so the whole transport path (connection
+pooling, retries, timeouts, error mapping) is exercised, not a mock of it. It is written on
+the standard library only: one asyncio loop, an ``asyncio.Protocol`` per connection (cheaper
+than streams, and it learns at once when a client hangs up, so a request the client gave up
+on frees its slot), HTTP/1.1 keep-alive, Content-Length and chunked request bodies.
+
+What it serves (under ``/v1``): chat completions, embeddings, models, files and batches; and
+two control endpoints, ``GET /stats`` and ``POST /reset``, for use from another process.
+Faults (429/500/503, resets, timeouts, malformed answers) are drawn from a seeded RNG so that
+reliability tests are deterministic.
+
+Run ``python -m ragframe.testing.server --port 0`` to serve in the foreground; it prints one
+``READY http://127.0.0.1:PORT/v1`` line once listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import functools
+import hashlib
+import inspect
+import json
+import math
+import random
+import re
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+from urllib.parse import parse_qs
+
+__all__ = [
+    "STATUS_CLIENT_GONE",
+    "STATUS_DROPPED",
+    "FakeServer",
+    "Faults",
+    "Handler",
+    "Recorded",
+    "Reply",
+    "auto_answer",
+    "embed_text",
+    "error_body",
+    "messages_hash",
+    "schema_of",
+    "synthesize",
+]
+
+#: ``Recorded.status`` of a request whose connection the server dropped without answering.
+STATUS_DROPPED = 0
+#: ``Recorded.status`` of a request whose client hung up before it was answered (nginx's 499).
+STATUS_CLIENT_GONE = 499
+
+_HOST = "127.0.0.1"
+_MAX_HEAD = 64 * 1024
+_MODEL_PATHS = ("/chat/completions", "/embeddings")
+
+
+# --------------------------------------------------------------------------------------------
+# Public data types
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """What a handler may return instead of plain content, to script status, timing and shape."""
+
+    content: str | dict[str, Any] | list[Any] | None = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    finish_reason: str = "stop"
+    logprobs: list[dict[str, Any]] | None = None
+    drop_connection: bool = False
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+HandlerResult: TypeAlias = "Reply | str | dict[str, Any] | list[Any] | None"
+#: Gets the parsed JSON body of a chat request; may also be ``async def``.
+Handler: TypeAlias = Callable[[dict[str, Any]], "HandlerResult | Awaitable[HandlerResult]"]
+
+
+@dataclass
+class Faults:
+    """Rates of injected failures, drawn per request in arrival order from ``Random(seed)``.
+
+    The rates are probabilities of disjoint outcomes, so their sum must not exceed 1. Every
+    other 429 carries ``Retry-After: retry_after`` (the first one does), so clients see both.
+    429, 503 and resets are answered at once, like a server that turns work away at the door;
+    500, timeouts and malformed answers come after the latency, holding a slot.
+    """
+
+    rate_429: float = 0.0
+    retry_after: float = 0.05
+    rate_500: float = 0.0
+    rate_503: float = 0.0
+    rate_reset: float = 0.0
+    rate_timeout: float = 0.0
+    slow_seconds: float = 5.0
+    rate_malformed: float = 0.0
+    only_paths: tuple[str, ...] = _MODEL_PATHS
+
+    def __post_init__(self) -> None:
+        self.only_paths = tuple(self.only_paths)
+        rates = self._table()
+        if any(not 0.0 <= r <= 1.0 for _, r in rates) or sum(r for _, r in rates) > 1.0 + 1e-9:
+            raise ValueError(f"fault rates must lie in [0, 1] and sum to at most 1: {rates}")
+
+    def _table(self) -> list[tuple[str, float]]:
+        return [
+            ("429", self.rate_429),
+            ("500", self.rate_500),
+            ("503", self.rate_503),
+            ("reset", self.rate_reset),
+            ("timeout", self.rate_timeout),
+            ("malformed", self.rate_malformed),
+        ]
+
+    @classmethod
+    def from_json(cls, text: str) -> Faults:
+        """Build from the JSON object the command line takes (``--faults``)."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("--faults must be a JSON object")
+        return cls(**data)
+
+
+@dataclass
+class Recorded:
+    """One HTTP request as the server saw it, for assertions after the fact.
+
+    ``status`` is 0 until answered, ``STATUS_DROPPED`` (0) when the server dropped the
+    connection, and ``STATUS_CLIENT_GONE`` (499) when the client hung up first. ``started`` and
+    ``ended`` are ``time.monotonic()`` readings: request fully read, answer written.
+    ``fault`` is the injected fault's label (``"429"``, ``"429:retry_after"``, ``"500"``,
+    ``"503"``, ``"reset"``, ``"timeout"``, ``"malformed:<kind>"``) or None.
+    """
+
+    path: str
+    method: str
+    body: Any
+    status: int = 0
+    started: float = 0.0
+    ended: float | None = None
+    fault: str | None = None
+    query: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# Schema-driven answers
+# --------------------------------------------------------------------------------------------
+
+_WORDS = (
+    "alpha", "amber", "apple", "arch", "atlas", "basil", "birch", "blue", "brook", "cedar",
+    "clay", "cloud", "coral", "delta", "dune", "ember", "fern", "field", "flint", "frost",
+    "gale", "grove", "harbor", "hazel", "iris", "ivory", "jade", "kelp", "lake", "lark",
+    "linen", "maple", "marsh", "meadow", "mint", "moss", "north", "oak", "olive", "opal",
+    "pearl", "pine", "plum", "quartz", "rain", "reed", "ridge", "river", "sage", "sand",
+    "shore", "slate", "snow", "stone", "storm", "thorn", "tide", "umber", "vale", "willow",
+)  # fmt: skip
+
+
+def schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema a chat request asks for, in OpenAI's or llama.cpp's spelling, or None."""
+    rf = body.get("response_format")
+    if not isinstance(rf, dict):
+        return None
+    kind = rf.get("type")
+    if kind == "json_schema":
+        spec = rf.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        return schema if isinstance(schema, dict) else {}
+    if kind == "json_object":
+        schema = rf.get("schema")
+        return schema if isinstance(schema, dict) else None
+    return None
+
+
+def _resolve_ref(ref: str, root: Any) -> Any:
+    """Follow a local ``#/...`` JSON pointer (pydantic puts nested models under ``$defs``)."""
+    if not ref.startswith("#"):
+        return {}
+    node = root
+    for part in ref[1:].split("/"):
+        if not part:
+            continue
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return {}
+    return node
+
+
+def _is_null_schema(s: Any) -> bool:
+    return isinstance(s, dict) and s.get("type") == "null"
+
+
+def _merge_all_of(schema: dict[str, Any], root: Any) -> dict[str, Any]:
+    merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+    for sub in schema["allOf"]:
+        if isinstance(sub, dict) and "$ref" in sub:
+            sub = _resolve_ref(sub["$ref"], root)
+        if not isinstance(sub, dict):
+            continue
+        for key, value in sub.items():
+            if key == "properties" and isinstance(value, dict):
+                merged["properties"] = {**merged.get("properties", {}), **value}
+            elif key == "required" and isinstance(value, list):
+                merged["required"] = [*merged.get("required", []), *value]
+            else:
+                merged.setdefault(key, value)
+    return merged
+
+
+def _bounds(schema: dict[str, Any], integer: bool) -> tuple[float, float]:
+    lo: float | None = schema.get("minimum")
+    hi: float | None = schema.get("maximum")
+    step = 1 if integer else 1e-3
+    emin, emax = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if isinstance(emin, int | float) and not isinstance(emin, bool):
+        lo = emin + step if lo is None else max(lo, emin + step)
+    if isinstance(emax, int | float) and not isinstance(emax, bool):
+        hi = emax - step if hi is None else min(hi, emax - step)
+    if lo is None and hi is None:
+        lo, hi = 0, 100
+    elif lo is None:
+        lo = hi - 100  # type: ignore[operator]
+    elif hi is None:
+        hi = lo + 100
+    return float(lo), float(hi)  # type: ignore[arg-type]
+
+
+def _words(rng: random.Random, schema: dict[str, Any]) -> str:
+    fmt = schema.get("format")
+    if fmt == "date":
+        s = f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+    elif fmt == "date-time":
+        s = f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T12:00:00Z"
+    elif fmt == "email":
+        s = f"{rng.choice(_WORDS)}@example.com"
+    elif fmt in ("uri", "url"):
+        s = f"https://example.com/{rng.choice(_WORDS)}"
+    elif fmt == "uuid":
+        s = "%08x-%04x-4%03x-8%03x-%012x" % (  # noqa: UP031 -- fixed-width hex fields
+            rng.getrandbits(32), rng.getrandbits(16), rng.getrandbits(12),
+            rng.getrandbits(12), rng.getrandbits(48),
+        )  # fmt: skip
+    else:
+        s = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 3)))
+    min_len, max_len = schema.get("minLength"), schema.get("maxLength")
+    if isinstance(min_len, int):
+        while len(s) < min_len:
+            s += " " + rng.choice(_WORDS)
+    if isinstance(max_len, int) and len(s) > max_len:
+        s = s[:max_len]
+        if s.endswith(" "):
+            s = s[:-1] + "a"
+    return s
+
+
+def synthesize(schema: Any, rng: random.Random, *, root: Any = None, depth: int = 0) -> Any:
+    """A value valid against ``schema`` (the subset judges use), drawn from ``rng``.
+
+    Supports object/array/string/boolean/integer/number/null, type lists (the first non-null
+    type wins), ``enum``, ``const``, ``anyOf``/``oneOf`` (the first non-null branch),
+    ``allOf``, local ``$ref`` (``$defs``), numeric bounds, string lengths and formats, and
+    array ``minItems``/``maxItems`` (1..3 items when unbounded). Deep recursive schemas stop
+    growing: past depth 6 arrays take their minimum length and objects only required keys.
+    """
+    if root is None:
+        root = schema
+    if not isinstance(schema, dict):
+        return None if schema is False else rng.choice(_WORDS)
+    if "$ref" in schema:
+        return synthesize(_resolve_ref(schema["$ref"], root), rng, root=root, depth=depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return rng.choice(enum)
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            pick = next((o for o in options if not _is_null_schema(o)), options[0])
+            if isinstance(pick, dict):
+                rest = {k: v for k, v in schema.items() if k != key}
+                pick = {**rest, **pick}
+            return synthesize(pick, rng, root=root, depth=depth)
+    if isinstance(schema.get("allOf"), list):
+        return synthesize(_merge_all_of(schema, root), rng, root=root, depth=depth)
+
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind is None:
+        if "properties" in schema:
+            kind = "object"
+        elif "items" in schema:
+            kind = "array"
+        else:
+            kind = "string"
+    deep = depth > 6
+
+    if kind == "object":
+        props = schema.get("properties")
+        props = props if isinstance(props, dict) else {}
+        required = schema.get("required")
+        required = required if isinstance(required, list) else []
+        out: dict[str, Any] = {}
+        for name, sub in props.items():
+            if deep and name not in required:
+                continue
+            out[name] = synthesize(sub, rng, root=root, depth=depth + 1)
+        for name in required:
+            if name not in out:
+                out[name] = rng.choice(_WORDS)
+        return out
+    if kind == "array":
+        lo, hi = schema.get("minItems"), schema.get("maxItems")
+        lo_n = lo if isinstance(lo, int) else None
+        hi_n = hi if isinstance(hi, int) else None
+        if lo_n is None and hi_n is None:
+            lo_n, hi_n = 1, 3
+        elif lo_n is None:
+            lo_n = min(1, hi_n)  # type: ignore[type-var]
+        elif hi_n is None:
+            hi_n = lo_n + 2
+        assert lo_n is not None and hi_n is not None
+        n = lo_n if deep else rng.randint(lo_n, max(lo_n, hi_n))
+        items = schema.get("items", {})
+        values: list[Any] = []
+        for _ in range(n):
+            value = synthesize(items, rng, root=root, depth=depth + 1)
+            if schema.get("uniqueItems"):
+                for _ in range(20):
+                    if value not in values:
+                        break
+                    value = synthesize(items, rng, root=root, depth=depth + 1)
+            values.append(value)
+        return values
+    if kind == "string":
+        return _words(rng, schema)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "integer":
+        lo_f, hi_f = _bounds(schema, integer=True)
+        lo_i, hi_i = math.ceil(lo_f), math.floor(hi_f)
+        return lo_i if lo_i >= hi_i else rng.randint(lo_i, hi_i)
+    if kind == "number":
+        lo_f, hi_f = _bounds(schema, integer=False)
+        if lo_f >= hi_f:
+            return lo_f
+        return min(max(round(rng.uniform(lo_f, hi_f), 3), lo_f), hi_f)
+    if kind == "null":
+        return None
+    return rng.choice(_WORDS)
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    ).encode("utf-8")
+
+
+def messages_hash(messages: Any) -> str:
+    """sha256 hex of the canonical JSON of a ``messages`` list: how /stats names a request."""
+    return hashlib.sha256(_canonical(messages)).hexdigest()
+
+
+def auto_answer(body: dict[str, Any], seed: int = 0) -> str:
+    """The default handler: a valid instance of the requested schema (``{}`` if none).
+
+    Deterministic in (seed, messages), so a rerun of the same rows gets the same answers.
+    """
+    schema = schema_of(body)
+    if schema is None:
+        return "{}"
+    digest = hashlib.sha256(_canonical([seed, body.get("messages")])).digest()
+    rng = random.Random(int.from_bytes(digest[:8], "big"))
+    return json.dumps(synthesize(schema, rng))
+
+
+# --------------------------------------------------------------------------------------------
+# Embeddings
+# --------------------------------------------------------------------------------------------
+
+_TOKEN_RE = re.compile(r"\w+")
+
+
+@functools.lru_cache(maxsize=8192)
+def _embed_cached(text: str, dim: int) -> tuple[float, ...]:
+    vec = [0.0] * dim
+    for tok in _TOKEN_RE.findall(text.lower()):
+        vec[zlib.crc32(tok.encode("utf-8")) % dim] += 1.0
+    # A small positive per-text component: no vector is all zero, equal bags still differ.
+    for i, b in enumerate(hashlib.shake_128(text.encode("utf-8")).digest(dim)):
+        vec[i] += b / 255.0 * 0.05
+    norm = math.sqrt(sum(v * v for v in vec))
+    return tuple(v / norm for v in vec)
+
+
+def embed_text(text: str, dim: int = 64) -> list[float]:
+    """A hashed bag of lowercase words, L2-normalised: texts sharing words score closer."""
+    return list(_embed_cached(text, dim))
+
+
+# --------------------------------------------------------------------------------------------
+# Error bodies and malformed answers
+# --------------------------------------------------------------------------------------------
+
+_ERROR_KINDS: dict[int, tuple[str, str | None, str]] = {
+    400: ("invalid_request_error", None, "Bad request"),
+    401: ("authentication_error", "invalid_api_key", "Invalid API key"),
+    403: ("permission_error", None, "Forbidden"),
+    404: ("not_found_error", None, "Not found"),
+    408: ("timeout", "timeout", "Request timed out"),
+    409: ("conflict_error", None, "Conflict"),
+    422: ("invalid_request_error", None, "Unprocessable entity"),
+    429: ("rate_limit_error", "rate_limit_exceeded", "Rate limit reached, retry later"),
+    500: ("server_error", "server_error", "The server had an error processing the request"),
+    502: ("server_error", "bad_gateway", "Bad gateway"),
+    503: ("server_error", "service_unavailable", "The server is overloaded, retry later"),
+}
+
+_REASONS = {
+    100: "Continue", 200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+    404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
+    413: "Payload Too Large", 422: "Unprocessable Entity", 429: "Too Many Requests",
+    500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+}  # fmt: skip
+
+
+def error_body(
+    status: int, message: str | None = None, *, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    """An OpenAI-style error body, which the client turns into ``err.message`` / ``err.code``."""
+    kind, default_code, default_message = _ERROR_KINDS.get(
+        status, ("server_error" if status >= 500 else "invalid_request_error", None, "Error")
+    )
+    return {
+        "error": {
+            "message": message or default_message,
+            "type": kind,
+            "param": param,
+            "code": code if code is not None else default_code,
+        }
+    }
+
+
+def _reply_error_body(reply: Reply) -> dict[str, Any]:
+    content = reply.content
+    if isinstance(content, dict) and "error" in content:
+        return content
+    if isinstance(content, dict):
+        return {"error": content}
+    return error_body(reply.status, content if isinstance(content, str) else None)
+
+
+_MALFORMED_KINDS = ("truncated", "wrong_shape", "wrong_count", "empty", "length", "prose")
+
+
+def _first_array(value: Any) -> list[Any] | None:
+    """The first list in a JSON value, breadth-first, so "wrong count" hits the main list."""
+    queue = [value]
+    while queue:
+        node = queue.pop(0)
+        if isinstance(node, list):
+            return node
+        if isinstance(node, dict):
+            queue.extend(node.values())
+    return None
+
+
+def _malform(content: str | None, kind: str, flip: bool) -> tuple[str, str | None, str]:
+    """Spoil a valid answer: returns (label, content, finish_reason override or None)."""
+    text = content or ""
+    if kind == "truncated":
+        return kind, text[: max(1, len(text) // 2)] if len(text) > 1 else "{", None
+    if kind == "empty":
+        return kind, "", None
+    if kind == "length":
+        return kind, text[: max(1, (len(text) * 2) // 3)] if len(text) > 1 else "{", "length"
+    if kind == "prose":
+        return (
+            kind,
+            f"Sure! Here is the JSON you asked for:\n```json\n{text}\n```\nHope this helps.",
+            None,
+        )
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = text
+    if kind == "wrong_count":
+        arr = _first_array(value)
+        if arr is not None:
+            if flip or not arr:
+                arr.append(json.loads(json.dumps(arr[-1])) if arr else _WORDS[0])
+            else:
+                arr.pop()
+            return kind, json.dumps(value), None
+        kind = "wrong_shape"  # nothing to count: spoil the shape instead
+    if isinstance(value, dict):
+        wrong: Any = [value]
+    elif isinstance(value, list):
+        wrong = {"items": value}
+    else:
+        wrong = {"value": value}
+    return kind, json.dumps(wrong), None
+
+
+def _synth_logprobs(content: str, top_n: int, seed: int) -> list[dict[str, Any]]:
+    """Deterministic, plausible logprobs when a request asks for them and the handler gave none."""
+    rng = random.Random(zlib.crc32(content.encode("utf-8")) ^ seed)
+    tokens = [content[i : i + 4] for i in range(0, len(content), 4)]
+    out: list[dict[str, Any]] = []
+    for tok in tokens:
+        lp = -round(rng.random() * 0.1, 6)
+        top = [{"token": tok, "logprob": lp, "bytes": list(tok.encode("utf-8"))}]
+        for k in range(1, top_n):
+            alt = rng.choice(_WORDS)[:4]
+            top.append({"token": alt, "logprob": lp - 2.0 * k, "bytes": list(alt.encode("utf-8"))})
+        out.append(
+            {"token": tok, "logprob": lp, "bytes": list(tok.encode("utf-8")), "top_logprobs": top}
+        )
+    return out
+
+
+def _prompt_chars(messages: Any) -> int:
+    n = 0
+    for m in messages if isinstance(messages, list) else ():
+        c = m.get("content") if isinstance(m, dict) else None
+        if isinstance(c, str):
+            n += len(c)
+        elif isinstance(c, list):
+            for part in c:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    n += len(part["text"])
+    return n
+
+
+def _content_str(content: Any) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    return json.dumps(content)
+
+
+def parse_multipart(body: bytes, content_type: str) -> dict[str, tuple[str | None, bytes]]:
+    """Split a multipart/form-data body into {field: (filename or None, bytes)}."""
+    m = re.search(r'boundary="?([^";,]+)"?', content_type)
+    if m is None:
+        raise ValueError("multipart body without a boundary")
+    sep = b"\r\n--" + m.group(1).encode("latin-1")
+    fields: dict[str, tuple[str | None, bytes]] = {}
+    for part in (b"\r\n" + body).split(sep)[1:]:
+        if part.startswith(b"--"):
+            break
+        part = part.lstrip(b" \t")
+        if part.startswith(b"\r\n"):
+            part = part[2:]
+        head, found, data = part.partition(b"\r\n\r\n")
+        if not found:
+            continue
+        disposition = ""
+        for line in head.decode("utf-8", "replace").split("\r\n"):
+            key, _, value = line.partition(":")
+            if key.strip().lower() == "content-disposition":
+                disposition = value
+        name = re.search(r'\bname="([^"]*)"', disposition)
+        filename = re.search(r'\bfilename="([^"]*)"', disposition)
+        if name:
+            fields[name.group(1)] = (filename.group(1) if filename else None, data)
+    return fields
+
+
+# --------------------------------------------------------------------------------------------
+# HTTP plumbing
+# --------------------------------------------------------------------------------------------
+
+
+class _BadRequest(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class _Head:
+    method: str
+    target: str
+    headers: dict[str, str]
+    keep_alive: bool
+    chunked: bool
+    length: int
+
+
+@dataclass(slots=True)
+class _Out:
+    """A response before it is written: JSON (dict/list) or raw bytes."""
+
+    status: int
+    body: Any = None
+    headers: dict[str, str] | None = None
+    content_type: str = "application/json"
+    delay: float = 0.0
+    drop: bool = False
+
+
+def _encode(out: _Out, keep_alive: bool, request_id: str) -> bytes:
+    body = out.body
+    if isinstance(body, bytes | bytearray):
+        payload = bytes(body)
+    elif body is None:
+        payload = b""
+    else:
+        payload = json.dumps(body).encode("utf-8")
+    lines = [
+        f"HTTP/1.1 {out.status} {_REASONS.get(out.status, 'Unknown')}\r\n"
+        f"Content-Type: {out.content_type}\r\nContent-Length: {len(payload)}\r\n"
+        f"x-request-id: {request_id}\r\n"
+    ]
+    if out.headers:
+        lines.extend(f"{k}: {v}\r\n" for k, v in out.headers.items())
+    if not keep_alive:
+        lines.append("Connection: close\r\n")
+    lines.append("\r\n")
+    return "".join(lines).encode("latin-1") + payload
+
+
+class _Conn(asyncio.Protocol):
+    """One client connection: parses requests one at a time and hands them to the server."""
+
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.head: _Head | None = None
+        self.busy = False
+        self.closed = False
+        self.eof = False
+        self.dropped = False
+        self.task: asyncio.Task[None] | None = None
+        self.chunk_left: int | None = None
+        self.chunks: list[bytes] = []
+
+    # asyncio callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.server._conns.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server._conns.discard(self)
+        task = self.task
+        if task is not None and not task.done() and not self.dropped:
+            task.cancel()  # the client gave up: free its slot now, as a real server would
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if not self.busy:
+            self._next()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        return self.busy  # keep the socket open to write the answer to a half-closed client
+
+    # parsing
+    def _next(self) -> None:
+        while not self.busy and not self.closed:
+            try:
+                parsed = self._parse()
+            except _BadRequest as exc:
+                self.write(_encode(_Out(400, error_body(400, str(exc))), False, "req_bad"))
+                self.close()
+                return
+            if parsed is None:
+                if self.eof and self.transport is not None:
+                    self.close()
+                return
+            head, body = parsed
+            self.busy = True
+            self.task = self.server._loop_ref().create_task(self.server._handle(self, head, body))
+
+    def _parse(self) -> tuple[_Head, bytes] | None:
+        buf = self.buf
+        if self.head is None:
+            while buf.startswith(b"\r\n"):
+                del buf[:2]
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > _MAX_HEAD:
+                    raise _BadRequest("request head too large")
+                return None
+            lines = buf[:end].decode("latin-1").split("\r\n")
+            del buf[: end + 4]
+            try:
+                method, target, version = lines[0].split(" ", 2)
+            except ValueError:
+                raise _BadRequest("malformed request line") from None
+            headers: dict[str, str] = {}
+            for line in lines[1:]:
+                key, _, value = line.partition(":")
+                headers[key.strip().lower()] = value.strip()
+            conn = headers.get("connection", "").lower()
+            keep = "close" not in conn if version == "HTTP/1.1" else "keep-alive" in conn
+            chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+            try:
+                length = 0 if chunked else int(headers.get("content-length", "0") or 0)
+            except ValueError:
+                raise _BadRequest("bad Content-Length") from None
+            self.head = _Head(method.upper(), target, headers, keep, chunked, length)
+            if headers.get("expect", "").lower() == "100-continue" and (
+                chunked or len(buf) < length
+            ):
+                self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        head = self.head
+        if head.chunked:
+            body = self._dechunk()
+            if body is None:
+                return None
+        else:
+            if len(buf) < head.length:
+                return None
+            body = bytes(buf[: head.length])
+            del buf[: head.length]
+        self.head = None
+        return head, body
+
+    def _dechunk(self) -> bytes | None:
+        buf = self.buf
+        while True:
+            if self.chunk_left is None:  # a size line
+                i = buf.find(b"\r\n")
+                if i < 0:
+                    return None
+                try:
+                    size = int(bytes(buf[:i]).split(b";", 1)[0].strip(), 16)
+                except ValueError:
+                    raise _BadRequest("bad chunk size") from None
+                del buf[: i + 2]
+                self.chunk_left = size if size > 0 else -1
+            elif self.chunk_left == -1:  # trailers, up to an empty line
+                i = buf.find(b"\r\n")
+                if i < 0:
+                    return None
+                empty = i == 0
+                del buf[: i + 2]
+                if empty:
+                    body = b"".join(self.chunks)
+                    self.chunks, self.chunk_left = [], None
+                    return body
+            else:
+                need = self.chunk_left + 2
+                if len(buf) < need:
+                    return None
+                self.chunks.append(bytes(buf[: self.chunk_left]))
+                del buf[:need]
+                self.chunk_left = None
+
+    # writing
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.write(data)
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+
+    def reset(self) -> None:
+        """Close abruptly with an RST, so the client sees a reset rather than a clean EOF."""
+        self.dropped = True
+        if self.transport is None or self.closed:
+            return
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+
+    def finished(self, keep_alive: bool) -> None:
+        self.task = None
+        self.busy = False
+        if self.closed or self.dropped:
+            return
+        if not keep_alive:
+            self.close()
+            return
+        if self.buf or self.eof:
+            self._next()
+
+
+# --------------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------------
+
+
+class FakeServer:
+    """An OpenAI-compatible server on 127.0.0.1 with scripted answers, latency, slots and faults.
+
+    ``start()`` runs it on its own loop in a daemon thread (the test's loop and client stay
+    separate, as with a real server); the command line runs it in the foreground.
+    """
+
+    def __init__(
+        self,
+        handler: Handler | None = None,
+        *,
+        latency: float = 0.0,
+        capacity: int | None = None,
+        faults: Faults | None = None,
+        seed: int = 0,
+        embedding_dim: int = 64,
+        reject_json_schema: bool = False,
+        reject_json_object: bool = False,
+        batch_delay: float = 0.0,
+        port: int = 0,
+    ) -> None:
+        if capacity is not None and capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.handler = handler  # type: ignore[assignment]  # None means auto_answer
+        self.latency = latency
+        self.capacity = capacity
+        self.faults = faults
+        self.seed = seed
+        self.embedding_dim = embedding_dim
+        self.reject_json_schema = reject_json_schema
+        self.reject_json_object = reject_json_object
+        self.batch_delay = batch_delay
+        self.model = "fake-model"
+        self.port = port
+        self.requests: list[Recorded] = []
+        #: Exceptions a handler raised (each answered with a 500), so a test can re-raise them.
+        self.handler_errors: list[BaseException] = []
+        self._conns: set[_Conn] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._files: dict[str, dict[str, Any]] = {}
+        self._file_data: dict[str, bytes] = {}
+        self._batches: dict[str, dict[str, Any]] = {}
+        self._batch_cancel: dict[str, asyncio.Event] = {}
+        self._ids = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._slot: asyncio.Semaphore | None = None
+        self._clear()
+
+    # configuration
+    @property
+    def handler(self) -> Handler:
+        """The chat handler; assigning None restores ``auto_answer`` with this server's seed."""
+        return self._handler
+
+    @handler.setter
+    def handler(self, value: Handler | None) -> None:
+        self._handler: Handler = value if value is not None else self._auto
+
+    def _auto(self, body: dict[str, Any]) -> str:
+        return auto_answer(body, self.seed)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{_HOST}:{self.port}/v1"
+
+    # records
+    def _clear(self) -> None:
+        self.requests.clear()
+        self.handler_errors.clear()
+        self._path_counts: Counter[str] = Counter()
+        self._fault_counts: Counter[str] = Counter()
+        self._chat_hashes: list[str] = []
+        self._chat_ok = 0
+        self._in_flight = 0
+        self._open = 0
+        self.max_in_flight = 0
+        self.max_open = 0
+        self._fault_rng = random.Random(self.seed)
+        self._n429 = 0
+        self._nmalformed = 0
+
+    def reset(self) -> None:
+        """Clear records, counters and the fault RNG (files and batches stay)."""
+        loop = self._loop
+        if loop is None or threading.get_ident() == self._loop_thread or not loop.is_running():
+            self._clear()
+            return
+        done = threading.Event()
+
+        def clear() -> None:
+            self._clear()
+            done.set()
+
+        loop.call_soon_threadsafe(clear)
+        done.wait(5)
+
+    @property
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """Bodies of chat requests answered 200."""
+        return [
+            r.body
+            for r in list(self.requests)
+            if r.path.endswith("/chat/completions") and r.status == 200
+        ]
+
+    @property
+    def chat_attempts(self) -> list[Any]:
+        """Bodies of every chat request, whatever its answer."""
+        return [r.body for r in list(self.requests) if r.path.endswith("/chat/completions")]
+
+    @property
+    def chat_hashes(self) -> list[str]:
+        """``messages_hash`` of each chat request answered 200, in arrival order."""
+        return list(self._chat_hashes)
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def count(self, path_suffix: str = "/chat/completions", ok_only: bool = False) -> int:
+        """How many requests hit a path ending in ``path_suffix`` (only 200s if ``ok_only``)."""
+        return sum(
+            1
+            for r in list(self.requests)
+            if r.path.endswith(path_suffix) and (not ok_only or r.status == 200)
+        )
+
+    def fault_counts(self, detailed: bool = False) -> dict[str, int]:
+        """Faults applied so far, by kind (``"429"``...) or by full label if ``detailed``."""
+        if detailed:
+            return dict(self._fault_counts)
+        out: Counter[str] = Counter()
+        for label, n in self._fault_counts.items():
+            out[label.split(":", 1)[0]] += n
+        return dict(out)
+
+    def stats(self, hashes: bool = False) -> dict[str, Any]:
+        """What ``GET /stats`` answers."""
+        out: dict[str, Any] = {
+            "requests": dict(self._path_counts),
+            "chat_ok": self._chat_ok,
+            "max_in_flight": self.max_in_flight,
+            "max_open": self.max_open,
+            "in_flight": self._in_flight,
+            "faults": self.fault_counts(),
+            "faults_detailed": self.fault_counts(detailed=True),
+        }
+        if hashes:
+            out["chat_hashes"] = list(self._chat_hashes)
+        return out
+
+    # lifecycle
+    def _loop_ref(self) -> asyncio.AbstractEventLoop:
+        assert self._loop is not None
+        return self._loop
+
+    async def _open_server(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._slot = asyncio.Semaphore(self.capacity) if self.capacity else None
+        self._server = await self._loop.create_server(
+            lambda: _Conn(self), host=_HOST, port=self.port, backlog=4096
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _close_server(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._conns):
+            if conn.transport is not None:
+                conn.transport.abort()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.sleep(0)
+        self._server = None
+
+    def start(self) -> FakeServer:
+        """Listen on 127.0.0.1 (port 0: any free port) from a daemon thread; returns self."""
+        if self._thread is not None:
+            raise RuntimeError("server already started")
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            try:
+                loop.run_until_complete(self._open_server())
+            except BaseException as exc:
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            try:
+                loop.run_forever()
+            finally:
+                loop.run_until_complete(self._close_server())
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="ragframe-fakeserver", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        if failure:
+            self._thread = None
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and join the thread; open connections are aborted."""
+        thread, loop = self._thread, self._loop
+        if thread is None or loop is None:
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        self._thread = None
+
+    def __enter__(self) -> FakeServer:
+        return self.start() if self._thread is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = self._loop_ref().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _new_id(self, prefix: str) -> str:
+        self._ids += 1
+        return f"{prefix}{self._ids:024x}"
+
+    # request handling
+    async def _handle(self, conn: _Conn, head: _Head, raw: bytes) -> None:
+        path, _, query = head.target.partition("?")
+        route = path[3:] if path.startswith("/v1/") else path
+        route = route.rstrip("/") or "/"
+        keep = head.keep_alive
+        rec: Recorded | None = None
+        request_id = f"req_{self._ids + 1:x}"
+        try:
+            if route in ("/stats", "/reset", "/health"):
+                out = self._control(route, head.method, query)
+                conn.write(_encode(out, keep, request_id))
+                return
+            body: Any = None
+            if raw and "multipart/" not in head.headers.get("content-type", ""):
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+            rec = Recorded(
+                path, head.method, body, started=time.monotonic(), query=query,
+                headers=head.headers,
+            )  # fmt: skip
+            self.requests.append(rec)
+            self._path_counts[path] += 1
+            if head.method == "POST" and route in _MODEL_PATHS:
+                if raw and body is None:
+                    self._finish(conn, rec, _Out(400, error_body(400, "body is not JSON")), keep)
+                    return
+                await self._model_request(conn, rec, route, body if body is not None else {}, keep)
+                return
+            out = self._rest(head, route, query, raw)
+            self._finish(conn, rec, out, keep)
+        except asyncio.CancelledError:
+            if rec is not None and rec.ended is None:
+                rec.status, rec.ended = STATUS_CLIENT_GONE, time.monotonic()
+            keep = False
+            raise
+        except Exception as exc:  # a bug or a handler error: answer 500, keep serving
+            self.handler_errors.append(exc)
+            out = _Out(500, error_body(500, f"fake server error: {exc!r}"))
+            if rec is not None and rec.ended is None:
+                self._finish(conn, rec, out, keep)
+            else:
+                conn.write(_encode(out, keep, request_id))
+        finally:
+            conn.finished(keep)
+
+    def _finish(self, conn: _Conn, rec: Recorded, out: _Out, keep: bool) -> None:
+        """Write (or drop) the answer and close the record."""
+        if out.drop:
+            conn.reset()
+            rec.status = STATUS_DROPPED
+        else:
+            conn.write(_encode(out, keep, f"req_{len(self.requests):x}"))
+            rec.status = out.status
+        rec.ended = time.monotonic()
+
+    def _draw_fault(self, path: str) -> str | None:
+        faults = self.faults
+        if faults is None or not path.endswith(faults.only_paths):
+            return None
+        u = self._fault_rng.random()
+        for name, rate in faults._table():
+            if u < rate:
+                return name
+            u -= rate
+        return None
+
+    def _fault_out(self, fault: str) -> tuple[str, _Out]:
+        """The immediate answer for an HTTP-level fault, with its label."""
+        assert self.faults is not None
+        if fault == "429":
+            self._n429 += 1
+            if self._n429 % 2 == 1:
+                headers = {"Retry-After": f"{self.faults.retry_after:g}"}
+                return "429:retry_after", _Out(429, error_body(429), headers)
+            return "429", _Out(429, error_body(429))
+        if fault == "reset":
+            return "reset", _Out(STATUS_DROPPED, drop=True)
+        return fault, _Out(int(fault), error_body(int(fault)))
+
+    async def _model_request(
+        self, conn: _Conn, rec: Recorded, route: str, body: dict[str, Any], keep: bool
+    ) -> None:
+        fault = self._draw_fault(route)
+        if fault in ("429", "503", "reset"):
+            label, out = self._fault_out(fault)
+            rec.fault = label
+            self._fault_counts[label] += 1
+            self._finish(conn, rec, out, keep)
+            return
+        self._open += 1
+        self.max_open = max(self.max_open, self._open)
+        slot = self._slot
+        try:
+            if slot is not None:
+                await slot.acquire()
+            try:
+                self._in_flight += 1
+                self.max_in_flight = max(self.max_in_flight, self._in_flight)
+                try:
+                    if self.latency > 0:
+                        await asyncio.sleep(self.latency)
+                    if fault == "timeout":
+                        rec.fault = "timeout"
+                        self._fault_counts["timeout"] += 1
+                        assert self.faults is not None
+                        await asyncio.sleep(self.faults.slow_seconds)
+                        fault = None
+                    if fault == "500":
+                        label, out = self._fault_out(fault)
+                    elif route == "/embeddings":
+                        label, out = self._embeddings(body, fault)
+                    else:
+                        label, out = await self._chat(body, fault)
+                    if label is not None:
+                        rec.fault = label
+                        self._fault_counts[label] += 1
+                    if out.delay > 0:
+                        await asyncio.sleep(out.delay)
+                    if out.status == 200 and route == "/chat/completions" and not out.drop:
+                        self._chat_ok += 1
+                        self._chat_hashes.append(messages_hash(body.get("messages")))
+                    self._finish(conn, rec, out, keep)
+                finally:
+                    self._in_flight -= 1
+            finally:
+                if slot is not None:
+                    slot.release()
+        finally:
+            self._open -= 1
+
+    async def _call_handler(self, body: dict[str, Any]) -> Reply:
+        result = self._handler(body)
+        if inspect.isawaitable(result):
+            result = await result
+        return result if isinstance(result, Reply) else Reply(content=result)
+
+    async def _chat(self, body: dict[str, Any], fault: str | None) -> tuple[str | None, _Out]:
+        """Answer a chat request; ``fault`` may be "malformed". Returns (fault label, answer)."""
+        if not isinstance(body.get("messages"), list):
+            return None, _Out(400, error_body(400, "'messages' is required", param="messages"))
+        rf = body.get("response_format")
+        rtype = rf.get("type") if isinstance(rf, dict) else None
+        if (rtype == "json_schema" and self.reject_json_schema) or (
+            rtype == "json_object" and self.reject_json_object
+        ):
+            message = f"response_format type '{rtype}' is not supported by this server"
+            out = _Out(400, error_body(400, message, param="response_format"))
+            return ("malformed:skipped" if fault else None), out
+        try:
+            reply = await self._call_handler(body)
+        except Exception as exc:
+            self.handler_errors.append(exc)
+            return fault and "malformed:skipped", _Out(
+                500, error_body(500, f"handler raised {exc!r}")
+            )
+        headers = dict(reply.headers) if reply.headers else None
+        if reply.drop_connection:
+            return fault and "malformed:skipped", _Out(0, drop=True, delay=reply.delay)
+        if reply.status != 200:
+            out = _Out(reply.status, _reply_error_body(reply), headers, delay=reply.delay)
+            return fault and "malformed:skipped", out
+        content = _content_str(reply.content)
+        finish = reply.finish_reason
+        label = None
+        if fault == "malformed":
+            kind = _MALFORMED_KINDS[self._nmalformed % len(_MALFORMED_KINDS)]
+            self._nmalformed += 1
+            flip = (self._nmalformed // len(_MALFORMED_KINDS)) % 2 == 0
+            kind, content, finish_override = _malform(content, kind, flip)
+            finish = finish_override or finish
+            label = f"malformed:{kind}"
+        completion = self._completion(body, content, finish, reply)
+        if body.get("stream"):
+            return label, _Out(
+                200, self._sse(completion, body), headers, "text/event-stream", reply.delay
+            )
+        return label, _Out(200, completion, headers, delay=reply.delay)
+
+    def _completion(
+        self, body: dict[str, Any], content: str | None, finish: str, reply: Reply
+    ) -> dict[str, Any]:
+        logprobs = reply.logprobs
+        if logprobs is None and body.get("logprobs") and content is not None:
+            logprobs = _synth_logprobs(content, int(body.get("top_logprobs") or 0), self.seed)
+        prompt_tokens = reply.prompt_tokens
+        if prompt_tokens is None:
+            prompt_tokens = _prompt_chars(body.get("messages")) // 4
+        completion_tokens = reply.completion_tokens
+        if completion_tokens is None:
+            completion_tokens = len(content or "") // 4 + 1
+        return {
+            "id": self._new_id("chatcmpl-"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "refusal": None},
+                    "finish_reason": finish,
+                    "logprobs": None
+                    if logprobs is None
+                    else {"content": logprobs, "refusal": None},
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    @staticmethod
+    def _sse(completion: dict[str, Any], body: dict[str, Any]) -> bytes:
+        """The completion as one content chunk and one finish chunk of server-sent events."""
+        choice = completion["choices"][0]
+        base = {k: completion[k] for k in ("id", "created", "model")}
+        base["object"] = "chat.completion.chunk"
+        chunks = [
+            {**base, "choices": [{"index": 0, "delta": {"role": "assistant",
+             "content": choice["message"]["content"]}, "logprobs": choice["logprobs"],
+             "finish_reason": None}]},
+            {**base, "choices": [{"index": 0, "delta": {}, "finish_reason":
+             choice["finish_reason"]}]},
+        ]  # fmt: skip
+        opts = body.get("stream_options")
+        if isinstance(opts, dict) and opts.get("include_usage"):
+            chunks.append({**base, "choices": [], "usage": completion["usage"]})
+        events = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        return events.encode("utf-8")
+
+    def _embeddings(self, body: dict[str, Any], fault: str | None) -> tuple[str | None, _Out]:
+        raw = body.get("input")
+        if isinstance(raw, str):
+            texts = [raw]
+        elif isinstance(raw, list) and raw and all(isinstance(t, int) for t in raw):
+            texts = [" ".join(map(str, raw))]  # one pre-tokenised input
+        elif isinstance(raw, list) and raw:
+            texts = [t if isinstance(t, str) else " ".join(map(str, t)) for t in raw]
+        else:
+            return None, _Out(400, error_body(400, "'input' is required", param="input"))
+        dim = body.get("dimensions") or self.embedding_dim
+        as_b64 = body.get("encoding_format") == "base64"
+        data: list[dict[str, Any]] = []
+        for i, text in enumerate(texts):
+            vec = _embed_cached(text, dim)
+            emb: Any = (
+                base64.b64encode(struct.pack(f"<{dim}f", *vec)).decode("ascii")
+                if as_b64
+                else list(vec)
+            )
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        label = None
+        if fault == "malformed":
+            data.pop()  # one embedding too few
+            label = "malformed:wrong_count"
+        tokens = sum(len(t) // 4 + 1 for t in texts)
+        return label, _Out(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model") or self.model,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
+
+    # control endpoints
+    def _control(self, route: str, method: str, query: str) -> _Out:
+        if route == "/health":
+            return _Out(200, {"status": "ok"})
+        if route == "/reset" and method == "POST":
+            self._clear()
+            return _Out(200, {"ok": True})
+        if route == "/stats" and method == "GET":
+            flag = parse_qs(query).get("hashes", ["0"])[-1]
+            return _Out(200, self.stats(hashes=flag not in ("0", "", "false")))
+        return _Out(405, error_body(400, f"{method} not allowed on {route}"))
+
+    # REST endpoints: models, files, batches
+    def _rest(self, head: _Head, route: str, query: str, raw: bytes) -> _Out:
+        method = head.method
+        parts = route.strip("/").split("/")
+        if parts[0] == "models":
+            model = {"id": self.model, "object": "model", "created": 0, "owned_by": "ragframe"}
+            if method == "GET" and len(parts) == 1:
+                return _Out(200, {"object": "list", "data": [model]})
+            if method == "GET" and len(parts) == 2:
+                return _Out(200, {**model, "id": parts[1]})
+        if parts[0] == "files":
+            return self._files_route(method, parts[1:], head, raw, query)
+        if parts[0] == "batches":
+            return self._batches_route(method, parts[1:], raw, query)
+        return _Out(404, error_body(404, f"no route for {method} {route}"))
+
+    def _add_file(self, data: bytes, filename: str, purpose: str) -> dict[str, Any]:
+        file_id = self._new_id("file-")
+        meta = {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": purpose,
+            "status": "processed",
+            "expires_at": None,
+            "status_details": None,
+        }
+        self._files[file_id] = meta
+        self._file_data[file_id] = data
+        return meta
+
+    def _files_route(
+        self, method: str, rest: list[str], head: _Head, raw: bytes, query: str
+    ) -> _Out:
+        if not rest and method == "POST":
+            ctype = head.headers.get("content-type", "")
+            try:
+                fields = parse_multipart(raw, ctype)
+            except ValueError as exc:
+                return _Out(400, error_body(400, str(exc)))
+            if "file" not in fields:
+                return _Out(400, error_body(400, "missing 'file' field", param="file"))
+            filename, data = fields["file"]
+            purpose = fields.get("purpose", (None, b"batch"))[1].decode("utf-8")
+            return _Out(200, self._add_file(data, filename or "upload", purpose))
+        if not rest and method == "GET":
+            return _Out(200, self._page(list(self._files.values()), query))
+        meta = self._files.get(rest[0]) if rest else None
+        if meta is None:
+            return _Out(404, error_body(404, f"no such file: {rest[0] if rest else ''}"))
+        if len(rest) == 1 and method == "GET":
+            return _Out(200, meta)
+        if len(rest) == 1 and method == "DELETE":
+            del self._files[rest[0]]
+            self._file_data.pop(rest[0], None)
+            return _Out(200, {"id": rest[0], "object": "file", "deleted": True})
+        if len(rest) == 2 and rest[1] == "content" and method == "GET":
+            return _Out(200, self._file_data[rest[0]], content_type="application/octet-stream")
+        return _Out(404, error_body(404, f"no route for {method} /files/{'/'.join(rest)}"))
+
+    @staticmethod
+    def _page(items: list[dict[str, Any]], query: str) -> dict[str, Any]:
+        """A cursor page, newest first, honouring ``limit`` and ``after``."""
+        params = parse_qs(query)
+        items = sorted(items, key=lambda x: x["id"], reverse=True)
+        after = params.get("after", [None])[-1]
+        if after is not None:
+            ids = [x["id"] for x in items]
+            items = items[ids.index(after) + 1 :] if after in ids else []
+        limit = int(params.get("limit", ["20"])[-1])
+        page = items[:limit]
+        return {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(items) > limit,
+        }
+
+    def _batches_route(self, method: str, rest: list[str], raw: bytes, query: str) -> _Out:
+        if not rest and method == "POST":
+            try:
+                req = json.loads(raw or b"{}")
+            except ValueError:
+                return _Out(400, error_body(400, "body is not JSON"))
+            input_id = req.get("input_file_id")
+            if input_id not in self._files:
+                return _Out(
+                    404, error_body(404, f"no such file: {input_id}", param="input_file_id")
+                )
+            now = int(time.time())
+            batch_id = self._new_id("batch_")
+            batch: dict[str, Any] = {
+                "id": batch_id,
+                "object": "batch",
+                "endpoint": req.get("endpoint", "/v1/chat/completions"),
+                "input_file_id": input_id,
+                "completion_window": req.get("completion_window", "24h"),
+                "status": "validating",
+                "output_file_id": None,
+                "error_file_id": None,
+                "errors": None,
+                "created_at": now,
+                "in_progress_at": None,
+                "expires_at": now + 24 * 3600,
+                "finalizing_at": None,
+                "completed_at": None,
+                "failed_at": None,
+                "expired_at": None,
+                "cancelling_at": None,
+                "cancelled_at": None,
+                "request_counts": {"total": 0, "completed": 0, "failed": 0},
+                "metadata": req.get("metadata"),
+                "model": None,
+            }
+            self._batches[batch_id] = batch
+            self._batch_cancel[batch_id] = asyncio.Event()
+            self._spawn(self._run_batch(batch))
+            return _Out(200, batch)
+        if not rest and method == "GET":
+            return _Out(200, self._page(list(self._batches.values()), query))
+        batch = self._batches.get(rest[0]) if rest else None
+        if batch is None:
+            return _Out(404, error_body(404, f"no such batch: {rest[0] if rest else ''}"))
+        if len(rest) == 1 and method == "GET":
+            return _Out(200, batch)
+        if len(rest) == 2 and rest[1] == "cancel" and method == "POST":
+            if batch["status"] in ("validating", "in_progress", "finalizing"):
+                batch["status"] = "cancelling"
+                batch["cancelling_at"] = int(time.time())
+                self._batch_cancel[batch["id"]].set()
+            return _Out(200, batch)
+        return _Out(404, error_body(404, f"no route for {method} /batches/{'/'.join(rest)}"))
+
+    async def _run_batch(self, batch: dict[str, Any]) -> None:
+        """Answer every line through the handler and faults, then publish shuffled results."""
+        await asyncio.sleep(0)
+        cancel = self._batch_cancel[batch["id"]]
+        if batch["status"] == "validating":
+            batch["status"] = "in_progress"
+            batch["in_progress_at"] = int(time.time())
+        lines = self._file_data.get(batch["input_file_id"], b"").decode("utf-8").splitlines()
+        ok: list[dict[str, Any]] = []
+        failed: list[dict[str, Any]] = []
+        todo = [line for line in lines if line.strip()]
+        batch["request_counts"]["total"] = len(todo)
+        for i, line in enumerate(todo):
+            if i % 64 == 63:
+                await asyncio.sleep(0)  # keep serving HTTP while a big batch runs
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                failed.append(
+                    {
+                        "id": self._new_id("batch_req_"),
+                        "custom_id": None,
+                        "response": None,
+                        "error": {"code": "invalid_json_line", "message": f"line {i + 1}"},
+                    }
+                )
+                continue
+            custom_id = entry.get("custom_id")
+            body = entry.get("body") if isinstance(entry.get("body"), dict) else {}
+            if batch["model"] is None:
+                batch["model"] = body.get("model")
+            url = str(entry.get("url") or batch["endpoint"])
+            status, resp_body, error = await self._batch_line(url, body)
+            line_out = {
+                "id": self._new_id("batch_req_"),
+                "custom_id": custom_id,
+                "response": None
+                if status is None
+                else {"status_code": status, "request_id": f"req_{self._ids:x}", "body": resp_body},
+                "error": error,
+            }
+            (ok if status == 200 else failed).append(line_out)
+            counts = batch["request_counts"]
+            counts["completed" if status == 200 else "failed"] += 1
+        if self.batch_delay > 0 and not cancel.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(cancel.wait(), self.batch_delay)
+        batch["finalizing_at"] = int(time.time())
+        shuffler = random.Random(f"{self.seed}:{batch['id']}")
+        shuffler.shuffle(ok)
+        shuffler.shuffle(failed)
+        if ok:
+            data = "".join(json.dumps(x) + "\n" for x in ok).encode("utf-8")
+            meta = self._add_file(data, f"{batch['id']}_output.jsonl", "batch_output")
+            batch["output_file_id"] = meta["id"]
+        if failed:
+            data = "".join(json.dumps(x) + "\n" for x in failed).encode("utf-8")
+            meta = self._add_file(data, f"{batch['id']}_error.jsonl", "batch_output")
+            batch["error_file_id"] = meta["id"]
+        now = int(time.time())
+        if cancel.is_set():
+            batch["status"], batch["cancelled_at"] = "cancelled", now
+        else:
+            batch["status"], batch["completed_at"] = "completed", now
+
+    async def _batch_line(
+        self, url: str, body: dict[str, Any]
+    ) -> tuple[int | None, Any, dict[str, str] | None]:
+        """One batch line: (status or None if no answer, response body, error or None)."""
+        path = url.split("?", 1)[0]
+        route = path[3:] if path.startswith("/v1/") else path
+        if route not in _MODEL_PATHS:
+            return None, None, {"code": "invalid_url", "message": f"unsupported url {url}"}
+        fault = self._draw_fault(route)
+        if fault in ("429", "500", "503"):
+            label, out = self._fault_out(fault)
+            self._fault_counts[label] += 1
+            return out.status, out.body, {"code": str(out.status), "message": "injected fault"}
+        if fault in ("reset", "timeout"):
+            self._fault_counts[fault] += 1
+            code = "connection_reset" if fault == "reset" else "timeout"
+            return None, None, {"code": code, "message": f"injected fault: {fault}"}
+        if route == "/embeddings":
+            label, out = self._embeddings(body, fault)
+        else:
+            label, out = await self._chat(body, fault)
+        if label is not None:
+            self._fault_counts[label] += 1
+        if out.drop:
+            return None, None, {"code": "connection_reset", "message": "handler dropped it"}
+        if out.status != 200:
+            err = out.body.get("error", {}) if isinstance(out.body, dict) else {}
+            code = str(err.get("code") or out.status)
+            return out.status, out.body, {"code": code, "message": str(err.get("message", ""))}
+        return 200, out.body, None
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m ragframe.testing.server",
+        description="Serve a fake OpenAI-compatible API on 127.0.0.1 until SIGTERM/SIGINT.",
+    )
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    p.add_argument("--latency", type=float, default=0.0, help="seconds per model request")
+    p.add_argument("--capacity", type=int, default=None, help="concurrent slots (default: no cap)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--faults", type=Faults.from_json, default=None, help="Faults as JSON")
+    p.add_argument("--embedding-dim", type=int, default=64)
+    p.add_argument("--batch-delay", type=float, default=0.0)
+    p.add_argument("--reject-json-schema", action="store_true")
+    p.add_argument("--reject-json-object", action="store_true")
+    return p.parse_args(argv)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    server = FakeServer(
+        latency=args.latency,
+        capacity=args.capacity,
+        faults=args.faults,
+        seed=args.seed,
+        embedding_dim=args.embedding_dim,
+        reject_json_schema=args.reject_json_schema,
+        reject_json_object=args.reject_json_object,
+        batch_delay=args.batch_delay,
+        port=args.port,
+    )
+    await server._open_server()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    sys.stdout.write(f"READY {server.base_url}\n")
+    sys.stdout.flush()
+    await stop.wait()
+    await server._close_server()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: serve in the foreground; exit 0 on SIGTERM or SIGINT."""
+    asyncio.run(_serve(_parse_args(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
