@@ -129,9 +129,9 @@ def select_inputs(
                 ok = _castable_list_of_str(dtype)
             if not ok:
                 hint = (
-                    "a list of strings per row, e.g. pl.col(c).cast(pl.List(pl.String))"
+                    f"a list of strings per row, e.g. pl.col({source!r}).cast(pl.List(pl.String))"
                     if isinstance(expected, pl.List)
-                    else "a string per row, e.g. pl.col(c).cast(pl.String)"
+                    else f"a string per row, e.g. pl.col({source!r}).cast(pl.String)"
                 )
                 raise InputError(
                     f"metric {metric!r} reads column {source!r} as {canonical!r}, which must be "

@@ -1,0 +1,85 @@
+"""Shared fixtures: a scripted OpenAI-compatible server on 127.0.0.1 and judges pointed at it.
+
+Every test that needs an LLM talks to this server through the real `openai` client; no test
+needs the network or an API key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from ragframe import Judge
+from ragframe.testing.server import FakeServer
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    """A fresh fake judge server; by default it answers every schema with valid JSON."""
+    with FakeServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def make_judge(server: FakeServer, tmp_path: Path) -> Callable[..., Judge]:
+    """Build a Judge for the fake server (no cache unless asked, no progress bar)."""
+
+    def build(**overrides: Any) -> Judge:
+        options: dict[str, Any] = {
+            "base_url": server.base_url,
+            "api_key": "sk-test-not-a-real-key",
+            "embedding_model": "fake-embedding",
+            "cache": False,
+            "progress": False,
+            "backoff_base": 0.01,
+            "backoff_max": 0.05,
+        }
+        if overrides.get("cache") is True:
+            overrides["cache"] = tmp_path / "cache.sqlite3"
+        options.update(overrides)
+        return Judge("fake-judge", **options)
+
+    return build
+
+
+@pytest.fixture
+def judge(make_judge: Callable[..., Judge]) -> Judge:
+    return make_judge()
+
+
+def user_text(body: dict[str, Any]) -> str:
+    """The user message of a chat request (where the fenced, judged texts are)."""
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
+def system_text(body: dict[str, Any]) -> str:
+    return body["messages"][0]["content"]
+
+
+def fenced(body: dict[str, Any], tag: str) -> list[str]:
+    """Texts fenced as <tag ...>...</tag> in the user message, in order."""
+    return re.findall(rf"<{tag}(?: index=\"\d+\")?>\n(.*?)\n</{tag}>", user_text(body), re.S)
+
+
+def task_name(body: dict[str, Any]) -> str:
+    """Which task sent a request (json_schema name, dots as underscores)."""
+    fmt = body.get("response_format") or {}
+    return (fmt.get("json_schema") or {}).get("name", "")
+
+
+def reply(obj: Any) -> str:
+    return json.dumps(obj)
+
+
+@pytest.fixture
+def sample() -> pl.DataFrame:
+    """The small real sample shipped in data/ (ExpertQA, MIT)."""
+    return pl.read_parquet(DATA / "sample.parquet")
