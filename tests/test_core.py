@@ -7,6 +7,7 @@ deduplication, concurrency, cache, row order, Parquet round trip, bad input) eac
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 from typing import Any
@@ -530,7 +531,7 @@ def test_retries_on_429_honour_retry_after_and_sdk_retries_are_off(server, judge
     assert server.count() == 3  # our two retries, none from the SDK
     assert result.stats.retries["429"] == 2
     starts = [r.started for r in server.requests]
-    gaps = [later - earlier for earlier, later in zip(starts, starts[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
     assert min(gaps) >= 0.19  # Retry-After (0.2 s) honoured over the 0.01 s backoff
 
 

@@ -571,7 +571,8 @@ class JudgeSession:
                     if status == 404:
                         failure = _Failure(
                             "not_found",
-                            f"the endpoint has no model {judge.model!r} or no such route: {message}",
+                            f"the endpoint has no model {judge.model!r} (or no such route): "
+                            f"{message}",
                         )
                         self._fatal = failure
                         raise failure from None

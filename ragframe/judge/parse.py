@@ -82,9 +82,9 @@ def extract_json(text: str) -> Any:
 
 @dataclass
 class _Scan:
-    """What _candidates noticed: a span left open before any value parsed (truncation)."""
+    """Whether the value just yielded sits inside a span that never closes (a cut-off answer)."""
 
-    truncated: bool = False
+    inside_open: bool = False
 
 
 def _candidates(text: str | None, scan: _Scan) -> Iterator[Any]:
@@ -139,10 +139,10 @@ def _candidates(text: str | None, scan: _Scan) -> Iterator[Any]:
         end = _match_close(body, start)
         if end < 0:
             unclosed = unclosed or end == _RAN_OFF
-            scan.truncated = scan.truncated or (unclosed and not found)
             continue
         if (value := attempt(body[start : end + 1])) is not _FAIL:
             skip_until = end + 1
+            scan.inside_open = unclosed  # spans run off to the end, so this one is inside
             yield value
 
     if found:
@@ -348,27 +348,31 @@ def coerce(value: Any, schema: dict[str, Any], path: str = "$") -> Any:
 def parse_answer(text: str, schema: dict[str, Any]) -> Any:
     """Extract JSON from ``text`` and coerce it to ``schema``.
 
-    Tries up to a few JSON values found in the text and returns the first that fits, so
-    stray bracketed prose before the answer does not sink it; otherwise raises the schema
-    error of the most plausible candidate (the first of the schema's top-level type).
+    Looks at the first few JSON values in the text, those of the schema's top-level type
+    first, and returns the first that fits, so a "[1]" citation before the answer cannot
+    be mistaken for it (e.g. wrapped as a bare array). Otherwise raises the error of the
+    first value of the right type, or "incomplete" when that is a fragment of a cut-off
+    answer.
     """
     wanted = _declared_types(schema, schema)
-    first: AnswerError | None = None
-    typed: AnswerError | None = None
     scan = _Scan()
-    for tried, value in enumerate(_candidates(text, scan)):
-        if tried >= _MAX_CANDIDATES:
+    found: list[tuple[Any, bool]] = []
+    for value in _candidates(text, scan):
+        found.append((value, scan.inside_open))
+        if len(found) >= _MAX_CANDIDATES:
             break
+    fits = [wanted is None or bool(_json_types(v) & wanted) for v, _ in found]
+    ordered = [c for c, ok in zip(found, fits, strict=True) if ok]
+    ordered += [c for c, ok in zip(found, fits, strict=True) if not ok]
+    errors: list[tuple[AnswerError, bool]] = []
+    for value, fragment in ordered:
         try:
             return coerce(value, schema)
         except AnswerError as exc:
-            first = first or exc
-            if typed is None and (wanted is None or _json_types(value) & wanted):
-                typed = exc
-    if scan.truncated:  # what parsed were fragments of a cut-off answer
+            errors.append((exc, fragment))
+    error, fragment = errors[0]  # _candidates yields at least once or raises
+    if fragment:  # a piece of a cut-off answer: "incomplete" is the useful feedback
         raise _truncated_error()
-    error = typed or first
-    assert error is not None  # _candidates yields at least once or raises
     raise error
 
 
@@ -660,7 +664,7 @@ def _match_enum(value: Any, enum: list[Any], path: str) -> Any:
     """Return the canonical enum member for ``value``: exact first, then loose spelling.
 
     Loose means case-insensitive, ignoring whitespace, quotes and trailing punctuation,
-    so enum ["yes", "no", "idk"] accepts "Yes." and "IDK"; a boolean-like value (true, "y")
+    so enum ["yes", "no", "idk"] accepts "Yes." and "IDK"; a boolean or a verdict word
     picks the one member that is a verdict of the same polarity.
     """
     for member in enum:
@@ -680,8 +684,9 @@ def _match_enum(value: Any, enum: list[Any], path: str) -> Any:
         for member in enum:
             if isinstance(member, str) and _to_float(member) == value:
                 return member
-    verdict = normalise_verdict(value)
-    if verdict is not None:  # true/1/"y" for a yes/no enum
+    wordy = isinstance(value, bool) or (isinstance(value, str) and _to_float(value) is None)
+    verdict = normalise_verdict(value) if wordy else None
+    if verdict is not None:  # true / "y" for a yes/no enum (numbers are too ambiguous)
         hits = [m for m in enum if isinstance(m, str) and normalise_verdict(m) is verdict]
         if len(hits) == 1:
             return hits[0]

@@ -674,9 +674,10 @@ class _Conn(asyncio.Protocol):
         if not self.busy:
             self._next()
 
-    def eof_received(self) -> bool:
+    def eof_received(self) -> None:
+        # A client that shuts its side has given up (httpx does so on a timeout): returning
+        # None closes the transport, and connection_lost cancels the pending answer.
         self.eof = True
-        return self.busy  # keep the socket open to write the answer to a half-closed client
 
     # parsing
     def _next(self) -> None:
