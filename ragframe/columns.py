@@ -139,9 +139,17 @@ def select_inputs(
                 )
             if canonical not in wanted:
                 wanted.append(canonical)
+    def canonical(name: str) -> pl.Expr:
+        expr = pl.col(mapping[name]).cast(CANONICAL[name])
+        if isinstance(CANONICAL[name], pl.List):
+            # A null item becomes "": items keep their positions, so "context 3" is the
+            # third item of the input list, and the judge is shown every numbered item.
+            expr = expr.list.eval(pl.element().fill_null(""))
+        return expr.alias(name)
+
     return frame.select(
         pl.int_range(pl.len(), dtype=pl.UInt32).alias(ROW_ID),
-        *(pl.col(mapping[c]).cast(CANONICAL[c]).alias(c) for c in wanted),
+        *(canonical(c) for c in wanted),
     )
 
 

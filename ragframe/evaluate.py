@@ -16,7 +16,7 @@ from ragframe import __version__
 from ragframe.columns import ROW_ID, load_frame, select_inputs
 from ragframe.errors import ConfigError
 from ragframe.judge.client import Judge, JudgeSession, RunStats
-from ragframe.metrics import Context, Metric, resolve
+from ragframe.metrics import Context, Metric, RagasScore, resolve
 
 
 @dataclass
@@ -24,7 +24,7 @@ class RunResult:
     """A scored frame with what the run cost and how it went."""
 
     frame: pl.DataFrame
-    metrics: list[Metric]
+    metrics: list[Metric | RagasScore]
     judge: Judge
     stats: RunStats
     seconds: float
@@ -60,8 +60,10 @@ class RunResult:
                 m.name: {
                     "class": type(m).__name__,
                     "direction": m.direction,
-                    "config": m.config(),
-                    "prompt_hashes": {t.name: t.prompt_hash for t in m.tasks()},
+                    "config": m.config() if isinstance(m, Metric) else {"of": list(m.of)},
+                    "prompt_hashes": (
+                        {t.name: t.prompt_hash for t in m.tasks()} if isinstance(m, Metric) else {}
+                    ),
                 }
                 for m in self.metrics
             },
@@ -74,8 +76,10 @@ class RunResult:
         write_parquet(self.frame, path, self.metadata(), overwrite=overwrite)
 
 
-def check_output_names(frame: pl.DataFrame, metrics: list[Metric]) -> None:
-    """Refuse to shadow an input column: scores are added, inputs are never touched."""
+def check_output_names(frame: pl.DataFrame, metrics: list[Metric | RagasScore]) -> None:
+    """Refuse to shadow an input column (inputs are never touched), and check that every
+    aggregate has the columns it combines."""
+    names = {m.name for m in metrics}
     for metric in metrics:
         for name in (metric.name, f"{metric.name}_detail"):
             if name in frame.columns:
@@ -83,25 +87,51 @@ def check_output_names(frame: pl.DataFrame, metrics: list[Metric]) -> None:
                     f"the input already has a column {name!r}; drop or rename it before scoring "
                     f"{metric.name!r} again (e.g. df.drop({name!r}))"
                 )
+        if isinstance(metric, RagasScore):
+            absent = [c for c in metric.of if c not in names and c not in frame.columns]
+            if absent:
+                raise ConfigError(
+                    f"{metric.name!r} combines {list(metric.of)}, but {absent} is neither "
+                    "requested nor a column of the input; add it to metrics=[...]"
+                )
+
+
+def aggregate_columns(frame: pl.DataFrame, aggregate: RagasScore) -> pl.DataFrame:
+    """The aggregate's score and detail (which inputs were null), computed without requests."""
+    missing = pl.concat_list(
+        [pl.when(pl.col(c).is_null()).then(pl.lit(c)) for c in aggregate.of]
+    ).list.drop_nulls()
+    return frame.select(
+        aggregate.expression(),
+        pl.struct(
+            pl.lit(list(aggregate.of), dtype=pl.List(pl.String)).alias("of"),
+            pl.when(missing.list.len() > 0)
+            .then(pl.lit("null input score: ") + missing.list.join(", "))
+            .alias("error"),
+        ).alias(f"{aggregate.name}_detail"),
+    )
 
 
 async def score_frame(
     frame: pl.DataFrame,
-    metrics: list[Metric],
+    metrics: list[Metric | RagasScore],
     session: JudgeSession,
     columns: Mapping[str, str] | None = None,
 ) -> pl.DataFrame:
-    """Score one frame with a running judge session: the input plus two columns per metric."""
-    inputs = select_inputs(frame, {m.name: m.requires for m in metrics}, columns)
+    """Score one frame with a judge session: the input plus two columns per metric."""
+    scorers = [m for m in metrics if isinstance(m, Metric)]
+    inputs = select_inputs(frame, {m.name: m.requires for m in scorers}, columns)
     ctx = Context(session, {})
-    results = await asyncio.gather(*(m.run(inputs, ctx.view()) for m in metrics))
-    added = [col for result in results for col in result.drop(ROW_ID).get_columns()]
-    return frame.hstack(added)
+    results = await asyncio.gather(*(m.run(inputs, ctx.view()) for m in scorers))
+    scored = frame.hstack([col for result in results for col in result.drop(ROW_ID).get_columns()])
+    for aggregate in (m for m in metrics if isinstance(m, RagasScore)):
+        scored = scored.hstack(aggregate_columns(scored, aggregate).get_columns())
+    return scored
 
 
 async def arun(
     data: Any,
-    metrics: Iterable[str | Metric],
+    metrics: Iterable[str | Metric | RagasScore],
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
@@ -110,20 +140,26 @@ async def arun(
     metric_list = resolve(metrics)
     frame = load_frame(data)
     check_output_names(frame, metric_list)
+    scorers = [m for m in metric_list if isinstance(m, Metric)]
     # Validate every column before any request (or before starting a local judge).
-    select_inputs(frame.head(0), {m.name: m.requires for m in metric_list}, columns)
-    judge = judge if judge is not None else Judge()
+    select_inputs(frame.head(0), {m.name: m.requires for m in scorers}, columns)
+    needs_judge = any(m.uses_llm or m.uses_embeddings for m in scorers)
+    judge = judge if judge is not None else Judge(cache=needs_judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     loop = asyncio.get_running_loop()
     t0 = loop.time()
-    async with judge.session() as session:
+    session = judge.session()
+    if needs_judge:
+        async with session:
+            scored = await score_frame(frame, metric_list, session, columns)
+    else:  # string- and ID-based metrics only: no endpoint, no local model started
         scored = await score_frame(frame, metric_list, session, columns)
     return RunResult(scored, metric_list, judge, session.stats, loop.time() - t0, started)
 
 
 async def aevaluate(
     data: Any,
-    metrics: Iterable[str | Metric] = ("faithfulness", "answer_relevancy"),
+    metrics: Iterable[str | Metric | RagasScore] = ("faithfulness", "answer_relevancy"),
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
@@ -145,7 +181,7 @@ def run_sync(coro: Any) -> Any:
 
 def run(
     data: Any,
-    metrics: Iterable[str | Metric],
+    metrics: Iterable[str | Metric | RagasScore],
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
@@ -156,7 +192,7 @@ def run(
 
 def evaluate(
     data: Any,
-    metrics: Iterable[str | Metric] = ("faithfulness", "answer_relevancy"),
+    metrics: Iterable[str | Metric | RagasScore] = ("faithfulness", "answer_relevancy"),
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,

@@ -154,7 +154,7 @@ class Judge:
 
             self.model = model or env.get("RAGFRAME_MODEL") or LOCAL_MODEL
             # The tiny local model runs away without a tight cap.
-            self.max_tokens_cap = max_tokens or 384
+            self.max_tokens_cap = max_tokens or 512
             concurrency = min(concurrency, 2)
         else:
             self.model = (

@@ -20,6 +20,7 @@ from typing import Any, Final
 __all__ = ["AnswerError", "coerce", "extract_json", "normalise_verdict", "parse_answer"]
 
 _MAX_SPAN_STARTS: Final = 32  # bounds the work on long, bracket-heavy prose
+_SCAN_BUDGET: Final = 100_000  # bracket/quote events over all starts (~0.1 s each 100k)
 _MAX_CANDIDATES: Final = 8  # parsed values parse_answer tries against the schema
 _MAX_REPORTED: Final = 5  # schema errors spelled out in one message
 
@@ -32,21 +33,27 @@ _NUMERIC = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _DIGITS = re.compile(r"[+-]?\d+")
 _IDENT = re.compile(r"[\w$]+")
 _NUMBER_TOKEN = re.compile(r"[-+]?[\w.+-]+")
-_SCAN = re.compile(r"[\[\]{}\"'“”„‘’\\]")
+_SCAN = re.compile(r"[\[\]{}\"'\u201c\u201d\u201e\u2018\u2019\\]")
 _PLAIN_KEY = re.compile(r"[A-Za-z_][\w]*")
 
-_DQ_CLOSE: Final = {'"': '"', "“": '”“"', "”": '”“"', "„": '”“"'}
-_SQ_CLOSE: Final = {"'": "'", "‘": "’‘'", "’": "’‘'"}
+_DQ_CLOSE: Final = {
+    '"': '"',
+    "\u201c": '\u201d\u201c"',
+    "\u201d": '\u201d\u201c"',
+    "\u201e": '\u201d\u201c"',
+}
+_SQ_CLOSE: Final = {"'": "'", "\u2018": "\u2019\u2018'", "\u2019": "\u2019\u2018'"}
 _QUOTE_CLOSE: Final = {**_DQ_CLOSE, **_SQ_CLOSE}
 _PAIRS: Final = {"{": "}", "[": "]"}
 _JSON_ESCAPES: Final = frozenset('"\\/bfnrtu')
 _PY_LITERALS: Final = {"True": "true", "False": "false", "None": "null"}
 
-_ANSWER_HINT: Final = "Reply with a single JSON value that matches the schema, and nothing else."
-
 
 class AnswerError(ValueError):
     """The judge's answer could not be used; `message` is fit to feed back to the model.
+
+    Messages are bare clauses (no instructions, no final period): the caller wraps them in
+    its own repair prompt ("Your answer could not be used: {message}. Reply again ...").
 
     ``kind`` is one of ``"empty"``, ``"no_json"``, ``"invalid_json"``, ``"schema"``;
     ``errors`` lists every schema problem found (``message`` shows the first few).
@@ -94,14 +101,14 @@ def _candidates(text: str | None, scan: _Scan) -> Iterator[Any]:
     JSON but not the answer, while extract_json stops at the first hit.
     """
     if text is None or not text.strip():
-        raise AnswerError("The answer was empty. " + _ANSWER_HINT, "empty")
+        raise AnswerError("the answer was empty", "empty")
     strict = _loads(text)
     if strict is not _FAIL:
         yield strict
         return
     body = _THINK.sub("", text)  # reasoning models may put braces in their thoughts
     if not body.strip():
-        raise AnswerError("The answer held only reasoning, no JSON. " + _ANSWER_HINT, "empty")
+        raise AnswerError("the answer held only reasoning, no JSON", "empty")
 
     seen: set[str] = set()
     found = False
@@ -127,7 +134,8 @@ def _candidates(text: str | None, scan: _Scan) -> Iterator[Any]:
             yield value
     # Then balanced spans, outermost first; starts inside a span that parsed are skipped.
     pos = skip_until = starts = 0
-    while starts < _MAX_SPAN_STARTS:
+    budget = [max(_SCAN_BUDGET, 2 * len(body))]  # always enough for one full pass
+    while starts < _MAX_SPAN_STARTS and budget[0] > 0:
         opens = [i for i in (body.find("{", pos), body.find("[", pos)) if i >= 0]
         if not opens:
             break
@@ -136,7 +144,7 @@ def _candidates(text: str | None, scan: _Scan) -> Iterator[Any]:
         if start < skip_until:
             continue
         starts += 1
-        end = _match_close(body, start)
+        end = _match_close(body, start, budget)
         if end < 0:
             unclosed = unclosed or end == _RAN_OFF
             continue
@@ -148,21 +156,15 @@ def _candidates(text: str | None, scan: _Scan) -> Iterator[Any]:
     if found:
         return
     if first_error is not None:
-        raise AnswerError(
-            f"The JSON in the answer could not be parsed ({first_error}). "
-            "Reply with valid JSON only, matching the schema.",
-            "invalid_json",
-        )
+        raise AnswerError(f"the JSON in the answer is not valid: {first_error}", "invalid_json")
     if unclosed:
         raise _truncated_error()
-    raise AnswerError("No JSON found in the answer. " + _ANSWER_HINT, "no_json")
+    raise AnswerError("no JSON object found in the answer", "no_json")
 
 
 def _truncated_error() -> AnswerError:
     return AnswerError(
-        "The JSON in the answer is incomplete (a '{' or '[' is never closed). "
-        "Reply with the complete JSON only.",
-        "invalid_json",
+        "the JSON in the answer is incomplete: a '{' or '[' is never closed", "invalid_json"
     )
 
 
@@ -202,15 +204,19 @@ def _parse_chunk(chunk: str) -> tuple[Any, str]:
     return _FAIL, error
 
 
-def _match_close(text: str, start: int) -> int:
+def _match_close(text: str, start: int, budget: list[int]) -> int:
     """Index of the bracket closing ``text[start]``, or _RAN_OFF / _MISMATCH.
 
     Brackets inside quoted strings (straight, single or smart quotes) do not count.
+    ``budget[0]`` counts down per bracket/quote seen, so hostile text cannot take seconds.
     """
     stack = [_PAIRS[text[start]]]
     quote_end: str | None = None
     i = start + 1
     while (m := _SCAN.search(text, i)) is not None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            return _MISMATCH
         i = m.start()
         c = text[i]
         if quote_end is not None:
@@ -312,7 +318,7 @@ def _norm_word(text: str) -> str:
     prev = None
     while prev != text:
         prev = text
-        text = text.strip().strip("\"'`*_“”‘’").rstrip(".,;:!?")
+        text = text.strip().strip("\"'`*_\u201c\u201d\u2018\u2019").rstrip(".,;:!?")
     return text.casefold()
 
 

@@ -12,9 +12,21 @@ from ragframe.metrics.context import (
     ContextPrecisionWithoutReference,
     ContextRecall,
 )
+from ragframe.metrics.correctness import AnswerCorrectness
+from ragframe.metrics.custom import GEval, RubricLevel, RubricScore
 from ragframe.metrics.faithfulness import Faithfulness
+from ragframe.metrics.nonllm import (
+    ContextPrecisionIDs,
+    ContextPrecisionNonLLM,
+    ContextRecallIDs,
+    ContextRecallNonLLM,
+    RagasScore,
+)
+from ragframe.metrics.nvidia import AnswerAccuracy, ContextRelevance, ResponseGroundedness
+from ragframe.metrics.relevancy import AnswerRelevancyLLM, ContextualRelevancy, Hallucination
 
-#: Metrics that can be asked for by name, with their default settings.
+#: Metrics that can be asked for by name, with their default settings. (GEval needs criteria
+#: or steps, so it is built, not named.)
 REGISTRY: dict[str, type[Metric]] = {
     cls.name: cls
     for cls in (
@@ -23,26 +35,44 @@ REGISTRY: dict[str, type[Metric]] = {
         ContextPrecision,
         ContextPrecisionWithoutReference,
         ContextRecall,
+        ContextualRelevancy,
+        AnswerRelevancyLLM,
+        Hallucination,
+        AnswerAccuracy,
+        ContextRelevance,
+        ResponseGroundedness,
+        AnswerCorrectness,
+        RubricScore,
+        ContextPrecisionNonLLM,
+        ContextRecallNonLLM,
+        ContextPrecisionIDs,
+        ContextRecallIDs,
     )
 }
 
 CORE = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
 
-def resolve(metrics: Iterable[str | Metric]) -> list[Metric]:
-    """Turn names and instances into metric instances; refuse unknown or repeated names."""
-    resolved: list[Metric] = []
+def resolve(metrics: Iterable[str | Metric | RagasScore]) -> list[Metric | RagasScore]:
+    """Turn names and instances into metric instances; refuse unknown or repeated names.
+
+    `ragas_score` (an aggregate of other metrics' columns) is accepted by name too.
+    """
+    resolved: list[Metric | RagasScore] = []
     for item in metrics:
-        if isinstance(item, Metric):
+        if isinstance(item, Metric | RagasScore):
             resolved.append(item)
             continue
         if not isinstance(item, str):
             raise ConfigError(f"a metric must be a name or a Metric instance, not {item!r}")
-        cls = REGISTRY.get(item.strip())
+        name = item.strip()
+        if name == RagasScore.name:
+            resolved.append(RagasScore())
+            continue
+        cls = REGISTRY.get(name)
         if cls is None:
-            raise ConfigError(
-                f"unknown metric {item!r}; known metrics: {', '.join(sorted(REGISTRY))}"
-            )
+            known = ", ".join(sorted([*REGISTRY, RagasScore.name]))
+            raise ConfigError(f"unknown metric {item!r}; known metrics: {known}")
         resolved.append(cls())
     names = [m.name for m in resolved]
     repeated = sorted({n for n in names if names.count(n) > 1})
@@ -59,13 +89,28 @@ def resolve(metrics: Iterable[str | Metric]) -> list[Metric]:
 __all__ = [
     "CORE",
     "REGISTRY",
+    "AnswerAccuracy",
+    "AnswerCorrectness",
     "AnswerRelevancy",
+    "AnswerRelevancyLLM",
     "Context",
     "ContextPrecision",
+    "ContextPrecisionIDs",
+    "ContextPrecisionNonLLM",
     "ContextPrecisionWithoutReference",
     "ContextRecall",
+    "ContextRecallIDs",
+    "ContextRecallNonLLM",
+    "ContextRelevance",
+    "ContextualRelevancy",
     "Faithfulness",
+    "GEval",
+    "Hallucination",
     "Metric",
     "MetricInfo",
+    "RagasScore",
+    "ResponseGroundedness",
+    "RubricLevel",
+    "RubricScore",
     "resolve",
 ]

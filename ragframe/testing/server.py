@@ -407,7 +407,9 @@ _TOKEN_RE = re.compile(r"\w+")
 def _embed_cached(text: str, dim: int) -> tuple[float, ...]:
     vec = [0.0] * dim
     for tok in _TOKEN_RE.findall(text.lower()):
-        vec[zlib.crc32(tok.encode("utf-8")) % dim] += 1.0
+        h = zlib.crc32(tok.encode("utf-8"))
+        # Signed feature hashing: colliding unrelated words cancel out on average.
+        vec[h % dim] += 1.0 if (h >> 31) & 1 else -1.0
     # A small positive per-text component: no vector is all zero, equal bags still differ.
     for i, b in enumerate(hashlib.shake_128(text.encode("utf-8")).digest(dim)):
         vec[i] += b / 255.0 * 0.05
@@ -1094,13 +1096,14 @@ class FakeServer:
 
     def _finish(self, conn: _Conn, rec: Recorded, out: _Out, keep: bool) -> None:
         """Write (or drop) the answer and close the record."""
-        if out.drop:
-            conn.reset()
-            rec.status = STATUS_DROPPED
-        else:
-            conn.write(_encode(out, keep, f"req_{len(self.requests):x}"))
-            rec.status = out.status
+        # Record first: the client may read the answer (and the test this record) at once.
         rec.ended = time.monotonic()
+        if out.drop:
+            rec.status = STATUS_DROPPED
+            conn.reset()
+        else:
+            rec.status = out.status
+            conn.write(_encode(out, keep, f"req_{len(self.requests):x}"))
 
     def _draw_fault(self, path: str) -> str | None:
         faults = self.faults
@@ -1145,6 +1148,7 @@ class FakeServer:
             try:
                 self._in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self._in_flight)
+                counted = True
                 try:
                     if self.latency > 0:
                         await asyncio.sleep(self.latency)
@@ -1168,9 +1172,12 @@ class FakeServer:
                     if out.status == 200 and route == "/chat/completions" and not out.drop:
                         self._chat_ok += 1
                         self._chat_hashes.append(messages_hash(body.get("messages")))
+                    self._in_flight -= 1  # before the write, so a client never sees it stale
+                    counted = False
                     self._finish(conn, rec, out, keep)
                 finally:
-                    self._in_flight -= 1
+                    if counted:
+                        self._in_flight -= 1
             finally:
                 if slot is not None:
                     slot.release()

@@ -1,0 +1,356 @@
+"""Retriever metrics that need no LLM: string similarity and ID overlap, plus the ragas score.
+
+They never call the judge, so they cost nothing but CPU and give the same result every run.
+The text metrics compare every retrieved context with every reference context of a row by
+normalised Levenshtein similarity (rapidfuzz), all pairs of the whole frame in one call; the ID
+metrics are set overlaps in Polars.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import polars as pl
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
+
+from ragframe.columns import ROW_ID
+from ragframe.errors import ConfigError
+from ragframe.metrics.base import USAGE_FIELDS, Context, Metric, MetricInfo, average_precision
+
+#: Inputs of the two text metrics; equal on purpose, so both see the same valid rows and can
+#: share one table of similarities per run.
+TEXT_INPUTS = ("contexts", "reference_contexts")
+#: Inputs of the two ID metrics.
+ID_INPUTS = ("retrieved_context_ids", "reference_context_ids")
+
+
+def _indexed(rows: pl.DataFrame, column: str, item: str, index: str) -> pl.DataFrame:
+    """One row per list item: ROW_ID, the item, its 1-based position in the list."""
+    return rows.select(
+        ROW_ID,
+        pl.col(column).alias(item),
+        pl.int_ranges(1, pl.col(column).list.len() + 1, dtype=pl.Int32).alias(index),
+    ).explode([item, index])
+
+
+async def similarity_pairs(rows: pl.DataFrame) -> pl.DataFrame:
+    """Every (retrieved context, reference context) pair of each row, with its similarity.
+
+    Columns: ROW_ID, `context_index`, `reference_index` (1-based), `similarity` (Float64,
+    rapidfuzz `Levenshtein.normalized_similarity` = 1 - distance / max(len), as ragas's
+    NonLLMStringSimilarity), and zero usage columns (no tokens are spent).
+    A blank or null reference item is no reference and is left out; a blank retrieved context
+    stays in the ranking (it is a retrieved slot) and matches nothing.
+    """
+    retrieved = _indexed(rows, "contexts", "context", "context_index").with_columns(
+        pl.col("context").fill_null("")
+    )
+    reference = _indexed(rows, "reference_contexts", "reference", "reference_index").filter(
+        pl.col("reference").str.strip_chars().str.len_chars() > 0
+    )
+    pairs = retrieved.join(reference, on=ROW_ID, how="inner", maintain_order="left_right")
+    # All pairs of the frame in one vectorised call, off the event loop (rapidfuzz releases
+    # the GIL), so the judge's requests for other metrics keep flowing meanwhile.
+    scores = await asyncio.to_thread(
+        process.cpdist,
+        pairs.get_column("context").to_list(),
+        pairs.get_column("reference").to_list(),
+        scorer=Levenshtein.normalized_similarity,
+        dtype=np.float64,
+        workers=-1,
+    )
+    return pairs.select(ROW_ID, "context_index", "reference_index").with_columns(
+        pl.Series("similarity", scores, dtype=pl.Float64),
+        *(pl.lit(0, dtype=dtype).alias(name) for name, dtype in USAGE_FIELDS.items()),
+    )
+
+
+def _check_threshold(threshold: float) -> float:
+    if not 0.0 <= threshold <= 1.0:
+        raise ConfigError(f"threshold must lie in [0, 1], got {threshold}")
+    return float(threshold)
+
+
+CONTEXT_MATCH = pl.Struct(
+    {
+        "context_index": pl.Int32(),
+        "best_similarity": pl.Float64(),
+        "best_reference_index": pl.Int32(),
+        "relevant": pl.Boolean(),
+    }
+)
+REFERENCE_MATCH = pl.Struct(
+    {
+        "reference_index": pl.Int32(),
+        "best_similarity": pl.Float64(),
+        "best_context_index": pl.Int32(),
+        "matched": pl.Boolean(),
+    }
+)
+
+
+class _TextOverlap(Metric):
+    """Shared settings of the two text metrics."""
+
+    requires: ClassVar[tuple[str, ...]] = TEXT_INPUTS
+    uses_llm: ClassVar[bool] = False
+
+    def __init__(self, threshold: float = 0.5) -> None:
+        self.threshold = _check_threshold(threshold)
+
+    def config(self) -> dict[str, Any]:
+        return {"threshold": self.threshold, "similarity": "levenshtein normalized_similarity"}
+
+    async def pairs(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        return await ctx.once("nonllm.levenshtein_pairs", lambda: similarity_pairs(rows))
+
+
+class ContextPrecisionNonLLM(_TextOverlap):
+    """Are retrieved contexts that match a reference context ranked first? (higher is better)
+
+    Formula: a retrieved context is relevant when its best normalised Levenshtein similarity
+    to any reference context is >= threshold (0.5); the score is the average precision of
+    those flags in rank order, AP = sum_k (precision@k * r_k) / relevant, 0.0 when none is
+    relevant (ragas adds 1e-10 to the denominator, hence its 0.9999999999 for 1).
+    Requests per row: 0 (no LLM).
+    Empty input: null or empty contexts or reference_contexts (or only blank items) give null
+    with the reason, never 1.0.
+    Source: ragas NonLLMContextPrecisionWithReference (seed 002).
+    """
+
+    name = "context_precision_nonllm"
+    detail_fields: ClassVar[dict[str, pl.DataType]] = {"contexts": pl.List(CONTEXT_MATCH)}
+    info = MetricInfo(
+        formula="average precision of (best Levenshtein similarity to a reference >= threshold)",
+        requests_per_row="0",
+        empty_input="null: missing contexts or reference_contexts",
+        source="ragas NonLLMContextPrecisionWithReference (002)",
+    )
+
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        pairs = await self.pairs(rows, ctx)
+        best = (
+            pairs.group_by(ROW_ID, "context_index")
+            .agg(
+                pl.col("similarity").max().alias("best_similarity"),
+                pl.col("reference_index")
+                .get(pl.col("similarity").arg_max())
+                .alias("best_reference_index"),
+            )
+            .with_columns((pl.col("best_similarity") >= self.threshold).alias("relevant"))
+        )
+        per_row = best.group_by(ROW_ID).agg(
+            pl.struct("context_index", "best_similarity", "best_reference_index", "relevant")
+            .sort_by("context_index")
+            .alias("contexts")
+        )
+        return (
+            rows.select(ROW_ID)
+            .join(per_row, on=ROW_ID, how="left")
+            .with_columns(
+                average_precision(
+                    pl.col("contexts").list.eval(pl.element().struct.field("relevant"))
+                ).alias("score"),
+                pl.lit(None, dtype=pl.String).alias("error"),
+            )
+        )
+
+
+class ContextRecallNonLLM(_TextOverlap):
+    """Share of the reference contexts that some retrieved context matches (higher is better).
+
+    Formula: a reference context is matched when its best normalised Levenshtein similarity
+    to any retrieved context is >= threshold (0.5); score = matched / reference contexts.
+    ragas's NonLLMContextRecall tests `> threshold` (its precision twin `>=`); both use `>=`
+    here, so one threshold means the same thing in both.
+    Requests per row: 0 (no LLM).
+    Empty input: null or empty contexts or reference_contexts (or only blank items) give null
+    with the reason, never 1.0. Blank reference items are not counted.
+    Source: ragas NonLLMContextRecall (seed 002).
+    """
+
+    name = "context_recall_nonllm"
+    detail_fields: ClassVar[dict[str, pl.DataType]] = {"references": pl.List(REFERENCE_MATCH)}
+    info = MetricInfo(
+        formula="reference contexts with a retrieved context >= threshold similar / references",
+        requests_per_row="0",
+        empty_input="null: missing contexts or reference_contexts",
+        source="ragas NonLLMContextRecall (002)",
+    )
+
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        pairs = await self.pairs(rows, ctx)
+        best = (
+            pairs.group_by(ROW_ID, "reference_index")
+            .agg(
+                pl.col("similarity").max().alias("best_similarity"),
+                pl.col("context_index")
+                .get(pl.col("similarity").arg_max())
+                .alias("best_context_index"),
+            )
+            .with_columns((pl.col("best_similarity") >= self.threshold).alias("matched"))
+        )
+        per_row = best.group_by(ROW_ID).agg(
+            pl.struct("reference_index", "best_similarity", "best_context_index", "matched")
+            .sort_by("reference_index")
+            .alias("references"),
+            pl.col("matched").cast(pl.Float64).mean().alias("score"),
+        )
+        return (
+            rows.select(ROW_ID)
+            .join(per_row, on=ROW_ID, how="left")
+            .with_columns(pl.lit(None, dtype=pl.String).alias("error"))
+        )
+
+
+def clean_ids(column: str) -> pl.Expr:
+    """The IDs of a list column, stripped, without blanks or nulls, each once, in order."""
+    return (
+        pl.col(column)
+        .list.eval(pl.element().str.strip_chars())
+        .list.eval(pl.element().filter(pl.element().str.len_chars() > 0))
+        .list.unique(maintain_order=True)
+    )
+
+
+RETRIEVED_ID = pl.Struct({"id": pl.String(), "relevant": pl.Boolean()})
+REFERENCE_ID = pl.Struct({"id": pl.String(), "retrieved": pl.Boolean()})
+
+
+def _flag_members(rows: pl.DataFrame, items: str, other: str, flag: str) -> pl.DataFrame:
+    """ROW_ID and a List(Struct{id, flag}): each ID of `items`, flagged if `other` holds it."""
+    mine = rows.select(
+        ROW_ID, pl.col(items).alias("id"), pl.int_ranges(pl.col(items).list.len()).alias("pos")
+    ).explode(["id", "pos"])
+    theirs = rows.select(ROW_ID, pl.col(other).alias("id")).explode("id")
+    return (
+        mine.join(theirs.with_columns(pl.lit(True).alias(flag)), on=[ROW_ID, "id"], how="left")
+        .with_columns(pl.col(flag).fill_null(False))
+        .group_by(ROW_ID)
+        .agg(pl.struct("id", flag).sort_by("pos").alias("flagged"))
+    )
+
+
+class ContextPrecisionIDs(Metric):
+    """Share of the retrieved context IDs that are reference IDs (higher is better).
+
+    Formula: |retrieved ∩ reference| / |retrieved|, over distinct IDs (stripped; blanks
+    dropped). Plain precision, rank ignored: ragas's IDBasedContextPrecision computes
+    hits / len(set(retrieved)) although its docstring speaks of average precision.
+    Requests per row: 0 (no LLM).
+    Empty input: null or empty retrieved_context_ids or reference_context_ids (or only blank
+    IDs) give null with the reason, never 1.0.
+    Source: ragas IDBasedContextPrecision (seed 002).
+    """
+
+    name = "context_precision_ids"
+    requires: ClassVar[tuple[str, ...]] = ID_INPUTS
+    uses_llm: ClassVar[bool] = False
+    detail_fields: ClassVar[dict[str, pl.DataType]] = {"retrieved": pl.List(RETRIEVED_ID)}
+    info = MetricInfo(
+        formula="|retrieved ids ∩ reference ids| / |retrieved ids| (distinct ids)",
+        requests_per_row="0",
+        empty_input="null: missing retrieved_context_ids or reference_context_ids",
+        source="ragas IDBasedContextPrecision (002)",
+    )
+
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        ids = rows.select(
+            ROW_ID,
+            clean_ids("retrieved_context_ids").alias("retrieved"),
+            clean_ids("reference_context_ids").alias("reference"),
+        )
+        flagged = _flag_members(ids, "retrieved", "reference", "relevant")
+        return ids.join(flagged, on=ROW_ID, how="left", maintain_order="left").select(
+            ROW_ID,
+            pl.col("flagged").alias("retrieved"),
+            (
+                pl.col("retrieved").list.set_intersection("reference").list.len()
+                / pl.col("retrieved").list.len()
+            ).alias("score"),
+            pl.lit(None, dtype=pl.String).alias("error"),
+        )
+
+
+class ContextRecallIDs(Metric):
+    """Share of the reference context IDs that were retrieved (higher is better).
+
+    Formula: |retrieved ∩ reference| / |reference|, over distinct IDs (stripped; blanks
+    dropped).
+    Requests per row: 0 (no LLM).
+    Empty input: null or empty retrieved_context_ids or reference_context_ids (or only blank
+    IDs) give null with the reason, never 1.0.
+    Source: ragas IDBasedContextRecall (seed 002).
+    """
+
+    name = "context_recall_ids"
+    requires: ClassVar[tuple[str, ...]] = ID_INPUTS
+    uses_llm: ClassVar[bool] = False
+    detail_fields: ClassVar[dict[str, pl.DataType]] = {"reference": pl.List(REFERENCE_ID)}
+    info = MetricInfo(
+        formula="|retrieved ids ∩ reference ids| / |reference ids| (distinct ids)",
+        requests_per_row="0",
+        empty_input="null: missing retrieved_context_ids or reference_context_ids",
+        source="ragas IDBasedContextRecall (002)",
+    )
+
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        ids = rows.select(
+            ROW_ID,
+            clean_ids("retrieved_context_ids").alias("retrieved"),
+            clean_ids("reference_context_ids").alias("reference_ids"),
+        )
+        flagged = _flag_members(ids, "reference_ids", "retrieved", "retrieved")
+        return ids.join(flagged, on=ROW_ID, how="left", maintain_order="left").select(
+            ROW_ID,
+            pl.col("flagged").alias("reference"),
+            (
+                pl.col("retrieved").list.set_intersection("reference_ids").list.len()
+                / pl.col("reference_ids").list.len()
+            ).alias("score"),
+            pl.lit(None, dtype=pl.String).alias("error"),
+        )
+
+
+@dataclass(frozen=True)
+class RagasScore:
+    """The ragas score: the harmonic mean of other metrics' score columns (higher is better).
+
+    Formula: n / sum(1 / score_i) over the columns in `of`; null when any of them is null
+    (a row is not half-scored), 0.0 when any is 0 (the harmonic mean's limit). It reads the
+    outputs of other metrics, so it is no `Metric`: it sends nothing and needs those columns
+    to be computed first; `expression()` is applied to the scored frame.
+    Source: ragas's aggregate score (harmonic mean of its core metrics).
+    """
+
+    of: tuple[str, ...] = (
+        "faithfulness",
+        "answer_relevancy",
+        "context_precision",
+        "context_recall",
+    )
+    name: str = "ragas_score"
+    direction: ClassVar[str] = "higher"
+
+    def __post_init__(self) -> None:
+        if not self.of:
+            raise ConfigError("RagasScore needs at least one metric column in `of`")
+        if len(set(self.of)) != len(self.of):
+            raise ConfigError(f"RagasScore lists a column twice: {list(self.of)}")
+
+    def expression(self) -> pl.Expr:
+        """Float64 `{name}`: the harmonic mean of the `of` columns, row by row."""
+        cols = [pl.col(c).cast(pl.Float64) for c in self.of]
+        harmonic = pl.lit(float(len(cols))) / pl.sum_horizontal(1.0 / c for c in cols)
+        return (
+            pl.when(pl.any_horizontal(c.is_null() for c in cols))
+            .then(pl.lit(None, dtype=pl.Float64))
+            .when(pl.any_horizontal(c == 0.0 for c in cols))
+            .then(pl.lit(0.0))
+            .otherwise(harmonic)
+            .alias(self.name)
+        )
