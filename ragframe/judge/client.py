@@ -32,6 +32,11 @@ from ragframe.judge.task import Task
 
 T = TypeVar("T")
 StructuredMode = Literal["json_schema", "json_object", "prompt"]
+#: live: send requests now. defer: send nothing; collect what the cache lacks as Batch API
+#: requests (`JudgeSession.deferred`). dry: send nothing; count what would be sent, and answer
+#: with schema-valid placeholders so that later stages are counted too.
+Backend = Literal["live", "defer", "dry"]
+PENDING = "pending: this request waits for a batch (ragframe batch collect)"
 _MODES: tuple[StructuredMode, ...] = ("json_schema", "json_object", "prompt")
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 OPENAI_DEFAULT_EMBEDDING = "text-embedding-3-small"
@@ -228,8 +233,8 @@ class Judge:
             "local": self.local,
         }
 
-    def session(self) -> JudgeSession:
-        return JudgeSession(self)
+    def session(self, backend: Backend = "live") -> JudgeSession:
+        return JudgeSession(self, backend)
 
 
 class JudgeSession:
@@ -239,9 +244,14 @@ class JudgeSession:
     to one loop), used as `async with judge.session() as s:`.
     """
 
-    def __init__(self, judge: Judge) -> None:
+    def __init__(self, judge: Judge, backend: Backend = "live") -> None:
         self.judge = judge
+        self.backend = backend
         self.stats = RunStats()
+        #: Requests a deferred session did not send: cache key -> Batch API request line.
+        self.deferred: dict[str, dict[str, Any]] = {}
+        #: What a dry run would send: request count and estimated tokens.
+        self.estimate: Counter[str] = Counter()
         self._client: Any = None
         self._base_url: str | None = judge.base_url
         self._inflight: dict[str, asyncio.Future[Answer]] = {}
@@ -293,7 +303,9 @@ class JudgeSession:
         self.stats.structured_mode = self._mode
 
     # ----------------------------------------------------------------- chat
-    def _payload(self, task: Task, user: str, count: int | None) -> dict[str, Any]:
+    def _payload(
+        self, task: Task, user: str, count: int | tuple[int, ...] | None
+    ) -> dict[str, Any]:
         judge = self.judge
         return {
             "model": judge.model,
@@ -316,7 +328,10 @@ class JudgeSession:
         return min(task.max_tokens, cap) if cap else task.max_tokens
 
     async def ask(
-        self, task: Task, prompts: Sequence[str], counts: Sequence[int | None] | None = None
+        self,
+        task: Task,
+        prompts: Sequence[str],
+        counts: Sequence[int | tuple[int, ...] | None] | None = None,
     ) -> list[Answer]:
         """Answer a column of prompts; the result is aligned with `prompts`.
 
@@ -342,6 +357,11 @@ class JudgeSession:
                 if answer is not None:
                     results[key] = answer
         self.stats.cache_hits += len(results) - sum(k in self._memo for k in unique)
+        if self.backend != "live":
+            for key in unique:
+                if key not in results:
+                    results[key] = self._not_sent(task, key, payloads[key])
+            return [results[key] for key in keys]
         pending: dict[str, asyncio.Future[Answer]] = {}
         for key in unique:
             if key in results:
@@ -361,6 +381,27 @@ class JudgeSession:
             if answer.error is None:
                 self._memo[key] = answer
         return [results[key] for key in keys]
+
+    def _not_sent(self, task: Task, key: str, payload: dict[str, Any]) -> Answer:
+        """A deferred or dry session's stand-in for an answer the cache does not hold."""
+        kwargs = self._request_kwargs(task, payload["messages"], payload["schema"], "json_schema")
+        if self.backend == "defer":
+            self.deferred[key] = {
+                "custom_id": key,
+                "method": "POST",
+                "url": "/v1/chat/completions",
+                "body": kwargs,
+            }
+            return Answer(error=PENDING)
+        from ragframe.judge.estimate import placeholder
+
+        value, completion_tokens = placeholder(payload["schema"])
+        prompt_tokens = sum(len(m["content"]) for m in kwargs["messages"]) // 4
+        self.estimate["requests"] += 1
+        self.estimate[f"requests:{task.name}"] += 1
+        self.estimate["prompt_tokens"] += prompt_tokens
+        self.estimate["completion_tokens"] += completion_tokens
+        return Answer(value=value, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
     def forget(self) -> None:
         """Drop this run's in-memory answers (the disk cache keeps them)."""

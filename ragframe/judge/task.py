@@ -18,14 +18,15 @@ class Task:
     `counted` names the array property whose length must equal the number of items in the
     prompt (claims, contexts): the schema then pins it with minItems/maxItems so that
     grammar-constrained servers return exactly that many, and a wrong count is a parse
-    failure to retry, never silently zipped short.
+    failure to retry, never silently zipped short. A tuple names several arrays, each pinned
+    to its own count (the per-prompt count is then a tuple in the same order).
     """
 
     name: str
     system: str
     schema: dict[str, Any]
     max_tokens: int = 1024
-    counted: str | None = None
+    counted: str | tuple[str, ...] | None = None
     #: Paths ("facts.items.source_context") of integers that index the prompt's items: their
     #: `maximum` is pinned to the count, so an out-of-range index fails validation.
     indexes: tuple[str, ...] = ()
@@ -41,21 +42,29 @@ class Task:
         blob = json.dumps([self.system, self.schema], sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
-    def schema_for(self, count: int | None) -> dict[str, Any]:
-        """The schema for one prompt, with the counted array pinned to `count` items."""
+    def schema_for(self, count: int | tuple[int, ...] | None) -> dict[str, Any]:
+        """The schema for one prompt, with the counted array(s) pinned to their counts.
+
+        `count` is one int, or a tuple with one count per name when `counted` is a tuple;
+        `indexes` are pinned to the first count.
+        """
         if count is None or (self.counted is None and not self.indexes):
             return self.schema
+        counts = (count,) if isinstance(count, int) else tuple(count)
+        names = (self.counted,) if isinstance(self.counted, str) else (self.counted or ())
+        if names and len(counts) != len(names):
+            raise ValueError(f"{self.name}: {len(names)} counted arrays but counts {count!r}")
         schema = copy.deepcopy(self.schema)
-        if self.counted is not None:
-            prop = schema["properties"][self.counted]
-            prop["minItems"] = count
-            prop["maxItems"] = count
+        for name, n in zip(names, counts, strict=False):
+            prop = schema["properties"][name]
+            prop["minItems"] = n
+            prop["maxItems"] = n
         for path in self.indexes:
             node = schema
             for part in path.split("."):
                 node = node[part] if part == "items" else node["properties"][part]
             node["minimum"] = 1
-            node["maximum"] = count
+            node["maximum"] = counts[0]
         return schema
 
 

@@ -99,7 +99,7 @@ class Context:
         task: Task,
         frame: pl.DataFrame,
         prompt_col: str = "prompt",
-        count_col: str | None = None,
+        count_col: str | Sequence[str] | None = None,
         *,
         record_usage: bool = True,
     ) -> pl.DataFrame:
@@ -107,10 +107,16 @@ class Context:
 
         Adds `answer` (a Struct typed by the task's schema, null on failure), `error` (null on
         success), and the answer's `prompt_tokens` / `completion_tokens`. `frame` must hold
-        the ROW_ID column so usage is charged to the right rows.
+        the ROW_ID column so usage is charged to the right rows. `count_col` names the column
+        of per-prompt counts, or one column per array when `task.counted` is a tuple.
         """
         prompts = frame.get_column(prompt_col).to_list()
-        counts = frame.get_column(count_col).to_list() if count_col else None
+        counts: list[Any] | None = None
+        if isinstance(count_col, str):
+            counts = frame.get_column(count_col).to_list()
+        elif count_col:
+            columns = [frame.get_column(c).to_list() for c in count_col]
+            counts = list(zip(*columns, strict=True))
         answers = await self.session.ask(task, prompts, counts)
         extra = pl.DataFrame(
             {

@@ -75,11 +75,9 @@ CLASSIFY = Task(
                     "required": ["reason", "verdict"],
                 },
             },
-            # Task pins one array only: this one is bounded here and its exact length is
-            # checked after parsing (a mismatch is the row's error).
+            # Pinned per prompt to the number of ground-truth statements (`counted`).
             "ground_truth_statements": {
                 "type": "array",
-                "maxItems": MAX_CLAIMS,
                 "items": {
                     "type": "object",
                     "properties": {"reason": {"type": "string"}, "covered": {"type": "boolean"}},
@@ -89,7 +87,7 @@ CLASSIFY = Task(
         },
         "required": ["answer_statements", "ground_truth_statements"],
     },
-    counted="answer_statements",
+    counted=("answer_statements", "ground_truth_statements"),
     max_tokens=2048,
 )
 
@@ -236,8 +234,9 @@ class AnswerCorrectness(Metric):
                     fence_items("claim", pl.col("claims")),
                 ).alias("prompt"),
                 "n_a",
+                "n_g",
             ),
-            count_col="n_a",
+            count_col=("n_a", "n_g"),
         )
         verdicts = judged.select(
             ROW_ID,

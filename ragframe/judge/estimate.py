@@ -1,0 +1,44 @@
+"""Dry-run placeholders: schema-valid stand-in answers, so multi-stage metrics can be counted.
+
+A dry run sends nothing. Each request the cache cannot answer is counted, with its prompt
+tokens estimated as characters / 4 and its completion tokens from a typical answer: every
+array filled with `TYPICAL_ITEMS` items (or exactly the count the schema pins), every string a
+short sentence. Later stages (claims -> verification batches) are then built from these
+placeholders and counted as well. It is an estimate, not a bill.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+TYPICAL_ITEMS = 4
+TYPICAL_TEXT = "a typical judge sentence of about twelve words, for estimating tokens"
+
+
+def _fill(schema: dict[str, Any]) -> Any:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if "anyOf" in schema:
+        return _fill(schema["anyOf"][0])
+    if "enum" in schema:
+        return schema["enum"][0]
+    if kind == "object":
+        return {name: _fill(sub) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        low = schema.get("minItems", TYPICAL_ITEMS)
+        high = schema.get("maxItems", max(low, TYPICAL_ITEMS))
+        count = min(max(low, TYPICAL_ITEMS), high)
+        return [_fill(schema.get("items", {"type": "string"})) for _ in range(count)]
+    if kind == "boolean":
+        return True
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 1)
+    return TYPICAL_TEXT
+
+
+def placeholder(schema: dict[str, Any]) -> tuple[Any, int]:
+    """A value valid for `schema`, and its size in tokens (characters / 4)."""
+    value = _fill(schema)
+    return value, len(json.dumps(value)) // 4 + 1
