@@ -15,7 +15,15 @@ from ragframe.errors import (
     JudgeError,
     RagframeError,
 )
-from ragframe.evaluate import RunResult, aevaluate, arun, evaluate, run
+from ragframe.evaluate import (
+    RunResult,
+    aestimate,
+    aevaluate,
+    arun,
+    estimate,
+    evaluate,
+    run,
+)
 from ragframe.io import read_metadata
 from ragframe.judge import Judge
 from ragframe.metrics import (
@@ -74,8 +82,10 @@ __all__ = [
     "RubricScore",
     "RunResult",
     "__version__",
+    "aestimate",
     "aevaluate",
     "arun",
+    "estimate",
     "evaluate",
     "read_metadata",
     "run",

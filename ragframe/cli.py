@@ -52,6 +52,20 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--overwrite", action="store_true", help="replace an existing output")
     score.add_argument("--fail-fast", action="store_true", help="stop at the first failed request")
     score.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    score.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="estimate requests, tokens and cost without sending anything, then stop",
+    )
+    score.add_argument(
+        "--max-cost",
+        type=float,
+        help="dollars: refuse a run whose estimate exceeds it, and stop one that spends it",
+    )
+    score.add_argument(
+        "--price",
+        help="prompt,completion dollars per million tokens (default: ragframe.pricing)",
+    )
     return parser
 
 
@@ -59,6 +73,15 @@ def _judge(args: argparse.Namespace) -> Any:
     from ragframe.judge import Judge
 
     cache: Any = False if args.no_cache else (args.cache or True)
+    price = None
+    if args.price:
+        try:
+            prompt_price, completion_price = (float(x) for x in args.price.split(","))
+        except ValueError:
+            raise RagframeError(
+                f"--price expects two numbers like 0.15,0.60, got {args.price!r}"
+            ) from None
+        price = (prompt_price, completion_price)
     return Judge(
         args.model,
         base_url=args.base_url,
@@ -68,6 +91,8 @@ def _judge(args: argparse.Namespace) -> Any:
         cache=cache,
         fail_fast=args.fail_fast,
         progress=not args.no_progress,
+        price=price,
+        max_cost=args.max_cost,
     )
 
 
@@ -85,6 +110,8 @@ def format_summary(summary: dict[str, Any], local: bool) -> str:
         f"tokens {summary['prompt_tokens']} prompt + {summary['completion_tokens']} completion"
         f"  |  {summary['seconds']:.1f} s"
     )
+    if summary.get("cost_usd") is not None:
+        lines.append(f"cost ${summary['cost_usd']:.4f} (requests sent in this run)")
     if summary["retries"]:
         lines.append(
             "retries by cause: " + ", ".join(f"{k} {v}" for k, v in summary["retries"].items())
@@ -110,7 +137,26 @@ def cmd_score(args: argparse.Namespace) -> int:
     if Path(args.output).resolve() == Path(args.input).resolve():
         raise RagframeError("the output must not be the input file; the input is never written")
     metrics = resolve([m for m in args.metrics.split(",") if m.strip()])
-    result = run(args.input, metrics, judge=_judge(args), columns=_parse_columns(args.columns))
+    judge = _judge(args)
+    columns = _parse_columns(args.columns)
+    if args.dry_run or args.max_cost is not None:
+        from ragframe.evaluate import estimate
+
+        guess = estimate(args.input, metrics, judge=judge, columns=columns)
+        dollars = "unknown price" if guess["cost_usd"] is None else f"${guess['cost_usd']:.4f}"
+        print(
+            f"estimate: {guess['requests']} requests, {guess['prompt_tokens']} prompt + "
+            f"{guess['completion_tokens']} completion tokens, {dollars} for {guess['rows']} rows "
+            f"on {guess['model']} (cached answers are free and not counted)"
+        )
+        if args.dry_run:
+            return 0
+        if guess["cost_usd"] is not None and guess["cost_usd"] > args.max_cost:
+            raise RagframeError(
+                f"the estimate ${guess['cost_usd']:.4f} exceeds --max-cost ${args.max_cost:.4f}; "
+                "nothing was sent"
+            )
+    result = run(args.input, metrics, judge=judge, columns=columns)
     result.write_parquet(args.output, overwrite=args.overwrite)
     print(format_summary(result.summary(), result.judge.local))
     print(f"wrote {args.output}")

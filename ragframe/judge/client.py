@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from ragframe.errors import ConfigError, JudgeError
+from ragframe.errors import BudgetExceeded, ConfigError, JudgeError
 from ragframe.judge.cache import AnswerCache, default_cache_path, request_key
 from ragframe.judge.limits import AdaptiveLimiter, RateLimiter
 from ragframe.judge.parse import AnswerError, parse_answer
@@ -72,9 +72,18 @@ class RunStats:
     by_task: Counter[str] = field(default_factory=Counter)
     lowest_concurrency: int = 0
     structured_mode: str = "json_schema"
+    price: tuple[float, float] | None = None
+
+    @property
+    def cost(self) -> float | None:
+        """Dollars spent on the requests sent in this run (None when the price is unknown)."""
+        from ragframe.pricing import cost
+
+        return cost(self.price, self.prompt_tokens, self.completion_tokens)
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "cost_usd": None if self.cost is None else round(self.cost, 6),
             "requests": self.requests,
             "answered": self.answered,
             "cache_hits": self.cache_hits,
@@ -123,6 +132,13 @@ class Judge:
     cache : True (default path), False, or a path to the SQLite cache file.
     requests_per_minute, tokens_per_minute : optional rate limits.
     fail_fast : raise on the first request that fails for good instead of recording a row error.
+    max_text_chars : every input text (and list item) longer than this is cut to this many
+        characters plus " [... truncated N characters]" before prompts are built (default
+        50,000 characters, about 12k tokens; None keeps texts whole). A prompt still too long
+        for the judge's window fails for that row alone, with the server's reason.
+    price : (dollars per million prompt tokens, per million completion tokens) for the run's
+        cost figure; default from `ragframe.pricing.PRICES` when the model is listed there.
+    max_cost : stop sending once the run has spent this many dollars (needs a known price).
     """
 
     def __init__(
@@ -149,6 +165,9 @@ class Judge:
         fail_fast: bool = False,
         progress: bool = True,
         embedder: Any = None,
+        max_text_chars: int | None = 50_000,
+        price: tuple[float, float] | None = None,
+        max_cost: float | None = None,
     ) -> None:
         env = os.environ
         self.base_url = base_url or env.get("OPENAI_BASE_URL") or None
@@ -195,6 +214,18 @@ class Judge:
         self.adaptive = adaptive
         self.fail_fast = fail_fast
         self.progress = progress
+        if max_text_chars is not None and max_text_chars < 1:
+            raise ConfigError(f"max_text_chars must be positive or None, got {max_text_chars}")
+        self.max_text_chars = max_text_chars
+        from ragframe.pricing import price_of
+
+        self.price = price if price is not None else price_of(self.model)
+        if max_cost is not None and self.price is None:
+            raise ConfigError(
+                f"max_cost needs the price of {self.model!r}: pass price=(prompt $/1M tokens, "
+                "completion $/1M tokens) or add the model to ragframe.pricing.PRICES"
+            )
+        self.max_cost = max_cost
         if cache is True:
             self.cache_path: Path | None = default_cache_path()
         elif cache is False or cache is None:
@@ -247,7 +278,7 @@ class JudgeSession:
     def __init__(self, judge: Judge, backend: Backend = "live") -> None:
         self.judge = judge
         self.backend = backend
-        self.stats = RunStats()
+        self.stats = RunStats(price=judge.price)
         #: Requests a deferred session did not send: cache key -> Batch API request line.
         self.deferred: dict[str, dict[str, Any]] = {}
         #: What a dry run would send: request count and estimated tokens.
@@ -438,6 +469,8 @@ class JudgeSession:
                 content, logprobs, usage, finish = await self._chat(task, messages, schema)
             except _Failure as failure:
                 self.stats.failures[failure.cause] += 1
+                if failure.cause == "budget":
+                    raise BudgetExceeded(failure.message) from None
                 if self.judge.fail_fast or failure.cause in ("auth", "not_found"):
                     raise JudgeError(failure.message) from None
                 answer.error = failure.message
@@ -586,6 +619,15 @@ class JudgeSession:
         for attempt in range(1, judge.max_attempts + 1):
             if self._fatal is not None:
                 raise self._fatal
+            spent = self.stats.cost
+            if judge.max_cost is not None and spent is not None and spent >= judge.max_cost:
+                self._fatal = _Failure(
+                    "budget",
+                    f"stopped: the run has spent ${spent:.4f}, reaching max_cost "
+                    f"${judge.max_cost:.4f}; answers so far are cached, so rerunning with a "
+                    "higher max_cost resumes without paying for them again",
+                )
+                raise self._fatal
             await self._rate.acquire(tokens)
             retry_after: float | None = None
             async with self._limiter:
@@ -594,17 +636,17 @@ class JudgeSession:
                 try:
                     result = await call()
                 except openai.RateLimitError as err:
-                    cause, message = "429", _describe(err)
+                    cause, message = "429", _describe(err, self.judge._api_key)
                     retry_after = _retry_after(err)
                     self._limiter.on_throttle()
                 except openai.APITimeoutError as err:
                     cause, message = "timeout", f"request timed out after {judge.timeout:g} s"
                     del err
                 except openai.APIConnectionError as err:
-                    cause, message = "connection", _describe(err)
+                    cause, message = "connection", _describe(err, self.judge._api_key)
                 except openai.APIStatusError as err:
                     status = err.status_code
-                    message = _describe(err)
+                    message = _describe(err, self.judge._api_key)
                     if status in (401, 403):
                         failure = _Failure("auth", f"the endpoint refused the API key: {message}")
                         self._fatal = failure
@@ -640,6 +682,9 @@ class JudgeSession:
         """Embed texts (unique texts once, many per request, cached); rows L2-normalised."""
         judge = self.judge
         unique = list(dict.fromkeys(texts))
+        if self.backend == "dry":  # count, send nothing; any unit vectors will do
+            self.estimate["embedding_texts"] += len(unique)
+            return np.full((len(texts), 8), 8**-0.5, dtype=np.float32)
         model = judge.embedding_model or getattr(judge.embedder, "name", None)
         if model is None:
             raise ConfigError(
@@ -695,10 +740,15 @@ def _normalise(matrix: np.ndarray) -> np.ndarray:
     return (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
 
-def _describe(err: Exception) -> str:
-    """A short, key-free description of an openai error."""
+def _describe(err: Exception, secret: str | None = None) -> str:
+    """A short description of an openai error, with the API key scrubbed out (some servers
+    echo the key they refused)."""
     status = getattr(err, "status_code", None)
     text = str(getattr(err, "message", None) or err)
+    if secret:
+        text = text.replace(secret, "***")
+        if len(secret) > 12:  # a key echoed in part, e.g. "sk-abc...xyz"
+            text = text.replace(secret[:8], "***").replace(secret[-6:], "***")
     text = " ".join(text.split())[:300]
     return f"HTTP {status}: {text}" if status else f"{type(err).__name__}: {text}"
 

@@ -834,7 +834,7 @@ class FakeServer:
     ) -> None:
         if capacity is not None and capacity < 1:
             raise ValueError("capacity must be at least 1")
-        self.handler = handler  # type: ignore[assignment]  # None means auto_answer
+        self.handler = handler  # None means auto_answer
         self.latency = latency
         self.capacity = capacity
         self.faults = faults
@@ -982,12 +982,15 @@ class FakeServer:
     async def _close_server(self) -> None:
         if self._server is not None:
             self._server.close()
+        tasks = list(self._tasks)
         for conn in list(self._conns):
+            if conn.task is not None:
+                tasks.append(conn.task)
             if conn.transport is not None:
                 conn.transport.abort()
-        for task in list(self._tasks):
+        for task in tasks:
             task.cancel()
-        await asyncio.sleep(0)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._server = None
 
     def start(self) -> FakeServer:
