@@ -610,6 +610,21 @@ class JudgeSession:
                 self.stats.structured_mode = self._mode
         return True
 
+    def _check_stop(self) -> None:
+        """Raise when the run must send no more: a fatal error, or max_cost reached."""
+        if self._fatal is not None:
+            raise self._fatal
+        judge = self.judge
+        spent = self.stats.cost
+        if judge.max_cost is not None and spent is not None and spent >= judge.max_cost:
+            self._fatal = _Failure(
+                "budget",
+                f"stopped: the run has spent ${spent:.4f}, reaching max_cost "
+                f"${judge.max_cost:.4f}; answers so far are cached, so rerunning with a "
+                "higher max_cost resumes without paying for them again",
+            )
+            raise self._fatal
+
     async def _send(self, call: Callable[[], Awaitable[T]], tokens: int, label: str) -> T:
         """Send one request through the pool, retrying transient failures with backoff."""
         import openai
@@ -617,20 +632,12 @@ class JudgeSession:
         assert self._limiter is not None and self._rate is not None
         judge = self.judge
         for attempt in range(1, judge.max_attempts + 1):
-            if self._fatal is not None:
-                raise self._fatal
-            spent = self.stats.cost
-            if judge.max_cost is not None and spent is not None and spent >= judge.max_cost:
-                self._fatal = _Failure(
-                    "budget",
-                    f"stopped: the run has spent ${spent:.4f}, reaching max_cost "
-                    f"${judge.max_cost:.4f}; answers so far are cached, so rerunning with a "
-                    "higher max_cost resumes without paying for them again",
-                )
-                raise self._fatal
             await self._rate.acquire(tokens)
             retry_after: float | None = None
             async with self._limiter:
+                # Checked once a slot is ours: requests queued behind the limit must not
+                # slip past a budget that the requests before them used up.
+                self._check_stop()
                 self.stats.requests += 1
                 self.stats.by_task[label] += 1
                 try:

@@ -36,7 +36,7 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 from urllib.parse import parse_qs
@@ -489,7 +489,7 @@ def _first_array(value: Any) -> list[Any] | None:
     return None
 
 
-def _malform(content: str | None, kind: str, flip: bool) -> tuple[str, str | None, str]:
+def _malform(content: str | None, kind: str, flip: bool) -> tuple[str, str, str | None]:
     """Spoil a valid answer: returns (label, content, finish_reason override or None)."""
     text = content or ""
     if kind == "truncated":
@@ -1040,8 +1040,8 @@ class FakeServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _spawn(self, coro: Awaitable[Any]) -> None:
-        task = self._loop_ref().create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = self._loop_ref().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -1161,6 +1161,7 @@ class FakeServer:
                         assert self.faults is not None
                         await asyncio.sleep(self.faults.slow_seconds)
                         fault = None
+                    label: str | None
                     if fault == "500":
                         label, out = self._fault_out(fault)
                     elif route == "/embeddings":
@@ -1459,17 +1460,17 @@ class FakeServer:
             return _Out(200, batch)
         if not rest and method == "GET":
             return _Out(200, self._page(list(self._batches.values()), query))
-        batch = self._batches.get(rest[0]) if rest else None
-        if batch is None:
+        found = self._batches.get(rest[0]) if rest else None
+        if found is None:
             return _Out(404, error_body(404, f"no such batch: {rest[0] if rest else ''}"))
         if len(rest) == 1 and method == "GET":
-            return _Out(200, batch)
+            return _Out(200, found)
         if len(rest) == 2 and rest[1] == "cancel" and method == "POST":
-            if batch["status"] in ("validating", "in_progress", "finalizing"):
-                batch["status"] = "cancelling"
-                batch["cancelling_at"] = int(time.time())
-                self._batch_cancel[batch["id"]].set()
-            return _Out(200, batch)
+            if found["status"] in ("validating", "in_progress", "finalizing"):
+                found["status"] = "cancelling"
+                found["cancelling_at"] = int(time.time())
+                self._batch_cancel[found["id"]].set()
+            return _Out(200, found)
         return _Out(404, error_body(404, f"no route for {method} /batches/{'/'.join(rest)}"))
 
     async def _run_batch(self, batch: dict[str, Any]) -> None:
@@ -1554,6 +1555,7 @@ class FakeServer:
             self._fault_counts[fault] += 1
             code = "connection_reset" if fault == "reset" else "timeout"
             return None, None, {"code": code, "message": f"injected fault: {fault}"}
+        label: str | None
         if route == "/embeddings":
             label, out = self._embeddings(body, fault)
         else:
