@@ -1,0 +1,80 @@
+"""Cut data/sample.parquet from the ExpertQA RAG file; rerun to reproduce it exactly.
+
+    python data/make_sample.py [SOURCE] [DEST]
+
+SOURCE defaults to /work/shared/data/expertqa_rag.parquet (one row per (question, system) of
+ExpertQA, Malaviya et al. 2024, MIT), DEST to sample.parquet next to this script. Only
+retrieve-and-read rows with real passage text and at most 4 passages are kept, 10 judged
+faithful and 10 not, chosen by a SHA-256 of their id (stable across Polars versions, unlike a
+seeded sample). Passages are cut to at most about 1200 characters, at a word boundary, so that
+the tiny embedded judge scores a row in seconds (ExpertQA's passages are at most 1000
+characters, so today no passage is actually cut and the expert labels hold as they are).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import polars as pl
+
+SOURCE = Path("/work/shared/data/expertqa_rag.parquet")
+DEST = Path(__file__).with_name("sample.parquet")
+PER_LABEL = 10
+MAX_CONTEXTS = 4
+MAX_CONTEXT_CHARS = 1200
+COLUMNS = ["id", "question", "answer", "contexts", "ground_truth", "faithful", "human_label"]
+
+
+def trim(text: str, limit: int = MAX_CONTEXT_CHARS) -> str:
+    """Cut `text` to at most `limit` characters, at the last whitespace before the limit."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip()
+
+
+def rank(row_id: str) -> str:
+    return hashlib.sha256(row_id.encode("utf-8")).hexdigest()
+
+
+def make_sample(source: Path = SOURCE) -> pl.DataFrame:
+    frame = (
+        pl.read_parquet(source)
+        .filter(
+            pl.col("system_type") == "retrieve_and_read",
+            pl.col("has_context_text"),
+            pl.col("faithful").is_not_null(),
+            # Rows with more passages are left out rather than cut, so that every passage the
+            # source records for a row (the evidence the experts judged against) is still there.
+            pl.col("contexts").list.len().is_between(1, MAX_CONTEXTS),
+            pl.col("ground_truth").is_not_null(),
+        )
+        .with_columns(pl.col("id").map_elements(rank, return_dtype=pl.String).alias("_rank"))
+        .sort("_rank")
+    )
+    picked = pl.concat(
+        [frame.filter(pl.col("faithful") == label).head(PER_LABEL) for label in (True, False)]
+    ).sort("_rank")
+    contexts = [
+        [trim(c) for c in row if c and c.strip()][:MAX_CONTEXTS]
+        for row in picked["contexts"].to_list()
+    ]
+    return picked.with_columns(pl.Series("contexts", contexts, dtype=pl.List(pl.String))).select(
+        COLUMNS
+    )
+
+
+def main(argv: list[str]) -> None:
+    source = Path(argv[1]) if len(argv) > 1 else SOURCE
+    dest = Path(argv[2]) if len(argv) > 2 else DEST
+    sample = make_sample(source)
+    sample.write_parquet(dest, compression="zstd", statistics=False)
+    print(f"wrote {sample.height} rows to {dest}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
