@@ -156,6 +156,34 @@ def test_faithfulness_llm4s_example(server, judge):
     assert detail["claims"][1]["reason"] == "No context gives a population."
 
 
+def test_faithfulness_guide_example(server, judge):
+    """Guide (seed 003): both claims verified against the retrieved context: 2/2 = 1.0."""
+    claims = [
+        "AI refers to machines mimicking human intelligence, including problem-solving and "
+        "learning.",
+        "AI has applications like virtual assistants, robotics, and autonomous vehicles.",
+    ]
+    server.handler = router(
+        answer_claims=reply({"claims": claims}),
+        faithfulness_verify=reply(
+            {"verdicts": [{"reason": "Context 1 says so.", "supported": True}] * 2}
+        ),
+    )
+    contexts = [
+        "Artificial intelligence refers to machines mimicking human intelligence, like "
+        "problem-solving and learning. AI includes applications like virtual assistants, "
+        "robotics, and autonomous vehicles.",
+        "NLP is a branch of AI that enables computers to understand human language.",
+        "Machine learning is a field of artificial intelligence focused on learning from data.",
+    ]
+    df = frame(question=["What is AI?"], answer=[" ".join(claims)], contexts=[contexts])
+    out = ragframe.evaluate(df, [Faithfulness()], judge=judge)
+    assert out["faithfulness"][0] == 1.0
+    verify = next(b for b in server.chat_requests if task_name(b) == "faithfulness_verify")
+    assert fenced(verify, "context") == contexts  # every context shown, in order
+    assert fenced(verify, "claim") == claims
+
+
 def test_faithfulness_request_count_and_batching(server, judge):
     """12 claims, batch_size 5: 1 extraction + ceil(12 / 5) = 3 verifications per row."""
     claims = [f"claim {i}" for i in range(12)]
