@@ -1137,9 +1137,9 @@ class FakeServer:
     ) -> None:
         fault = self._draw_fault(route)
         if fault in ("429", "503", "reset"):
-            label, out = self._fault_out(fault)
-            rec.fault = label
-            self._fault_counts[label] += 1
+            fault_label, out = self._fault_out(fault)
+            rec.fault = fault_label
+            self._fault_counts[fault_label] += 1
             self._finish(conn, rec, out, keep)
             return
         self._open += 1
@@ -1548,8 +1548,8 @@ class FakeServer:
             return None, None, {"code": "invalid_url", "message": f"unsupported url {url}"}
         fault = self._draw_fault(route)
         if fault in ("429", "500", "503"):
-            label, out = self._fault_out(fault)
-            self._fault_counts[label] += 1
+            fault_label, out = self._fault_out(fault)
+            self._fault_counts[fault_label] += 1
             return out.status, out.body, {"code": str(out.status), "message": "injected fault"}
         if fault in ("reset", "timeout"):
             self._fault_counts[fault] += 1
