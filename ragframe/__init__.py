@@ -26,6 +26,7 @@ from ragframe.evaluate import (
 )
 from ragframe.io import read_metadata
 from ragframe.judge import Judge
+from ragframe.judge.batch import BatchJob
 from ragframe.metrics import (
     REGISTRY,
     AnswerAccuracy,
@@ -57,6 +58,7 @@ __all__ = [
     "AnswerCorrectness",
     "AnswerRelevancy",
     "AnswerRelevancyLLM",
+    "BatchJob",
     "BudgetExceeded",
     "ConfigError",
     "ContextPrecision",

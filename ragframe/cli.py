@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--price",
         help="prompt,completion dollars per million tokens (default: ragframe.pricing)",
     )
+    from ragframe.cli_batch import add_batch_parser
+
+    add_batch_parser(sub)
     return parser
 
 
@@ -168,6 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "score":
             return cmd_score(args)
+        if args.command == "batch":
+            from ragframe.cli_batch import cmd_batch
+
+            return cmd_batch(args)
     except RagframeError as err:
         print(f"ragframe: error: {err}", file=sys.stderr)
         return 2

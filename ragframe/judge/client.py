@@ -11,6 +11,7 @@ moment it arrives.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import random
@@ -37,6 +38,11 @@ StructuredMode = Literal["json_schema", "json_object", "prompt"]
 #: with schema-valid placeholders so that later stages are counted too.
 Backend = Literal["live", "defer", "dry"]
 PENDING = "pending: this request waits for a batch (ragframe batch collect)"
+#: What the judge is told when its answer did not validate (live and Batch API alike).
+REPAIR_PROMPT = (
+    "Your answer could not be used: {error}. Reply again with only the JSON object, matching "
+    "the schema exactly."
+)
 _MODES: tuple[StructuredMode, ...] = ("json_schema", "json_object", "prompt")
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 OPENAI_DEFAULT_EMBEDDING = "text-embedding-3-small"
@@ -44,15 +50,28 @@ OPENAI_DEFAULT_EMBEDDING = "text-embedding-3-small"
 
 @dataclass
 class Answer:
-    """One validated answer (or why there is none) for one prompt."""
+    """One validated answer (or why there is none) for one prompt.
 
-    value: Any = None
+    The answer is kept as normalised JSON text: Polars decodes a whole column of it at once
+    (in Rust), and the cache stores the same text, so a warm rerun never re-validates.
+    """
+
+    json: str | None = None
     error: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
     requests: int = 0
     cached: bool = False
     logprobs: list[dict[str, Any]] | None = None
+
+    @property
+    def value(self) -> Any:
+        """The answer as Python objects (None when there is none)."""
+        return None if self.json is None else json.loads(self.json)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass
@@ -286,6 +305,7 @@ class JudgeSession:
         self._client: Any = None
         self._base_url: str | None = judge.base_url
         self._inflight: dict[str, asyncio.Future[Answer]] = {}
+        self._prefixes: dict[Any, tuple[bytes, dict[str, Any]]] = {}
         # Answers already given in this run, so a stage that several metrics share is paid
         # for once even with the cache off. Cleared between chunks of a streamed file.
         self._memo: dict[str, Answer] = {}
@@ -334,18 +354,24 @@ class JudgeSession:
         self.stats.structured_mode = self._mode
 
     # ----------------------------------------------------------------- chat
-    def _payload(
-        self, task: Task, user: str, count: int | tuple[int, ...] | None
-    ) -> dict[str, Any]:
+    def _prefix(self, task: Task, count: int | tuple[int, ...] | None) -> tuple[bytes, dict]:
+        """The digest of everything but the user message, and the prompt's schema.
+
+        A request's cache key is sha256(this digest + the user message): model, endpoint,
+        instructions, schema and sampling parameters all count, and a column of keys costs one
+        hash of each user message rather than one JSON encoding of each whole request.
+        """
+        memo = (task.name, task.prompt_hash, count)
+        known = self._prefixes.get(memo)
+        if known is not None:
+            return known
         judge = self.judge
-        return {
+        schema = task.schema_for(count)
+        head = {
             "model": judge.model,
             "endpoint": judge.endpoint_host,
-            "messages": [
-                {"role": "system", "content": task.system},
-                {"role": "user", "content": user},
-            ],
-            "schema": task.schema_for(count),
+            "system": task.system,
+            "schema": schema,
             "params": {
                 "temperature": judge.temperature,
                 "seed": judge.seed,
@@ -353,6 +379,9 @@ class JudgeSession:
                 "top_logprobs": task.top_logprobs,
             },
         }
+        digest = hashlib.sha256(request_key(head).encode()).digest()
+        self._prefixes[memo] = (digest, schema)
+        return digest, schema
 
     def _max_tokens(self, task: Task) -> int:
         cap = self.judge.max_tokens_cap
@@ -370,21 +399,23 @@ class JudgeSession:
         """
         if counts is None:
             counts = [None] * len(prompts)
-        payloads: dict[str, dict[str, Any]] = {}
+        where: dict[str, tuple[str, dict[str, Any]]] = {}
         keys: list[str] = []
         for user, count in zip(prompts, counts, strict=True):
-            payload = self._payload(task, user, count)
-            key = request_key(payload)
+            digest, schema = self._prefix(task, count)
+            key = hashlib.sha256(digest + user.encode()).hexdigest()
             keys.append(key)
-            payloads.setdefault(key, payload)
-        self.stats.deduplicated += len(keys) - len(payloads)
-        unique = list(payloads)
+            if key not in where:
+                where[key] = (user, schema)
+        payloads = _Payloads(task, where)
+        self.stats.deduplicated += len(keys) - len(where)
+        unique = list(where)
         results: dict[str, Answer] = {k: self._memo[k] for k in unique if k in self._memo}
         cache = self.judge.cache
         if cache is not None:
             lookup = [k for k in unique if k not in results]
             for key, stored in cache.get_many(lookup).items():
-                answer = self._from_store(stored, payloads[key]["schema"])
+                answer = self._from_store(stored, where[key][1])
                 if answer is not None:
                     results[key] = answer
         self.stats.cache_hits += len(results) - sum(k in self._memo for k in unique)
@@ -421,7 +452,7 @@ class JudgeSession:
                 "custom_id": key,
                 "method": "POST",
                 "url": "/v1/chat/completions",
-                "body": kwargs,
+                "body": _wire_body(kwargs),
             }
             return Answer(error=PENDING)
         from ragframe.judge.estimate import placeholder
@@ -432,20 +463,26 @@ class JudgeSession:
         self.estimate[f"requests:{task.name}"] += 1
         self.estimate["prompt_tokens"] += prompt_tokens
         self.estimate["completion_tokens"] += completion_tokens
-        return Answer(value=value, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        return Answer(
+            json=_dumps(value), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
 
     def forget(self) -> None:
         """Drop this run's in-memory answers (the disk cache keeps them)."""
         self._memo.clear()
 
     def _from_store(self, stored: dict[str, Any], schema: dict[str, Any]) -> Answer | None:
-        try:
-            value = parse_answer(stored["content"], schema)
-        except AnswerError:
-            return None
+        """A cached answer: its normalised JSON as stored, or (for answers stored raw, as the
+        Batch API collector does) the raw content validated now."""
+        normalised = stored.get("value")
+        if normalised is None:
+            try:
+                normalised = _dumps(parse_answer(stored["content"], schema))
+            except AnswerError:
+                return None
         usage = stored.get("usage") or {}
         return Answer(
-            value=value,
+            json=normalised,
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             cached=True,
@@ -483,7 +520,7 @@ class JudgeSession:
                     raise AnswerError(
                         "the answer was cut off at max_tokens; answer more briefly", kind="length"
                     )
-                answer.value = parse_answer(content, schema)
+                answer.json = _dumps(parse_answer(content, schema))
             except AnswerError as err:
                 answer.error = f"{task.name}: unusable answer ({err.kind}): {err.message}"
                 if repair < self.judge.repair_attempts:
@@ -492,13 +529,7 @@ class JudgeSession:
                     messages = [
                         *payload["messages"],
                         {"role": "assistant", "content": content or ""},
-                        {
-                            "role": "user",
-                            "content": (
-                                f"Your answer could not be used: {err.message}. Reply again with "
-                                "only the JSON object, matching the schema exactly."
-                            ),
-                        },
+                        {"role": "user", "content": REPAIR_PROMPT.format(error=err.message)},
                     ]
                     continue
                 self.stats.failures[f"invalid_{err.kind}"] += 1
@@ -510,6 +541,7 @@ class JudgeSession:
             cache = self.judge.cache
             if cache is not None:
                 stored = {
+                    "value": answer.json,
                     "content": content,
                     "logprobs": logprobs,
                     "usage": {
@@ -536,13 +568,17 @@ class JudgeSession:
             kwargs["logprobs"] = True
             kwargs["top_logprobs"] = task.top_logprobs
         schema_text = json.dumps(schema, separators=(",", ":"))
+        # response_format travels in extra_body: the same JSON on the wire, but the SDK does
+        # not walk the whole schema through its type transforms on every request.
         if mode == "json_schema":
-            kwargs["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": task.name.replace(".", "_"), "schema": schema},
+            kwargs["extra_body"] = {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": task.name.replace(".", "_"), "schema": schema},
+                }
             }
         elif mode == "json_object":
-            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+            kwargs["extra_body"] = {"response_format": {"type": "json_object", "schema": schema}}
         if mode != "json_schema":
             # Without a server-side schema the model must read it; say it in the instructions.
             messages = [
@@ -740,6 +776,31 @@ class JudgeSession:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([by_text[t] for t in texts])
+
+
+def _wire_body(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The JSON body a request's kwargs put on the wire (extra_body merged in)."""
+    body = {k: v for k, v in kwargs.items() if k != "extra_body"}
+    body.update(kwargs.get("extra_body") or {})
+    return body
+
+
+class _Payloads:
+    """Build a miss's messages and schema on demand (hits never need them)."""
+
+    def __init__(self, task: Task, where: dict[str, tuple[str, dict[str, Any]]]) -> None:
+        self.task = task
+        self.where = where
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        user, schema = self.where[key]
+        return {
+            "messages": [
+                {"role": "system", "content": self.task.system},
+                {"role": "user", "content": user},
+            ],
+            "schema": schema,
+        }
 
 
 def _normalise(matrix: np.ndarray) -> np.ndarray:

@@ -34,7 +34,9 @@ class AdaptiveLimiter:
     async def __aexit__(self, *exc: object) -> None:
         async with self._cond:
             self.in_flight -= 1
-            self._cond.notify_all()
+            # Wake only as many waiters as there are free slots: waking every queued request
+            # on each release costs O(queue) per request, O(n^2) for a column.
+            self._cond.notify(max(1, int(self.limit) - self.in_flight))
 
     def on_success(self) -> None:
         if self.adaptive and self.limit < self.ceiling:

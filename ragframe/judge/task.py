@@ -32,15 +32,13 @@ class Task:
     indexes: tuple[str, ...] = ()
     top_logprobs: int = 0
     dtype: pl.DataType = field(init=False, compare=False, repr=False)
+    #: Hash of the instructions and schema: recorded in the output metadata.
+    prompt_hash: str = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", schema_dtype(self.schema))
-
-    @property
-    def prompt_hash(self) -> str:
-        """Hash of the instructions and schema: recorded in the output metadata."""
         blob = json.dumps([self.system, self.schema], sort_keys=True)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        object.__setattr__(self, "prompt_hash", hashlib.sha256(blob.encode()).hexdigest()[:16])
 
     def schema_for(self, count: int | tuple[int, ...] | None) -> dict[str, Any]:
         """The schema for one prompt, with the counted array(s) pinned to their counts.

@@ -120,7 +120,9 @@ class Context:
         answers = await self.session.ask(task, prompts, counts)
         extra = pl.DataFrame(
             {
-                "answer": pl.Series([a.value for a in answers], dtype=task.dtype, strict=False),
+                "answer": pl.Series([a.json for a in answers], dtype=pl.String).str.json_decode(
+                    task.dtype
+                ),
                 "error": pl.Series([a.error for a in answers], dtype=pl.String),
                 "prompt_tokens": pl.Series([a.prompt_tokens for a in answers], dtype=pl.Int64),
                 "completion_tokens": pl.Series(

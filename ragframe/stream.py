@@ -1,0 +1,245 @@
+"""Score a Parquet log too large for memory: read, score and write it in chunks of rows.
+
+One judge session serves the whole file (one pool of requests, one limiter, one progress bar),
+so a chunk boundary costs nothing: the next chunk is already being scored while the previous
+one's last requests finish, and chunks are written strictly in input order. Memory is bounded
+by `chunk_rows` and `chunks_in_flight`, not by the file: each written chunk is dropped, and the
+session's in-memory answers are forgotten between chunks (the disk cache still deduplicates
+across the whole file). The output appears only when every row is written (a temporary file
+renamed into place), so a failure leaves the old output, or none.
+
+Resuming is the cache's job: every answer is committed the moment it arrives, so running the
+same command again after an interruption re-reads the finished chunks' answers from the cache
+and sends requests only for what was never answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from ragframe.columns import select_inputs
+from ragframe.errors import ConfigError, InputError
+from ragframe.evaluate import RunResult, check_output_names, run_sync, score_frame
+from ragframe.io import AtomicParquetWriter
+from ragframe.judge.client import Judge, JudgeSession
+from ragframe.metrics import Metric, RagasScore, resolve
+
+
+@dataclass
+class StreamResult(RunResult):
+    """A streamed run: the statistics of a `RunResult`, without the rows (they are on disk).
+
+    `frame` holds no rows, only the output schema; `summary()` and `metadata()` have the same
+    shape as a `RunResult`'s, with the per-metric means accumulated chunk by chunk.
+    """
+
+    output: Path = Path()
+    rows: int = 0
+    chunks: int = 0
+    #: Per metric: sum of the scores, rows scored, rows failed (null score).
+    totals: dict[str, list[float]] = field(default_factory=dict)
+
+    def add_chunk(self, scored: pl.DataFrame) -> None:
+        """Fold one scored chunk into the running totals."""
+        names = [m.name for m in self.metrics]
+        row = scored.select(
+            *(pl.col(n).sum().alias(f"{n}:sum") for n in names),
+            *(pl.col(n).null_count().alias(f"{n}:null") for n in names),
+        ).row(0, named=True)
+        for name in names:
+            total = self.totals.setdefault(name, [0.0, 0, 0])
+            failed = int(row[f"{name}:null"])
+            total[0] += float(row[f"{name}:sum"] or 0.0)
+            total[1] += scored.height - failed
+            total[2] += failed
+        self.rows += scored.height
+        self.chunks += 1
+
+    def summary(self) -> dict[str, Any]:
+        per_metric = {}
+        for metric in self.metrics:
+            total, scored, failed = self.totals.get(metric.name, [0.0, 0, 0])
+            per_metric[metric.name] = {
+                "mean": total / scored if scored else None,
+                "scored": int(scored),
+                "failed": int(failed),
+                "direction": metric.direction,
+            }
+        return {
+            "rows": self.rows,
+            "seconds": round(self.seconds, 3),
+            "metrics": per_metric,
+            **self.stats.as_dict(),
+            **self.extra,
+        }
+
+    def write_parquet(self, path: str | Path, *, overwrite: bool = True) -> None:
+        raise ConfigError(
+            f"a streamed run is written as it goes, to {str(self.output)!r}; read that file"
+        )
+
+
+async def ascore_file(
+    input_path: str | Path,
+    output_path: str | Path,
+    metrics: Iterable[str | Metric | RagasScore],
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+    chunk_rows: int = 2000,
+    overwrite: bool = False,
+    chunks_in_flight: int = 2,
+) -> StreamResult:
+    """Async twin of `score_file`."""
+    if chunk_rows < 1:
+        raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
+    if chunks_in_flight < 1:
+        raise ConfigError(f"chunks_in_flight must be at least 1, got {chunks_in_flight}")
+    source, target = Path(input_path), Path(output_path)
+    if not source.is_file():
+        raise InputError(f"input file {str(source)!r} does not exist")
+    if target.resolve() == source.resolve():
+        raise ConfigError("the output must not be the input file; the input is never written")
+    if target.exists() and not overwrite:
+        raise ConfigError(
+            f"output {str(target)!r} exists; pass overwrite=True (--overwrite) to replace it"
+        )
+    metric_list = resolve(metrics)
+    parquet = pq.ParquetFile(source)
+    # Validate names and types on the file's schema: before reading a row or sending a request.
+    empty = pl.DataFrame(pl.from_arrow(parquet.schema_arrow.empty_table()))
+    check_output_names(empty, metric_list)
+    scorers = [m for m in metric_list if isinstance(m, Metric)]
+    select_inputs(empty, {m.name: m.requires for m in scorers}, columns)
+    needs_judge = any(m.uses_llm or m.uses_embeddings for m in scorers)
+    judge = judge if judge is not None else Judge(cache=needs_judge)
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    session = judge.session()
+    # String- and ID-based metrics only: no endpoint, no local model started.
+    async with session if needs_judge else contextlib.nullcontext():
+        return await _stream(
+            parquet,
+            empty,
+            target,
+            metric_list,
+            session,
+            columns,
+            chunk_rows=chunk_rows,
+            chunks_in_flight=chunks_in_flight,
+            overwrite=overwrite,
+            started=started,
+        )
+
+
+async def _stream(
+    parquet: pq.ParquetFile,
+    empty: pl.DataFrame,
+    target: Path,
+    metrics: list[Metric | RagasScore],
+    session: JudgeSession,
+    columns: Mapping[str, str] | None,
+    *,
+    chunk_rows: int,
+    chunks_in_flight: int,
+    overwrite: bool,
+    started: str,
+) -> StreamResult:
+    """Read, score and write chunk by chunk, at most `chunks_in_flight` chunks being scored."""
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    # Scoring zero rows sends nothing and gives the output schema, so the writer (and its
+    # overwrite check) exists before the first request.
+    template = await score_frame(empty, metrics, session, columns)
+    result = StreamResult(
+        template,
+        metrics,
+        session.judge,
+        session.stats,
+        0.0,
+        started,
+        extra={"chunk_rows": chunk_rows},
+        output=target,
+    )
+    # The summary is known only at the end: `update_metadata` puts it in the footer.
+    writer = AtomicParquetWriter(
+        target,
+        template.to_arrow().schema,
+        {**result.metadata(), "summary": None},
+        overwrite=overwrite,
+    )
+    running: deque[asyncio.Task[pl.DataFrame]] = deque()
+    writing: asyncio.Future[None] | None = None
+
+    async def write_next() -> None:
+        nonlocal writing
+        scored = await running.popleft()
+        # Compression runs off the loop, so the chunk still in flight keeps its requests going.
+        # Shielded: a cancelled run waits for the write thread before closing the writer.
+        writing = loop.run_in_executor(None, writer.write, scored)
+        await asyncio.shield(writing)
+        result.add_chunk(scored)
+        session.forget()
+
+    try:
+        for batch in parquet.iter_batches(batch_size=chunk_rows):
+            frame = pl.DataFrame(pl.from_arrow(batch))
+            running.append(asyncio.create_task(score_frame(frame, metrics, session, columns)))
+            if len(running) >= chunks_in_flight:
+                await write_next()
+        while running:
+            await write_next()
+        result.seconds = loop.time() - t0
+        result.extra["chunks"] = result.chunks
+        writer.update_metadata(result.metadata())
+        writer.close()
+    except BaseException:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        if writing is not None:
+            await asyncio.wait([writing])
+        writer.abort()
+        raise
+    return result
+
+
+def score_file(
+    input_path: str | Path,
+    output_path: str | Path,
+    metrics: Iterable[str | Metric | RagasScore],
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+    chunk_rows: int = 2000,
+    overwrite: bool = False,
+    chunks_in_flight: int = 2,
+) -> StreamResult:
+    """Score a Parquet file chunk by chunk and write the scored file, in input order.
+
+    The output holds what `ragframe.run(...).write_parquet(...)` would write for the same
+    input (every input column and row, plus `{metric}` and `{metric}_detail`), with the run's
+    metadata and summary; memory stays bounded by `chunk_rows` x `chunks_in_flight`. An
+    interrupted run resumes from the cache when run again.
+    """
+    return run_sync(  # type: ignore[no-any-return]
+        ascore_file(
+            input_path,
+            output_path,
+            metrics,
+            judge=judge,
+            columns=columns,
+            chunk_rows=chunk_rows,
+            overwrite=overwrite,
+            chunks_in_flight=chunks_in_flight,
+        )
+    )
