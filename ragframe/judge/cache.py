@@ -21,7 +21,11 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
     key TEXT PRIMARY KEY,
     model TEXT NOT NULL,
-    payload TEXT NOT NULL,
+    value TEXT,
+    content TEXT NOT NULL,
+    logprobs TEXT,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
     created REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS embeddings (
@@ -65,27 +69,53 @@ class AnswerCache:
         self._db.commit()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """Look many keys up at once (one query per 500 keys keeps warm reruns cheap)."""
+        """Look many keys up at once (one query per 500 keys keeps warm reruns cheap).
+
+        Each hit is a payload like the one `put` took: `value` (the normalised answer, JSON
+        text), `logprobs`, `usage`, and `content` (the raw answer) only when there is no value.
+        """
         found: dict[str, dict[str, Any]] = {}
         with self._lock:
             for start in range(0, len(keys), _LOOKUP_CHUNK):
                 chunk = keys[start : start + _LOOKUP_CHUNK]
                 marks = ",".join("?" * len(chunk))
                 rows = self._db.execute(
-                    f"SELECT key, payload FROM answers WHERE key IN ({marks})", chunk
+                    "SELECT key, value, CASE WHEN value IS NULL THEN content END, logprobs, "
+                    f"prompt_tokens, completion_tokens FROM answers WHERE key IN ({marks})",
+                    chunk,
                 )
-                for key, payload in rows:
-                    found[key] = json.loads(payload)
+                for key, value, content, logprobs, prompt_tokens, completion_tokens in rows:
+                    found[key] = {
+                        "value": value,
+                        "content": content,
+                        "logprobs": json.loads(logprobs) if logprobs else None,
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": completion_tokens,
+                        },
+                    }
         return found
 
     def put(self, key: str, model: str, payload: dict[str, Any]) -> None:
-        """Store and commit one answer now: a crash a moment later must not lose it."""
-        blob = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        """Store and commit one answer now: a crash a moment later must not lose it.
+
+        `payload`: `content` (the raw answer), optional `value` (normalised JSON text),
+        `logprobs`, `usage` ({prompt_tokens, completion_tokens}).
+        """
+        usage = payload.get("usage") or {}
+        logprobs = payload.get("logprobs")
+        row = (
+            key,
+            model,
+            payload.get("value"),
+            payload.get("content") or "",
+            json.dumps(logprobs, separators=(",", ":")) if logprobs else None,
+            int(usage.get("prompt_tokens") or 0),
+            int(usage.get("completion_tokens") or 0),
+            time.time(),
+        )
         with self._lock:
-            self._db.execute(
-                "INSERT OR IGNORE INTO answers (key, model, payload, created) VALUES (?,?,?,?)",
-                (key, model, blob, time.time()),
-            )
+            self._db.execute("INSERT OR IGNORE INTO answers VALUES (?,?,?,?,?,?,?,?)", row)
             self._db.commit()
 
     def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
