@@ -351,6 +351,69 @@ def coerce(value: Any, schema: dict[str, Any], path: str = "$") -> Any:
     return _coerce(value, schema, path, schema)
 
 
+_EXACT = {"string": str, "boolean": bool, "object": dict, "array": list}
+
+
+def _exact(value: Any, schema: dict[str, Any]) -> bool:
+    """True when ``value`` already is exactly what ``schema`` asks for, needing no repair.
+
+    The common case with schema-constrained servers: a cheap strict check, so that only
+    answers that need normalising pay for `coerce`. Anything this subset does not know
+    (anyOf, $ref, enums of non-strings...) answers False and goes through `coerce`.
+    """
+    kind = schema.get("type")
+    if not isinstance(kind, str) or len(schema.keys() - _EXACT_KEYS) > 0:
+        return False
+    if kind == "integer":
+        ok = type(value) is int
+    elif kind == "number":
+        ok = type(value) in (int, float)
+    else:
+        expected = _EXACT.get(kind)
+        ok = expected is not None and type(value) is expected
+    if not ok:
+        return False
+    if kind in ("integer", "number"):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if (low is not None and value < low) or (high is not None and value > high):
+            return False
+        enum = schema.get("enum")
+        return enum is None or value in enum
+    if kind == "string":
+        enum = schema.get("enum")
+        return enum is None or value in enum
+    if kind == "array":
+        low, high = schema.get("minItems"), schema.get("maxItems")
+        if (low is not None and len(value) < low) or (high is not None and len(value) > high):
+            return False
+        items = schema.get("items")
+        return items is None or all(_exact(v, items) for v in value)
+    if kind == "object":
+        props = schema.get("properties")
+        if props is None or value.keys() != props.keys():
+            return False
+        return all(_exact(value[k], sub) for k, sub in props.items())
+    return True
+
+
+_EXACT_KEYS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "items",
+        "minItems",
+        "maxItems",
+        "minimum",
+        "maximum",
+        "enum",
+        "additionalProperties",
+        "description",
+        "title",
+    }
+)
+
+
 def parse_answer(text: str, schema: dict[str, Any]) -> Any:
     """Extract JSON from ``text`` and coerce it to ``schema``.
 
@@ -360,6 +423,13 @@ def parse_answer(text: str, schema: dict[str, Any]) -> Any:
     first value of the right type, or "incomplete" when that is a fragment of a cut-off
     answer.
     """
+    try:  # fast path: clean JSON of exactly the right shape
+        value = json.loads(text)
+    except (ValueError, TypeError):
+        pass
+    else:
+        if _exact(value, schema):
+            return value
     wanted = _declared_types(schema, schema)
     scan = _Scan()
     found: list[tuple[Any, bool]] = []
