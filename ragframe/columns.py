@@ -37,6 +37,8 @@ ALIASES: dict[str, str] = {
 }
 
 ROW_ID = "__ragframe_row"
+#: Identifier columns: matched exactly by the ID metrics, so never truncated.
+ID_COLUMNS = frozenset({"retrieved_context_ids", "reference_context_ids"})
 
 
 def load_frame(data: Any) -> pl.DataFrame:
@@ -49,12 +51,42 @@ def load_frame(data: Any) -> pl.DataFrame:
         path = Path(data)
         if not path.exists():
             raise InputError(f"input file {str(path)!r} does not exist")
-        return pl.read_parquet(path)
+        if path.is_dir():
+            raise InputError(f"input {str(path)!r} is a directory; pass a Parquet file")
+        try:
+            return pl.read_parquet(path)
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise InputError(f"cannot read {str(path)!r} as Parquet: {exc}") from exc
     if type(data).__module__.startswith("pandas"):
-        return pl.from_pandas(data)
+        try:
+            return pl.from_pandas(data)
+        except (ValueError, TypeError, ImportError, pl.exceptions.PolarsError) as exc:
+            # pyarrow's ArrowInvalid is a ValueError, ArrowTypeError a TypeError.
+            raise InputError(_pandas_problem(data, exc)) from exc
     raise InputError(
         f"cannot score a {type(data).__name__}: pass a polars DataFrame or LazyFrame, "
         "a pandas DataFrame, or the path of a Parquet file"
+    )
+
+
+def _pandas_problem(data: Any, exc: Exception) -> str:
+    """Name the pandas columns that cannot become Polars columns, and the usual fix."""
+    names = [str(c) for c in data.columns]
+    if len(set(names)) < len(names):
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        return f"the pandas frame repeats the column names {repeated}; rename them to be unique"
+    bad = []
+    for i, name in enumerate(names):
+        try:
+            pl.from_pandas(data.iloc[:, [i]])
+        except (ValueError, TypeError, pl.exceptions.PolarsError):
+            bad.append(name)
+    if not bad:
+        return f"cannot convert the pandas frame to Polars: {exc}"
+    return (
+        f"cannot convert the pandas column(s) {bad} to Polars ({exc}): a column must hold one "
+        f"type (or lists of one type), e.g. df[{bad[0]!r}] = df[{bad[0]!r}].astype(str), "
+        "or drop it"
     )
 
 
@@ -127,8 +159,8 @@ def select_inputs(
 
     `needs` maps metric name -> canonical columns it requires. Every problem is raised here,
     before any request: a missing column, or a column of the wrong type, names the metric,
-    the column and the fix. With `max_chars`, every text (and every list item) longer than
-    that is cut to `max_chars` characters followed by " [... truncated N characters]", so one
+    the column and the fix. With `max_chars`, every text (and every list item, IDs aside) longer
+    than that is cut to `max_chars` characters followed by " [... truncated N characters]", so one
     huge context cannot overflow the judge's window.
     """
     mapping = canonical_names(frame.columns, columns)
@@ -165,15 +197,17 @@ def select_inputs(
 
     def canonical(name: str) -> pl.Expr:
         expr = pl.col(mapping[name]).cast(CANONICAL[name])
+        # IDs are compared, never shown to the judge: cut, two IDs sharing a prefix would match.
+        limit = None if name in ID_COLUMNS else max_chars
         if isinstance(CANONICAL[name], pl.List):
             # A null item becomes "": items keep their positions, so "context 3" is the
             # third item of the input list, and the judge is shown every numbered item.
             item = pl.element().fill_null("")
-            if max_chars is not None:
-                item = truncate(item, max_chars)
+            if limit is not None:
+                item = truncate(item, limit)
             expr = expr.list.eval(item)
-        elif max_chars is not None:
-            expr = truncate(expr, max_chars)
+        elif limit is not None:
+            expr = truncate(expr, limit)
         return expr.alias(name)
 
     return frame.select(

