@@ -158,6 +158,10 @@ class Judge:
     price : (dollars per million prompt tokens, per million completion tokens) for the run's
         cost figure; default from `ragframe.pricing.PRICES` when the model is listed there.
     max_cost : stop sending once the run has spent this many dollars (needs a known price).
+    output_bounds : (max items per list, max characters per string) added to the schema the
+        server sees (not to validation), so a grammar-constrained server cannot run away
+        inside an open list or string; arrays whose length is pinned keep it. Default for
+        the embedded judge: (8, 240); None elsewhere.
     """
 
     def __init__(
@@ -187,6 +191,7 @@ class Judge:
         max_text_chars: int | None = 50_000,
         price: tuple[float, float] | None = None,
         max_cost: float | None = None,
+        output_bounds: tuple[int, int] | None = None,
     ) -> None:
         env = os.environ
         self.base_url = base_url or env.get("OPENAI_BASE_URL") or None
@@ -196,8 +201,9 @@ class Judge:
             from ragframe.judge.local import LOCAL_MODEL
 
             self.model = model or env.get("RAGFRAME_MODEL") or LOCAL_MODEL
-            # The tiny local model runs away without a tight cap.
+            # The tiny local model runs away without a tight cap and bounded lists and strings.
             self.max_tokens_cap = max_tokens or 512
+            output_bounds = output_bounds or (8, 240)
             concurrency = min(concurrency, 2)
         else:
             self.model = (
@@ -245,6 +251,7 @@ class Judge:
                 "completion $/1M tokens) or add the model to ragframe.pricing.PRICES"
             )
         self.max_cost = max_cost
+        self.output_bounds = output_bounds
         if cache is True:
             self.cache_path: Path | None = default_cache_path()
         elif cache is False or cache is None:
@@ -567,6 +574,8 @@ class JudgeSession:
         if task.top_logprobs:
             kwargs["logprobs"] = True
             kwargs["top_logprobs"] = task.top_logprobs
+        if judge.output_bounds is not None:
+            schema = _bounded(schema, *judge.output_bounds)
         schema_text = json.dumps(schema, separators=(",", ":"))
         # response_format travels in extra_body: the same JSON on the wire, but the SDK does
         # not walk the whole schema through its type transforms on every request.
@@ -776,6 +785,23 @@ class JudgeSession:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([by_text[t] for t in texts])
+
+
+def _bounded(schema: Any, max_items: int, max_chars: int) -> Any:
+    """A copy of `schema` where open lists hold at most `max_items` and free strings at most
+    `max_chars` characters (pinned counts and enums are left as they are)."""
+    if isinstance(schema, list):
+        return [_bounded(s, max_items, max_chars) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _bounded(v, max_items, max_chars) for k, v in schema.items()}
+    kinds = out.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "array" in kinds and out.get("minItems", 0) <= max_items:
+        out["maxItems"] = min(out.get("maxItems", max_items), max_items)
+    if "string" in kinds and "enum" not in out:
+        out["maxLength"] = min(out.get("maxLength", max_chars), max_chars)
+    return out
 
 
 def _wire_body(kwargs: dict[str, Any]) -> dict[str, Any]:
