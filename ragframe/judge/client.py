@@ -161,7 +161,7 @@ class Judge:
     output_bounds : (max items per list, max characters per string) added to the schema the
         server sees (not to validation), so a grammar-constrained server cannot run away
         inside an open list or string; arrays whose length is pinned keep it. Default for
-        the embedded judge: (8, 240); None elsewhere.
+        the embedded judge: (6, 160); None elsewhere.
     """
 
     def __init__(
@@ -202,8 +202,8 @@ class Judge:
 
             self.model = model or env.get("RAGFRAME_MODEL") or LOCAL_MODEL
             # The tiny local model runs away without a tight cap and bounded lists and strings.
-            self.max_tokens_cap = max_tokens or 512
-            output_bounds = output_bounds or (8, 240)
+            self.max_tokens_cap = max_tokens or 768
+            output_bounds = output_bounds or (6, 160)
             concurrency = min(concurrency, 2)
         else:
             self.model = (
