@@ -3,6 +3,7 @@ files are written atomically (a temporary file, then a rename)."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import tempfile
@@ -34,8 +35,9 @@ class AtomicParquetWriter:
                 f"output {str(self.path)!r} exists; pass overwrite=True (--overwrite) to replace it"
             )
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temporaries(self.path)
         fd, tmp = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
+            prefix=f".{self.path.name}.{os.getpid()}.", suffix=".tmp", dir=self.path.parent
         )
         os.close(fd)
         umask = os.umask(0)
@@ -66,6 +68,21 @@ class AtomicParquetWriter:
             self._writer.close()
         finally:
             self._tmp.unlink(missing_ok=True)
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Delete temporary files that earlier writers of `path` left when they were killed
+    (SIGKILL gives no chance to clean up): those whose writing process no longer exists."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = stale.name[len(path.name) + 2 :].split(".", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            stale.unlink(missing_ok=True)
+        except PermissionError:
+            pass  # another user's live process
 
 
 def _unwritable(dtype: pl.DataType) -> str | None:

@@ -309,6 +309,8 @@ class JudgeSession:
         self.deferred: dict[str, dict[str, Any]] = {}
         #: What a dry run would send: request count and estimated tokens.
         self.estimate: Counter[str] = Counter()
+        #: Texts that could not be embedded -> why (their rows fail with that reason).
+        self.embedding_errors: dict[str, str] = {}
         self._client: Any = None
         self._base_url: str | None = judge.base_url
         self._inflight: dict[str, asyncio.Future[Answer]] = {}
@@ -530,16 +532,17 @@ class JudgeSession:
                 answer.json = _dumps(parse_answer(content, schema))
             except AnswerError as err:
                 answer.error = f"{task.name}: unusable answer ({err.kind}): {err.message}"
+                cause = err.kind if err.kind.startswith("invalid_") else f"invalid_{err.kind}"
                 if repair < self.judge.repair_attempts:
                     self.stats.repairs += 1
-                    self.stats.retries[f"invalid_{err.kind}"] += 1
+                    self.stats.retries[cause] += 1
                     messages = [
                         *payload["messages"],
                         {"role": "assistant", "content": content or ""},
                         {"role": "user", "content": REPAIR_PROMPT.format(error=err.message)},
                     ]
                     continue
-                self.stats.failures[f"invalid_{err.kind}"] += 1
+                self.stats.failures[cause] += 1
                 if self.judge.fail_fast:
                     raise JudgeError(answer.error) from None
                 return answer
@@ -730,8 +733,39 @@ class JudgeSession:
         raise _Failure(cause, f"{label}: gave up after {judge.max_attempts} attempts: {message}")
 
     # ----------------------------------------------------------- embeddings
+    async def _embed_remote(self, inputs: list[str]) -> np.ndarray:
+        """One chunk of texts through the pool. A reply with the wrong number of vectors (or of
+        mixed sizes) is asked again, `repair_attempts` times, then fails like any request."""
+        judge = self.judge
+        problem = ""
+        for repair in range(judge.repair_attempts + 1):
+            self.stats.embedding_requests += 1
+            response = await self._send(
+                lambda: self._client.embeddings.create(
+                    model=judge.embedding_model, input=inputs, encoding_format="float"
+                ),
+                sum(len(t) for t in inputs) // 4,
+                "embeddings",
+            )
+            ordered = sorted(response.data, key=lambda d: d.index)
+            sizes = {len(d.embedding) for d in ordered}
+            if [d.index for d in ordered] == list(range(len(inputs))) and len(sizes) == 1:
+                return np.asarray([d.embedding for d in ordered], dtype=np.float32)
+            problem = (
+                f"embeddings: the endpoint returned {len(ordered)} vectors of sizes "
+                f"{sorted(sizes)} for {len(inputs)} texts"
+            )
+            if repair < judge.repair_attempts:
+                self.stats.repairs += 1
+                self.stats.retries["invalid_embedding_count"] += 1
+        raise _Failure("invalid_embedding_count", problem)
+
     async def embed(self, texts: Sequence[str], batch_size: int = 128) -> np.ndarray:
-        """Embed texts (unique texts once, many per request, cached); rows L2-normalised."""
+        """Embed texts (unique texts once, many per request, cached); rows L2-normalised.
+
+        A text whose request failed for good gets a row of NaN and its reason in
+        `embedding_errors` (unless fail_fast), so only the rows that needed it fail.
+        """
         judge = self.judge
         unique = list(dict.fromkeys(texts))
         if self.backend == "dry":  # count, send nothing; any unit vectors will do
@@ -761,16 +795,18 @@ class JudgeSession:
             if judge.embedding_model is None and judge.embedder is not None:
                 matrix = await asyncio.to_thread(judge.embedder.embed, inputs)
             else:
-                self.stats.embedding_requests += 1
-                response = await self._send(
-                    lambda: self._client.embeddings.create(
-                        model=judge.embedding_model, input=inputs, encoding_format="float"
-                    ),
-                    sum(len(t) for t in inputs) // 4,
-                    "embeddings",
-                )
-                ordered = sorted(response.data, key=lambda d: d.index)
-                matrix = np.asarray([d.embedding for d in ordered], dtype=np.float32)
+                try:
+                    matrix = await self._embed_remote(inputs)
+                except _Failure as failure:
+                    self.stats.failures[failure.cause] += 1
+                    if failure.cause == "budget":
+                        raise BudgetExceeded(failure.message) from None
+                    if judge.fail_fast or failure.cause in ("auth", "not_found"):
+                        raise
+                    # The texts of this chunk get no vector; their rows fail with the reason.
+                    for text in inputs:
+                        self.embedding_errors[text] = f"embedding request failed: {failure.message}"
+                    return
             matrix = _normalise(matrix)
             fresh = list(zip((k for k, _ in chunk), matrix, strict=True))
             vectors.update(fresh)
@@ -781,7 +817,10 @@ class JudgeSession:
             await asyncio.gather(*(run_chunk(c) for c in chunks))
         except _Failure as failure:
             raise JudgeError(f"embedding request failed: {failure.message}") from None
-        by_text = dict(zip(unique, (vectors[k] for k in keys), strict=True))
+        missing_vector = np.full(
+            next((len(v) for v in vectors.values()), 1), np.nan, dtype=np.float32
+        )
+        by_text = dict(zip(unique, (vectors.get(k, missing_vector) for k in keys), strict=True))
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([by_text[t] for t in texts])

@@ -28,7 +28,13 @@ class AdaptiveLimiter:
 
     async def __aenter__(self) -> None:
         async with self._cond:
-            await self._cond.wait_for(lambda: self.in_flight < max(1, int(self.limit)))
+            try:
+                await self._cond.wait_for(lambda: self.in_flight < max(1, int(self.limit)))
+            except asyncio.CancelledError:
+                # Python < 3.13 drops a wake-up that reaches a waiter being cancelled; with
+                # notify(n) that could leave a free slot unused while others wait: pass it on.
+                self._cond.notify(1)
+                raise
             self.in_flight += 1
 
     async def __aexit__(self, *exc: object) -> None:
@@ -52,15 +58,23 @@ class AdaptiveLimiter:
 
 
 class RateLimiter:
-    """Token buckets for requests per minute and tokens per minute (either may be None)."""
+    """Token buckets for requests per minute and tokens per minute (either may be None).
+
+    Each bucket holds one second's worth (rpm / 60 requests, tpm / 60 tokens) and starts full,
+    so a run opens with at most a one-second burst, never a whole minute's requests at once:
+    providers enforce per-minute limits over shorter windows and answer such a burst with
+    429s. A request larger than the token bucket waits for a full bucket, then takes all its
+    tokens (the bucket goes into debt), so the long-run rate never exceeds the limit.
+    """
 
     def __init__(self, requests_per_minute: float | None, tokens_per_minute: float | None) -> None:
         self.rpm = requests_per_minute
         self.tpm = tokens_per_minute
-        now = time.monotonic()
-        self._req_level = float(requests_per_minute or 0)
-        self._tok_level = float(tokens_per_minute or 0)
-        self._stamp = now
+        self._req_cap = max(1.0, requests_per_minute / 60) if requests_per_minute else 0.0
+        self._tok_cap = tokens_per_minute / 60 if tokens_per_minute else 0.0
+        self._req_level = self._req_cap
+        self._tok_level = self._tok_cap
+        self._stamp = time.monotonic()
         self._lock = asyncio.Lock()
 
     def _refill(self) -> None:
@@ -68,9 +82,9 @@ class RateLimiter:
         elapsed = now - self._stamp
         self._stamp = now
         if self.rpm:
-            self._req_level = min(self.rpm, self._req_level + elapsed * self.rpm / 60)
+            self._req_level = min(self._req_cap, self._req_level + elapsed * self.rpm / 60)
         if self.tpm:
-            self._tok_level = min(self.tpm, self._tok_level + elapsed * self.tpm / 60)
+            self._tok_level = min(self._tok_cap, self._tok_level + elapsed * self.tpm / 60)
 
     async def acquire(self, tokens: int) -> None:
         """Wait (without blocking the loop) until one request of about `tokens` may go."""
@@ -80,14 +94,14 @@ class RateLimiter:
             while True:
                 self._refill()
                 need_req = 1.0 - self._req_level if self.rpm else 0.0
-                # A request larger than the whole bucket waits for a full bucket, then goes.
-                want_tok = min(float(tokens), float(self.tpm)) if self.tpm else 0.0
+                # A request larger than the bucket waits for a full bucket, then goes.
+                want_tok = min(float(tokens), self._tok_cap) if self.tpm else 0.0
                 need_tok = want_tok - self._tok_level if self.tpm else 0.0
                 if need_req <= 0 and need_tok <= 0:
                     if self.rpm:
                         self._req_level -= 1
                     if self.tpm:
-                        self._tok_level -= want_tok
+                        self._tok_level -= float(tokens)
                     return
                 wait = 0.0
                 if self.rpm and need_req > 0:

@@ -93,35 +93,47 @@ class AnswerRelevancy(Metric):
         items = explode_items(
             generated.filter(pl.col("error").is_null()), "questions", "generated"
         ).join(generated.select(ROW_ID, "question"), on=ROW_ID, how="left")
-        similarity = await self._similarities(
+        similarity, reasons = await self._similarities(
             ctx, items.get_column("question").to_list(), items.get_column("generated").to_list()
         )
-        items = items.with_columns(pl.Series("similarity", similarity, dtype=pl.Float64))
+        items = items.with_columns(
+            pl.Series("similarity", similarity, dtype=pl.Float64).fill_nan(None),
+            pl.Series("embedding_error", reasons, dtype=pl.String),
+        )
         per_row = items.group_by(ROW_ID).agg(
             pl.struct(pl.col("generated").alias("question"), "similarity")
             .sort_by("pos")
             .alias("questions"),
             pl.col("similarity").mean().alias("mean_similarity"),
+            pl.col("embedding_error").drop_nulls().first().alias("embedding_error"),
         )
         return (
             generated.select(ROW_ID, "noncommittal", "error")
             .join(per_row, on=ROW_ID, how="left")
             .with_columns(
+                pl.coalesce("error", "embedding_error").alias("error"),
                 pl.when(pl.col("noncommittal"))
                 .then(0.0)
                 .otherwise(pl.col("mean_similarity").clip(0.0, 1.0))
-                .alias("score")
+                .alias("score"),
             )
         )
 
     @staticmethod
-    async def _similarities(ctx: Context, originals: list[str], generated: list[str]) -> np.ndarray:
-        """Row-wise cosine similarity of two aligned text lists, with one embedding call set."""
+    async def _similarities(
+        ctx: Context, originals: list[str], generated: list[str]
+    ) -> tuple[np.ndarray, list[str | None]]:
+        """Row-wise cosine similarity of two aligned text lists, with one embedding call set,
+        and for each pair why it has none (an embedding request failed), else None."""
         if not originals:
-            return np.zeros(0)
+            return np.zeros(0), []
         texts = list(dict.fromkeys([*originals, *generated]))
         index = {text: i for i, text in enumerate(texts)}
         matrix = await ctx.embed(texts)
         left = matrix[[index[t] for t in originals]]
         right = matrix[[index[t] for t in generated]]
-        return np.einsum("ij,ij->i", left, right).astype(np.float64)
+        errors = ctx.embedding_errors(texts)
+        reasons = [
+            errors[index[a]] or errors[index[b]] for a, b in zip(originals, generated, strict=True)
+        ]
+        return np.einsum("ij,ij->i", left, right).astype(np.float64), reasons

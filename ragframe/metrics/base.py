@@ -158,7 +158,13 @@ class Context:
         self.usage.append(frame.select(ROW_ID, *USAGE_FIELDS))
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for `texts`; NaN rows where the request failed (see `embedding_errors`)."""
         return await self.session.embed(texts)
+
+    def embedding_errors(self, texts: Sequence[str]) -> list[str | None]:
+        """Why each text has no vector (its embedding request failed for good), else None."""
+        failed = self.session.embedding_errors
+        return [failed.get(text) for text in texts]
 
     async def once(self, key: str, make: Callable[[], Awaitable[pl.DataFrame]]) -> pl.DataFrame:
         """Compute a stage once per run, whichever metric asks first; charge its usage here.

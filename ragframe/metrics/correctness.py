@@ -188,7 +188,9 @@ class AnswerCorrectness(Metric):
                 pl.lit(None, dtype=pl.String).alias("error"),
             )
         if similarity is not None:
-            out = out.join(similarity, on=ROW_ID, how="left")
+            out = out.join(similarity, on=ROW_ID, how="left").with_columns(
+                pl.coalesce("error", "similarity_error").alias("error")
+            )
         else:
             out = out.with_columns(pl.lit(None, dtype=pl.Float64).alias("similarity"))
         f1 = pl.col("f1") if w_f > 0 else pl.lit(0.0)
@@ -362,7 +364,8 @@ async def _nothing() -> None:
 
 
 async def _similarity(rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-    """ROW_ID, `similarity`: cosine of answer and ground truth, clipped to [0, 1].
+    """ROW_ID, `similarity`: cosine of answer and ground truth, clipped to [0, 1], and
+    `similarity_error`: why there is none (an embedding request failed for good).
 
     One embedding call set for the whole column; each distinct text is embedded once.
     """
@@ -374,6 +377,9 @@ async def _similarity(rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
     cosine = np.einsum(
         "ij,ij->i", matrix[[index[t] for t in answers]], matrix[[index[t] for t in truths]]
     ).astype(np.float64)
+    errors = ctx.embedding_errors(texts)
+    reasons = [errors[index[a]] or errors[index[t]] for a, t in zip(answers, truths, strict=True)]
     return rows.select(ROW_ID).with_columns(
-        pl.Series("similarity", cosine, dtype=pl.Float64).clip(0.0, 1.0)
+        pl.Series("similarity", cosine, dtype=pl.Float64).fill_nan(None).clip(0.0, 1.0),
+        pl.Series("similarity_error", reasons, dtype=pl.String),
     )
