@@ -1,0 +1,151 @@
+"""Score the benchmark rows with ragas (legacy ``evaluate``) against an OpenAI-compatible endpoint.
+
+Run with bench/peers/.venv-ragas/bin/python (ragas pins its own openai and langchain). It uses
+ragas' documented path for a custom endpoint: langchain's ChatOpenAI and OpenAIEmbeddings
+wrapped by ragas, with ragas' default RunConfig (16 workers, 180 s per job, 10 retries).
+``check_embedding_ctx_length=False`` stops langchain fetching a tiktoken file, which fails
+offline. Exceptions inside a job are logged by ragas and the score becomes NaN; a logging
+handler collects those messages so that the failures can be reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import json
+import logging
+import math
+import os
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+
+
+class Collect(logging.Handler):
+    """Counts the error messages ragas logs for failed jobs (it keeps no other record)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.counts: Counter[str] = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        # "Exception raised in Job[12]: TypeError(...)": drop the job number to group them.
+        if "Job[" in msg:
+            msg = msg.split("]", 1)[-1]
+        self.counts[f"{record.name}: {msg[:300]}"] += 1
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=Path, required=True)
+    p.add_argument("--base-url", required=True)
+    p.add_argument("--metrics", required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--model", default="gpt-4o-mini")
+    args = p.parse_args()
+    collect = Collect()
+    logging.getLogger().addHandler(collect)
+    t_import = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from langchain_openai import ChatOpenAI, OpenAIEmbeddings
+        from ragas import EvaluationDataset, evaluate
+        from ragas.embeddings import LangchainEmbeddingsWrapper
+        from ragas.llms import LangchainLLMWrapper
+        from ragas.metrics import (
+            AnswerRelevancy,
+            ContextPrecision,
+            ContextRecall,
+            Faithfulness,
+        )
+        from ragas.run_config import RunConfig
+    import_s = time.monotonic() - t_import
+    rows = [json.loads(line) for line in args.rows.read_text().splitlines() if line]
+    names = args.metrics.split(",")
+    classes: dict[str, Any] = {
+        "faithfulness": Faithfulness,
+        "answer_relevancy": AnswerRelevancy,
+        "context_precision": ContextPrecision,
+        "context_recall": ContextRecall,
+    }
+    metrics = [classes[n]() for n in names]
+    llm = LangchainLLMWrapper(
+        ChatOpenAI(model=args.model, base_url=args.base_url, api_key="sk-fake-local")
+    )
+    emb = LangchainEmbeddingsWrapper(
+        OpenAIEmbeddings(
+            model="text-embedding-3-small",
+            base_url=args.base_url,
+            api_key="sk-fake-local",
+            check_embedding_ctx_length=False,
+        )
+    )
+    dataset = EvaluationDataset.from_list(
+        [
+            {
+                "user_input": r["question"],
+                "response": r["answer"],
+                "retrieved_contexts": r["contexts"],
+                "reference": r["ground_truth"],
+            }
+            for r in rows
+        ]
+    )
+    config = RunConfig()
+    out: dict[str, Any] = {
+        "framework": "ragas",
+        "versions": {
+            k: md.version(k)
+            for k in (
+                "ragas",
+                "openai",
+                "langchain-openai",
+                "langchain-core",
+                "langchain-community",
+            )
+        },
+        "config": {
+            "max_workers": config.max_workers,
+            "timeout": config.timeout,
+            "max_retries": config.max_retries,
+        },
+        "import_s": round(import_s, 2),
+        "rows": len(rows),
+    }
+    t0 = time.monotonic()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            result = evaluate(
+                dataset,
+                metrics=metrics,
+                llm=llm,
+                embeddings=emb,
+                run_config=config,
+                show_progress=False,
+            )
+    except Exception as exc:
+        out.update(wall_s=round(time.monotonic() - t0, 2), exception=repr(exc)[:2000])
+        out["errors"] = dict(collect.counts.most_common(20))
+        args.out.write_text(json.dumps(out, indent=2))
+        raise
+    out["wall_s"] = round(time.monotonic() - t0, 2)
+    scores: dict[str, list[float | None]] = {}
+    for name, metric in zip(names, metrics, strict=True):
+        raw = [s[metric.name] for s in result.scores]
+        scores[name] = [
+            None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in raw
+        ]
+    out["scores"] = scores
+    out["failed"] = {m: sum(v is None for v in s) for m, s in scores.items()}
+    out["errors"] = dict(collect.counts.most_common(20))
+    args.out.write_text(json.dumps(out, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()
