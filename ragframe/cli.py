@@ -53,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--fail-fast", action="store_true", help="stop at the first failed request")
     score.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     score.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=2000,
+        help="rows read, scored and written at a time (memory is bounded by this, not the file)",
+    )
+    score.add_argument(
         "--dry-run",
         action="store_true",
         help="estimate requests, tokens and cost without sending anything, then stop",
@@ -132,8 +138,8 @@ def format_summary(summary: dict[str, Any], local: bool) -> str:
 def cmd_score(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ragframe.evaluate import run
     from ragframe.metrics import resolve
+    from ragframe.stream import score_file
 
     if Path(args.output).exists() and not args.overwrite:
         raise RagframeError(f"output {args.output!r} exists; add --overwrite to replace it")
@@ -159,8 +165,17 @@ def cmd_score(args: argparse.Namespace) -> int:
                 f"the estimate ${guess['cost_usd']:.4f} exceeds --max-cost ${args.max_cost:.4f}; "
                 "nothing was sent"
             )
-    result = run(args.input, metrics, judge=judge, columns=columns)
-    result.write_parquet(args.output, overwrite=args.overwrite)
+    if args.chunk_rows < 1:
+        raise RagframeError(f"--chunk-rows must be at least 1, got {args.chunk_rows}")
+    result = score_file(
+        args.input,
+        args.output,
+        metrics,
+        judge=judge,
+        columns=columns,
+        chunk_rows=args.chunk_rows,
+        overwrite=args.overwrite,
+    )
     print(format_summary(result.summary(), result.judge.local))
     print(f"wrote {args.output}")
     return 0

@@ -131,6 +131,8 @@ def write_parquet(
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
     """The metadata ragframe recorded in a scored Parquet file ({} if none)."""
-    raw = pq.read_schema(path).metadata or {}
+    # The file's key-value metadata: a streamed write replaces the start-of-run entry with the
+    # final one at close (the Arrow schema keeps the first).
+    raw = pq.read_metadata(path).metadata or {}
     blob = raw.get(METADATA_KEY)
     return json.loads(blob) if blob else {}

@@ -115,7 +115,9 @@ async def ascore_file(
             f"output {str(target)!r} exists; pass overwrite=True (--overwrite) to replace it"
         )
     metric_list = resolve(metrics)
-    parquet = pq.ParquetFile(source)
+    # Buffered column-chunk reads: otherwise pyarrow reads a whole row group's column chunk
+    # at once (100,000 rows per row group as Polars writes them), and memory grows with it.
+    parquet = pq.ParquetFile(source, buffer_size=1 << 20, pre_buffer=False)
     # Validate names and types on the file's schema: before reading a row or sending a request.
     empty = pl.DataFrame(pl.from_arrow(parquet.schema_arrow.empty_table()))
     check_output_names(empty, metric_list)

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 pytest.importorskip("xllamacpp", reason="needs pip install 'ragframe[local]'")
-from ragframe.judge.local import local_judge_available  # noqa: E402
+from ragframe.judge.local import local_judge_available
 
 pytestmark = [
     pytest.mark.slow,
