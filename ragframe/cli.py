@@ -148,10 +148,14 @@ def cmd_score(args: argparse.Namespace) -> int:
     metrics = resolve([m for m in args.metrics.split(",") if m.strip()])
     judge = _judge(args)
     columns = _parse_columns(args.columns)
+    if args.chunk_rows < 1:
+        raise RagframeError(f"--chunk-rows must be at least 1, got {args.chunk_rows}")
     if args.dry_run or args.max_cost is not None:
         from ragframe.evaluate import estimate
 
-        guess = estimate(args.input, metrics, judge=judge, columns=columns)
+        guess = estimate(
+            args.input, metrics, judge=judge, columns=columns, chunk_rows=args.chunk_rows
+        )
         dollars = "unknown price" if guess["cost_usd"] is None else f"${guess['cost_usd']:.4f}"
         print(
             f"estimate: {guess['requests']} requests, {guess['prompt_tokens']} prompt + "
@@ -165,8 +169,6 @@ def cmd_score(args: argparse.Namespace) -> int:
                 f"the estimate ${guess['cost_usd']:.4f} exceeds --max-cost ${args.max_cost:.4f}; "
                 "nothing was sent"
             )
-    if args.chunk_rows < 1:
-        raise RagframeError(f"--chunk-rows must be at least 1, got {args.chunk_rows}")
     result = score_file(
         args.input,
         args.output,

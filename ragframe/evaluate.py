@@ -15,6 +15,7 @@ import polars as pl
 from ragframe import __version__
 from ragframe.columns import ROW_ID, load_frame, select_inputs
 from ragframe.errors import ConfigError
+from ragframe.io import empty_frame, open_parquet, read_chunks
 from ragframe.judge.client import Judge, JudgeSession, RunStats
 from ragframe.metrics import Context, Metric, RagasScore, resolve
 
@@ -168,25 +169,43 @@ async def aestimate(
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
+    chunk_rows: int = 2000,
 ) -> dict[str, Any]:
     """What scoring `data` would send, without sending anything (a dry run).
 
     Requests the cache already answers are free and not counted. Multi-stage metrics are
     followed through placeholder answers (see `ragframe.judge.estimate`), so their later stages
-    are counted at a typical size. Embedding requests are not counted (they are cheap).
+    are counted at a typical size. Embedding requests are not counted (they are cheap). A
+    Parquet path is counted `chunk_rows` rows at a time, in the memory a streamed run needs;
+    identical prompts are counted once within a chunk (and a frame), once per chunk across
+    chunks, so for a file with repeats the figure is an upper bound.
     """
+    if chunk_rows < 1:
+        raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
     metric_list = resolve(metrics)
-    frame = load_frame(data)
-    check_output_names(frame, metric_list)
+    if isinstance(data, str | Path):
+        parquet = open_parquet(data)
+        empty = empty_frame(parquet)
+        chunks: Iterable[pl.DataFrame] = read_chunks(parquet, chunk_rows)
+    else:
+        empty = load_frame(data)
+        chunks = [empty]
+    check_output_names(empty, metric_list)
+    scorers = [m for m in metric_list if isinstance(m, Metric)]
+    select_inputs(empty.head(0), {m.name: m.requires for m in scorers}, columns)
     judge = judge if judge is not None else Judge()
     session = judge.session(backend="dry")
-    await score_frame(frame, metric_list, session, columns)
+    rows = 0
+    for chunk in chunks:
+        await score_frame(chunk, metric_list, session, columns)
+        session.forget()
+        rows += chunk.height
     from ragframe.pricing import cost
 
     estimate = session.estimate
     dollars = cost(judge.price, estimate["prompt_tokens"], estimate["completion_tokens"])
     return {
-        "rows": frame.height,
+        "rows": rows,
         "requests": estimate["requests"],
         "requests_by_task": {
             k.split(":", 1)[1]: v for k, v in estimate.items() if k.startswith("requests:")
@@ -204,9 +223,12 @@ def estimate(
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
+    chunk_rows: int = 2000,
 ) -> dict[str, Any]:
     """Estimate requests, tokens and cost before any request is sent (`--dry-run`)."""
-    return run_sync(aestimate(data, metrics, judge=judge, columns=columns))
+    return run_sync(  # type: ignore[no-any-return]
+        aestimate(data, metrics, judge=judge, columns=columns, chunk_rows=chunk_rows)
+    )
 
 
 async def aevaluate(

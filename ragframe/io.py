@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,36 @@ class AtomicParquetWriter:
             self._writer.close()
         finally:
             self._tmp.unlink(missing_ok=True)
+
+
+def open_parquet(path: str | Path) -> pq.ParquetFile:
+    """Open a Parquet file to be read in chunks of rows, or say why it cannot be."""
+    source = Path(path)
+    if not source.exists():
+        raise InputError(f"input file {str(source)!r} does not exist")
+    if not source.is_file():
+        raise InputError(f"input {str(source)!r} is not a file; pass a Parquet file")
+    try:
+        # Buffered column-chunk reads: otherwise pyarrow reads a whole row group's column chunk
+        # at once (a row group may hold hundreds of thousands of rows), and memory grows with it.
+        return pq.ParquetFile(source, buffer_size=1 << 20, pre_buffer=False)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"cannot read {str(source)!r} as Parquet: {exc}") from exc
+
+
+def empty_frame(parquet: pq.ParquetFile) -> pl.DataFrame:
+    """The file's columns and types with no rows: enough to validate a run before reading."""
+    return pl.DataFrame(pl.from_arrow(parquet.schema_arrow.empty_table()))
+
+
+def read_chunks(parquet: pq.ParquetFile, chunk_rows: int) -> Iterator[pl.DataFrame]:
+    """The file's rows in order, `chunk_rows` at a time, as Polars frames.
+
+    Decoded on the calling thread: pyarrow's decoding threads buy nothing at a few thousand
+    rows per chunk, and each keeps buffers of its own (peak memory then grows with the file).
+    """
+    for batch in parquet.iter_batches(batch_size=chunk_rows, use_threads=False):
+        yield pl.DataFrame(pl.from_arrow(batch))
 
 
 def _remove_stale_temporaries(path: Path) -> None:

@@ -28,9 +28,9 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from ragframe.columns import select_inputs
-from ragframe.errors import ConfigError, InputError
+from ragframe.errors import ConfigError
 from ragframe.evaluate import RunResult, check_output_names, run_sync, score_frame
-from ragframe.io import AtomicParquetWriter, check_writable
+from ragframe.io import AtomicParquetWriter, check_writable, empty_frame, open_parquet, read_chunks
 from ragframe.judge.client import Judge, JudgeSession
 from ragframe.metrics import Metric, RagasScore, resolve
 
@@ -106,8 +106,7 @@ async def ascore_file(
     if chunks_in_flight < 1:
         raise ConfigError(f"chunks_in_flight must be at least 1, got {chunks_in_flight}")
     source, target = Path(input_path), Path(output_path)
-    if not source.is_file():
-        raise InputError(f"input file {str(source)!r} does not exist")
+    parquet = open_parquet(source)
     if target.resolve() == source.resolve():
         raise ConfigError("the output must not be the input file; the input is never written")
     if target.exists() and not overwrite:
@@ -115,11 +114,8 @@ async def ascore_file(
             f"output {str(target)!r} exists; pass overwrite=True (--overwrite) to replace it"
         )
     metric_list = resolve(metrics)
-    # Buffered column-chunk reads: otherwise pyarrow reads a whole row group's column chunk
-    # at once (100,000 rows per row group as Polars writes them), and memory grows with it.
-    parquet = pq.ParquetFile(source, buffer_size=1 << 20, pre_buffer=False)
     # Validate names and types on the file's schema: before reading a row or sending a request.
-    empty = pl.DataFrame(pl.from_arrow(parquet.schema_arrow.empty_table()))
+    empty = empty_frame(parquet)
     check_output_names(empty, metric_list)
     scorers = [m for m in metric_list if isinstance(m, Metric)]
     select_inputs(empty, {m.name: m.requires for m in scorers}, columns)
@@ -194,8 +190,7 @@ async def _stream(
         session.forget()
 
     try:
-        for batch in parquet.iter_batches(batch_size=chunk_rows):
-            frame = pl.DataFrame(pl.from_arrow(batch))
+        for frame in read_chunks(parquet, chunk_rows):
             running.append(asyncio.create_task(score_frame(frame, metrics, session, columns)))
             if len(running) >= chunks_in_flight:
                 await write_next()

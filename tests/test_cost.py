@@ -128,3 +128,24 @@ def test_long_inputs_are_truncated_by_rule(server, make_judge):
     assert "short" in user
     with pytest.raises(ragframe.ConfigError):
         make_judge(max_text_chars=0)
+
+
+def test_estimate_of_a_file_is_counted_chunk_by_chunk(server, judge, tmp_path, monkeypatch):
+    path = tmp_path / "log.parquet"
+    frame = rows(7)
+    frame.write_parquet(path)
+    metrics = ["faithfulness", "context_recall"]
+    whole = ragframe.estimate(frame, metrics, judge=judge)
+
+    def whole_file(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the estimate of a file must not load it whole")
+
+    monkeypatch.setattr(pl, "read_parquet", whole_file)
+    chunked = ragframe.estimate(path, metrics, judge=judge, chunk_rows=3)
+    assert chunked == whole and chunked["rows"] == 7
+    assert server.requests == []
+    with pytest.raises(ragframe.ConfigError, match="chunk_rows"):
+        ragframe.estimate(path, metrics, judge=judge, chunk_rows=0)
+    (tmp_path / "not.parquet").write_text("question,answer\n")
+    with pytest.raises(ragframe.InputError, match="as Parquet"):
+        ragframe.estimate(tmp_path / "not.parquet", metrics, judge=judge)

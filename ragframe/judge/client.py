@@ -432,6 +432,8 @@ class JudgeSession:
             for key in unique:
                 if key not in results:
                     results[key] = self._not_sent(task, key, payloads[key])
+                    if self.backend == "dry":  # a stage several metrics share is counted once
+                        self._memo[key] = results[key]
             return [results[key] for key in keys]
         pending: dict[str, asyncio.Future[Answer]] = {}
         for key in unique:
