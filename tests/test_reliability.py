@@ -479,6 +479,32 @@ def test_wrong_shape_is_reasked_with_the_error_then_recorded(tmp_path: Path) -> 
     assert result.stats.failures["invalid_schema"] == 1
 
 
+def test_a_reply_that_is_not_a_chat_completion_is_retried_then_reported(tmp_path: Path) -> None:
+    """A 200 whose body is not a chat completion (a proxy's HTML page) is retried like a 5xx;
+    a row that only ever gets one fails with the body's start as its reason."""
+    page = b"<html><body>502 Bad Gateway (upstream)</body></html>"
+    seen: collections.Counter[str] = collections.Counter()
+
+    def handler(body: dict[str, Any]) -> Any:
+        text = user_text(body)
+        row = next(tag for tag in ("R0000", "R0001", "R0002") if tag in text)
+        seen[row] += 1
+        if row == "R0001" or (row == "R0002" and seen[row] == 1):
+            return Reply(raw_body=page)
+        return auto_answer(body)
+
+    with FakeServer(handler) as server:
+        judge = judge_for(server, tmp_path, max_attempts=3)
+        result = ragframe.run(rows(3), ["context_recall"], judge=judge)
+    scores = result.frame.get_column("context_recall").to_list()
+    assert scores[0] is not None and scores[2] is not None and scores[1] is None
+    error = errors_of(result.frame, "context_recall")[1]
+    assert error is not None and "not a chat completion" in error and "502 Bad Gateway" in error
+    assert seen == {"R0000": 1, "R0001": 3, "R0002": 2}
+    assert result.stats.retries["invalid_reply"] == 3
+    assert result.stats.failures["invalid_reply"] == 1
+
+
 def test_fail_fast_stops_the_run_at_the_first_failure(tmp_path: Path) -> None:
     """With fail_fast the first request that fails for good (a 400: no retry) raises
     JudgeError, and nothing more is sent: of 20 queued prompts, one or two went out."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import json
 import os
 import random
@@ -117,6 +118,40 @@ class RunStats:
             "lowest_concurrency": self.lowest_concurrency,
             "structured_mode": self.structured_mode,
         }
+
+
+class _BadReply(Exception):
+    """A 200 reply that is not a chat completion (a proxy's HTML page, a cut-off body)."""
+
+
+def _read_completion(
+    raw: bytes,
+) -> tuple[str, list[dict[str, Any]] | None, tuple[int, int], str | None]:
+    """Content, logprobs, (prompt, completion) tokens and finish reason of a chat completion."""
+    try:
+        reply = json.loads(raw)
+        choice = reply["choices"][0]
+        content = choice["message"].get("content") or ""
+        usage = reply.get("usage") or {}
+        tokens = (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+        items = (choice.get("logprobs") or {}).get("content")
+        logprobs = None
+        if items:
+            logprobs = [
+                {
+                    "token": item["token"],
+                    "logprob": item["logprob"],
+                    "top": [
+                        {"token": t["token"], "logprob": t["logprob"]}
+                        for t in item.get("top_logprobs") or []
+                    ],
+                }
+                for item in items
+            ]
+        return content, logprobs, tokens, choice.get("finish_reason")
+    except (ValueError, LookupError, TypeError, AttributeError):
+        text = raw[:200].decode("utf-8", "replace")
+        raise _BadReply(f"the endpoint's reply is not a chat completion: {text!r}") from None
 
 
 class _Failure(Exception):
@@ -312,6 +347,7 @@ class JudgeSession:
         #: Texts that could not be embedded -> why (their rows fail with that reason).
         self.embedding_errors: dict[str, str] = {}
         self._client: Any = None
+        self._response_class: Any = None
         self._base_url: str | None = judge.base_url
         self._inflight: dict[str, asyncio.Future[Answer]] = {}
         self._prefixes: dict[Any, tuple[bytes, dict[str, Any]]] = {}
@@ -617,34 +653,40 @@ class JudgeSession:
             estimate = (
                 sum(len(m["content"]) for m in kwargs["messages"]) // 4 + kwargs["max_tokens"]
             )
+            # The body is posted as it is and the reply read as plain JSON: the SDK's request
+            # transforms and response models cost a third of the client's CPU per request,
+            # and its base URL, auth, timeout and error mapping stay in use.
+            body = _wire_body(kwargs)
             try:
-                response = await self._send(
-                    lambda kwargs=kwargs: self._client.chat.completions.create(**kwargs),
-                    estimate,
-                    task.name,
+                content, logprobs, tokens, finish = await self._send(
+                    lambda body=body: self._post_chat(body), estimate, task.name
                 )
             except _Failure as failure:
                 if failure.cause == "bad_request" and await self._downgrade(mode, failure.message):
                     continue
                 raise
             break
-        choice = response.choices[0]
-        content = choice.message.content or ""
-        usage = response.usage
-        tokens = (usage.prompt_tokens or 0, usage.completion_tokens or 0) if usage else (0, 0)
         self.stats.prompt_tokens += tokens[0]
         self.stats.completion_tokens += tokens[1]
-        logprobs = None
-        if task.top_logprobs and choice.logprobs is not None and choice.logprobs.content:
-            logprobs = [
-                {
-                    "token": item.token,
-                    "logprob": item.logprob,
-                    "top": [{"token": t.token, "logprob": t.logprob} for t in item.top_logprobs],
-                }
-                for item in choice.logprobs.content
-            ]
-        return content, logprobs, tokens, choice.finish_reason
+        return content, logprobs, tokens, finish
+
+    async def _post_chat(
+        self, body: dict[str, Any]
+    ) -> tuple[str, list[dict[str, Any]] | None, tuple[int, int], str | None]:
+        if self._response_class is None:
+            # The Response class of the HTTP library this openai release is built on (httpx,
+            # or httpx2 in recent releases): with it as cast_to, the reply comes back unparsed.
+            http_client = type(self._client._client)  # openai subclasses the library's client
+            package = next(
+                c.__module__.split(".")[0]
+                for c in http_client.__mro__
+                if not c.__module__.startswith("openai")
+            )
+            self._response_class = importlib.import_module(package).Response
+        reply = await self._client.post(
+            "/chat/completions", body=body, cast_to=self._response_class
+        )
+        return _read_completion(reply.content)
 
     async def _downgrade(self, mode: StructuredMode, message: str) -> bool:
         """After a 400 about response_format, use the next weaker structured mode for the run."""
@@ -701,6 +743,8 @@ class JudgeSession:
                     del err
                 except openai.APIConnectionError as err:
                     cause, message = "connection", _describe(err, self.judge._api_key)
+                except _BadReply as err:
+                    cause, message = "invalid_reply", str(err)
                 except openai.APIStatusError as err:
                     status = err.status_code
                     message = _describe(err, self.judge._api_key)

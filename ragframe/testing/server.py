@@ -85,6 +85,8 @@ class Reply:
     drop_connection: bool = False
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: Sent as the whole 200 body instead of a chat completion (a proxy's error page).
+    raw_body: bytes | None = None
 
 
 HandlerResult: TypeAlias = "Reply | str | dict[str, Any] | list[Any] | None"
@@ -1218,6 +1220,9 @@ class FakeServer:
             return fault and "malformed:skipped", _Out(0, drop=True, delay=reply.delay)
         if reply.status != 200:
             out = _Out(reply.status, _reply_error_body(reply), headers, delay=reply.delay)
+            return fault and "malformed:skipped", out
+        if reply.raw_body is not None:
+            out = _Out(200, reply.raw_body, headers, "text/html", reply.delay)
             return fault and "malformed:skipped", out
         content = _content_str(reply.content)
         finish = reply.finish_reason
