@@ -174,6 +174,18 @@ def test_rerun_after_failure_resumes_from_cache(server, make_judge, log_file, tm
     assert_frame_equal(pl.read_parquet(out), expected.frame)
 
 
+def test_identical_rows_in_different_chunks_are_sent_once(server, make_judge, tmp_path):
+    """Rows 0-9 twice: each repeat lands in a later chunk than its first, and finds the
+    answer in the cache (or in flight) instead of asking again."""
+    source, out = tmp_path / "repeated.parquet", tmp_path / "scored.parquet"
+    pl.concat([log(10), log(10)]).write_parquet(source)
+    judge = make_judge(cache=True)
+    score_file(source, out, ["context_recall"], judge=judge, chunk_rows=CHUNK)
+    assert server.count() == 10
+    scores = pl.read_parquet(out).get_column("context_recall").to_list()
+    assert scores[:10] == scores[10:] and None not in scores
+
+
 def test_bad_input_is_refused_before_any_request(server, judge, log_file, tmp_path):
     out = tmp_path / "scored.parquet"
     with pytest.raises(InputError, match="ground_truth"):
