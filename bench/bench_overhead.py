@@ -40,11 +40,12 @@ from common import (
     FakeServerProcess,
     child_env,
     emit,
+    in_child,
     machine,
     profile_top,
     ragframe_score,
     run_measured,
-    synthetic_log,
+    write_synthetic_log,
 )
 
 from ragframe import Judge
@@ -116,7 +117,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ragframe-bench-") as tmp:
         work = Path(tmp)
         source, output, cache = work / "log.parquet", work / "scored.parquet", work / "cache.db"
-        synthetic_log(args.rows, seed=11).write_parquet(source)
+        # Built and filled in child processes: a child inherits the high-water RSS of the
+        # process that starts it, and the reruns' peaks must be their own (common.in_child).
+        in_child(write_synthetic_log, args.rows, 11, source)
         with FakeServerProcess(latency=0.0) as server:
             command = ragframe_score(
                 source, output, server.url, metrics, cache=cache, chunk_rows=args.chunk_rows
@@ -126,7 +129,7 @@ def main() -> int:
                 assert filled.returncode == 0, filled.stderr[-2000:]
                 fill_s = filled.wall
             else:
-                fill_s = fill_direct(source, output, metrics, cache, server.url)
+                fill_s = in_child(fill_direct, source, output, metrics, cache, server.url)
             out["fill"] = {"how": args.fill, "wall_s": round(fill_s, 1)}
             server.reset()
 
@@ -148,6 +151,7 @@ def main() -> int:
                 ),
                 "cpu_s": round(rerun.cpu_seconds, 2),
                 "peak_rss_mib": round(rerun.peak_rss_mib, 1),
+                "parent_hwm_mib": round(rerun.parent_hwm_mib, 1),
                 "summary_line": next(
                     (line for line in rerun.stdout.splitlines() if line.startswith("rows ")), ""
                 ),
@@ -164,6 +168,7 @@ def main() -> int:
                     "wall_s": round(again.wall, 2),
                     "us_per_row": round(1e6 * again.wall / args.rows, 1),
                     "peak_rss_mib": round(again.peak_rss_mib, 1),
+                    "parent_hwm_mib": round(again.parent_hwm_mib, 1),
                 }
 
             judge = judge_for(server.url, cache)

@@ -7,6 +7,11 @@ cache. Reported per size: wall seconds, rows per second, requests per row, the s
 process's peak RSS (from wait4) and its RSS over time; then the same command again on the
 now-warm cache (a resumed run: every answer from the cache, no request).
 
+The logs are built in a separate process (`common.in_child`): a child inherits the high-water
+RSS of the process that starts it, so a benchmark holding a 200,000-row log would see its own
+memory in every wait4 peak. Each run records that high-water mark (`parent_hwm_mib`); the wait4
+peak is the scoring process's own only when above it.
+
 The peak RSS must not grow with the row count (within 20%). A size that cannot finish within
 `--max-seconds` is stopped (SIGINT) and reported as such: how far it got and at what rate.
 
@@ -35,10 +40,11 @@ from common import (
     FakeServerProcess,
     child_env,
     emit,
+    in_child,
     machine,
     ragframe_score,
-    synthetic_log,
-    text_lengths,
+    vm_hwm_mib,
+    write_synthetic_log,
 )
 
 
@@ -52,6 +58,8 @@ class RssSampler:
         #: When the kernel's high-water mark (VmHWM) first passed each new 100 MiB step: a
         #: spike shorter than the sampling interval still shows here.
         self.hwm_steps: list[tuple[float, float]] = []
+        #: The last VmHWM read, at most `every` seconds before the process ended.
+        self.hwm_last = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._t0 = time.perf_counter()
@@ -68,6 +76,7 @@ class RssSampler:
             now = time.perf_counter() - self._t0
             self.samples.append((now, int(fields["VmRSS"].split()[0]) / 1024))
             hwm = int(fields["VmHWM"].split()[0]) / 1024
+            self.hwm_last = hwm
             if not self.hwm_steps or hwm >= self.hwm_steps[-1][1] + 100:
                 self.hwm_steps.append((now, hwm))
 
@@ -90,11 +99,17 @@ class RssSampler:
         }
         top = max(self.samples, key=lambda s: s[1])
         steps = [(round(t, 1), round(m)) for t, m in self.hwm_steps]
-        return marks | {"max": round(top[1], 1), "max_at_s": round(top[0], 1), "hwm_steps": steps}
+        return marks | {
+            "max": round(top[1], 1),
+            "max_at_s": round(top[0], 1),
+            "hwm_steps": steps,
+            "hwm_last": round(self.hwm_last, 1),
+        }
 
 
 def score_once(args: list[str], max_seconds: float, server: FakeServerProcess) -> dict[str, Any]:
     """Run `ragframe score`, stopping it (SIGINT) past `max_seconds`; measure it."""
+    parent_hwm = vm_hwm_mib() or 0.0
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT
@@ -120,6 +135,8 @@ def score_once(args: list[str], max_seconds: float, server: FakeServerProcess) -
         "finished": code == 0,
         "wall_s": round(wall, 2),
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        # wait4's peak is the child's own only above this (see common.in_child).
+        "parent_hwm_mib": round(parent_hwm, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
         "rss_over_time_mib": sampler.quartiles(),
         "server_chat_requests": stats["requests"].get("/v1/chat/completions", 0),
@@ -131,15 +148,13 @@ def score_once(args: list[str], max_seconds: float, server: FakeServerProcess) -
 
 def bench_size(rows: int, work: Path, max_seconds: float, chunk_rows: int) -> dict[str, Any]:
     """Score a fresh log of `rows` rows with a fresh cache, then again on the warm cache."""
-    log = synthetic_log(rows, seed=rows)
     source = work / f"log_{rows}.parquet"
-    log.write_parquet(source)
+    lengths = in_child(write_synthetic_log, rows, rows, source)  # keeps this process small
     result: dict[str, Any] = {
         "rows": rows,
         "input_mib": round(source.stat().st_size / 2**20, 1),
-        "text_chars_per_row": text_lengths(log),
+        "text_chars_per_row": lengths,
     }
-    del log
     output = work / f"scored_{rows}.parquet"
     cache = work / f"cache_{rows}.sqlite3"
     with FakeServerProcess(latency=0.0) as server:
@@ -187,6 +202,11 @@ def main() -> int:
             print(f"{rows} rows done", file=sys.stderr, flush=True)
     peaks = [s["first"]["peak_rss_mib"] for s in out["sizes"]]
     out["peak_rss_ratio_largest_to_smallest"] = round(peaks[-1] / peaks[0], 3)
+    out["peaks_are_the_scoring_processes_own"] = all(
+        run["peak_rss_mib"] > run["parent_hwm_mib"]
+        for size in out["sizes"]
+        for run in (size["first"], size.get("resumed_from_cache") or size["first"])
+    )
     out["machine"]["load_1min_end"] = machine()["load_1min"]
     emit(out, args.json)
     return 0

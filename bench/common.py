@@ -18,6 +18,7 @@ import cProfile
 import datetime as dt
 import io
 import json
+import multiprocessing
 import os
 import platform
 import pstats
@@ -74,6 +75,14 @@ def synthetic_log(rows: int, *, seed: int = 0) -> pl.DataFrame:
         "contexts",
         pl.concat_str(tag, "ground_truth").alias("ground_truth"),
     )
+
+
+def write_synthetic_log(rows: int, seed: int, path: Path) -> dict[str, float]:
+    """Write `synthetic_log(rows, seed=seed)` to `path`; return its text lengths. Meant for
+    `in_child`: building a large log grows the process for good."""
+    log = synthetic_log(rows, seed=seed)
+    log.write_parquet(path)
+    return text_lengths(log)
 
 
 def text_lengths(frame: pl.DataFrame) -> dict[str, float]:
@@ -165,6 +174,31 @@ class FakeServerProcess:
 # ------------------------------------------------------------- measured child process
 
 
+def vm_hwm_mib(pid: int | str = "self") -> float | None:
+    """A process's high-water resident memory (VmHWM, Linux) in MiB; None once it has exited."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return None
+
+
+def in_child(fn: Any, *args: Any) -> Any:
+    """Run `fn(*args)` in a fresh Python process and return its result.
+
+    Why: on Linux a child inherits the high-water RSS of the process that starts it (exec
+    copies the old address space's high-water mark into the child's `ru_maxrss`), so once a
+    benchmark has built a large log in its own process, every wait4 peak it measures after
+    that reports the benchmark's memory, not the child's. Heavy preparation runs here instead,
+    and the measuring process stays small; each measurement records it (`parent_hwm_mib`).
+    """
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(fn, args)
+
+
 @dataclass
 class Measured:
     """One child process: exit status, wall seconds, peak RSS and CPU seconds, its output."""
@@ -175,11 +209,15 @@ class Measured:
     cpu_seconds: float
     stdout: str
     stderr: str
+    #: The measuring process's own high-water RSS when it started the child: wait4's peak is
+    #: the child's own only when it is above this (see `in_child`).
+    parent_hwm_mib: float
 
 
 def run_measured(args: Sequence[str], *, env: dict[str, str] | None = None) -> Measured:
     """Run a command from the repository root; its own peak RSS comes from wait4 (not the
     maximum over all children, which would include the fake judge)."""
+    parent_hwm = vm_hwm_mib() or 0.0
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT
@@ -204,6 +242,7 @@ def run_measured(args: Sequence[str], *, env: dict[str, str] | None = None) -> M
         usage.ru_utime + usage.ru_stime,
         "".join(out_chunks),
         "".join(err_chunks),
+        parent_hwm,
     )
 
 
