@@ -13,10 +13,11 @@ own time).
 
 The metrics default to two cheap ones, context_precision and context_recall (one request per
 row each); `--metrics` takes any. The cache is filled either over HTTP by `ragframe score`
-against the fake judge (`--fill http`, what a real first run does) or, much faster, in this
-process with the judge's HTTP call replaced by the fake judge's own answer function
+against the fake judge (`--fill http`, what a real first run does) or, much faster, in a Python
+process of its own with the judge's HTTP call replaced by the fake judge's own answer function
 (`--fill direct`, the default): same prompts, same keys, same cached answers, no sockets. The
-rerun that is measured is the same either way.
+rerun that is measured is the same either way. The log, too, is built in a child process, so
+that this one stays small and the reruns' wait4 peaks are their own (`common.in_child`).
 
     python bench/bench_overhead.py
     python bench/bench_overhead.py --rows 20000 --fill http --json out.json
@@ -57,7 +58,7 @@ CHEAP = ["context_precision", "context_recall"]
 
 
 def fill_direct(source: Path, output: Path, metrics: list[str], cache: Path, url: str) -> float:
-    """Fill the cache in-process: `JudgeSession._chat` answers with the fake judge's function.
+    """Fill the cache without HTTP: `JudgeSession._chat` answers with the fake judge's function.
 
     Everything else (prompts, keys, validation, the cache write) is the engine's own code.
     """
