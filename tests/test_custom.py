@@ -394,7 +394,11 @@ def test_rubric_score_worked_example_level_4_of_5_is_075(server, judge):
     assert list(schema["properties"]) == ["reason", "level"]
     assert schema["properties"]["level"] == {"type": "integer", "enum": [1, 2, 3, 4, 5]}
     assert all(f"- {k}: {v}" in system_text(body) for k, v in DEFAULT_RUBRIC.items())
-    assert fenced(body, "ground_truth") == ["AI is artificial intelligence (0)."]
+    # Two rows in flight at once: either may arrive first.
+    assert sorted(fenced(r.body, "ground_truth")[0] for r in server.requests) == [
+        "AI is artificial intelligence (0).",
+        "AI is artificial intelligence (1).",
+    ]
     assert RubricScore.direction == "higher"
 
 
