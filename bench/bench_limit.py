@@ -33,10 +33,18 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import CORE, FakeServerProcess, emit, machine, profile_top, synthetic_log
+from common import (
+    CORE,
+    FakeServerProcess,
+    emit,
+    fake_judge,
+    machine,
+    profile_top,
+    synthetic_log,
+)
 
 import ragframe
-from ragframe import GEval, Judge
+from ragframe import GEval
 
 STEPS = [
     "Check whether the answer addresses the question directly.",
@@ -135,15 +143,7 @@ def bench_suite(
 ) -> dict[str, Any]:
     """ragframe on `metrics` (fresh server, fresh cache), then the bare loop on that server."""
     with FakeServerProcess(latency=args.latency, capacity=args.capacity) as server:
-        judge = Judge(
-            "fake-judge",
-            base_url=server.url,
-            api_key="sk-bench-not-a-real-key",
-            embedding_model="fake-embedding",
-            concurrency=args.concurrency,
-            cache=work / f"cache_{name}.sqlite3",
-            progress=False,
-        )
+        judge = fake_judge(server.url, work / f"cache_{name}.sqlite3", concurrency=args.concurrency)
         cpu0, t0 = time.process_time(), time.perf_counter()
         result = ragframe.run(log, metrics, judge=judge)
         wall = time.perf_counter() - t0
@@ -169,14 +169,8 @@ def bench_suite(
         profile = None
         if args.profile:
             profiler = cProfile.Profile()
-            again = Judge(
-                "fake-judge",
-                base_url=server.url,
-                api_key="sk-bench-not-a-real-key",
-                embedding_model="fake-embedding",
-                concurrency=args.concurrency,
-                cache=work / f"cache_{name}_profiled.sqlite3",
-                progress=False,
+            again = fake_judge(
+                server.url, work / f"cache_{name}_profiled.sqlite3", concurrency=args.concurrency
             )
             profiler.enable()
             ragframe.run(log, metrics, judge=again)

@@ -41,6 +41,7 @@ from common import (
     FakeServerProcess,
     child_env,
     emit,
+    fake_judge,
     in_child,
     machine,
     profile_top,
@@ -49,7 +50,6 @@ from common import (
     write_synthetic_log,
 )
 
-from ragframe import Judge
 from ragframe.judge.client import JudgeSession
 from ragframe.stream import score_file
 from ragframe.testing.server import auto_answer
@@ -81,21 +81,10 @@ def fill_direct(source: Path, output: Path, metrics: list[str], cache: Path, url
     JudgeSession._chat = answer  # type: ignore[assignment]
     try:
         t0 = time.perf_counter()
-        score_file(source, output, metrics, judge=judge_for(url, cache), overwrite=True)
+        score_file(source, output, metrics, judge=fake_judge(url, cache), overwrite=True)
         return time.perf_counter() - t0
     finally:
         JudgeSession._chat = original  # type: ignore[method-assign]
-
-
-def judge_for(url: str, cache: Path) -> Judge:
-    return Judge(
-        "fake-judge",
-        base_url=url,
-        api_key="sk-bench-not-a-real-key",
-        embedding_model="fake-embedding",
-        cache=cache,
-        progress=False,
-    )
 
 
 def main() -> int:
@@ -172,13 +161,13 @@ def main() -> int:
                     "parent_hwm_mib": round(again.parent_hwm_mib, 1),
                 }
 
-            judge = judge_for(server.url, cache)
+            judge = fake_judge(server.url, cache)
             t0 = time.perf_counter()
             score_file(source, output, metrics, judge=judge, chunk_rows=args.chunk_rows,
                        overwrite=True)  # fmt: skip
             plain = time.perf_counter() - t0
             profiler = cProfile.Profile()
-            judge = judge_for(server.url, cache)
+            judge = fake_judge(server.url, cache)
             t0 = time.perf_counter()
             profiler.enable()
             score_file(source, output, metrics, judge=judge, chunk_rows=args.chunk_rows,

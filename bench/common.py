@@ -265,6 +265,22 @@ def ragframe_score(
     return args
 
 
+def fake_judge(url: str, cache: Path, **options: Any) -> Any:
+    """The `ragframe.Judge` every in-process benchmark points at the fake judge: its model and
+    embedding model, a dummy key, no progress bar; `options` go to `Judge` as they are."""
+    from ragframe import Judge
+
+    return Judge(
+        "fake-judge",
+        base_url=url,
+        api_key="sk-bench-not-a-real-key",
+        embedding_model="fake-embedding",
+        cache=cache,
+        progress=False,
+        **options,
+    )
+
+
 def child_env() -> dict[str, str]:
     """The environment for `ragframe score`: a dummy key, nothing from the user's setup."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "RAGFRAME_"))}

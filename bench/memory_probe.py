@@ -23,9 +23,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import CORE, FakeServerProcess, in_child, machine, write_synthetic_log
+from common import CORE, FakeServerProcess, fake_judge, in_child, machine, write_synthetic_log
 
-from ragframe import Judge
 from ragframe.judge.client import JudgeSession
 from ragframe.stream import score_file
 
@@ -70,15 +69,8 @@ def main() -> int:
         source = work / "log.parquet"
         in_child(write_synthetic_log, args.rows, args.rows, source)
         with FakeServerProcess(latency=0.0) as server:
-            judge = Judge(
-                "fake-judge",
-                base_url=server.url,
-                api_key="sk-bench-not-a-real-key",
-                embedding_model="fake-embedding",
-                cache=work / "cache.sqlite3",
-                concurrency=16,  # as bench_stream.py's `ragframe score --concurrency 16`
-                progress=False,
-            )
+            # Concurrency 16, as bench_stream.py's `ragframe score --concurrency 16`.
+            judge = fake_judge(server.url, work / "cache.sqlite3", concurrency=16)
             t0 = time.perf_counter()
             try:
                 score_file(source, work / "scored.parquet", CORE, judge=judge,
