@@ -28,24 +28,30 @@ def server() -> Iterator[FakeServer]:
         yield fake
 
 
+def judge_for(server: FakeServer, tmp_path: Path, **overrides: Any) -> Judge:
+    """A Judge for a fake server: no cache unless asked (`cache=True`: a file under
+    `tmp_path`), no progress bar, short backoff; `overrides` go to `Judge`."""
+    options: dict[str, Any] = {
+        "base_url": server.base_url,
+        "api_key": "sk-test-not-a-real-key",
+        "embedding_model": "fake-embedding",
+        "cache": False,
+        "progress": False,
+        "backoff_base": 0.01,
+        "backoff_max": 0.05,
+    }
+    if overrides.get("cache") is True:
+        overrides["cache"] = tmp_path / "cache.sqlite3"
+    options.update(overrides)
+    return Judge("fake-judge", **options)
+
+
 @pytest.fixture
 def make_judge(server: FakeServer, tmp_path: Path) -> Callable[..., Judge]:
-    """Build a Judge for the fake server (no cache unless asked, no progress bar)."""
+    """Build a Judge for the `server` fixture (see `judge_for`)."""
 
     def build(**overrides: Any) -> Judge:
-        options: dict[str, Any] = {
-            "base_url": server.base_url,
-            "api_key": "sk-test-not-a-real-key",
-            "embedding_model": "fake-embedding",
-            "cache": False,
-            "progress": False,
-            "backoff_base": 0.01,
-            "backoff_max": 0.05,
-        }
-        if overrides.get("cache") is True:
-            overrides["cache"] = tmp_path / "cache.sqlite3"
-        options.update(overrides)
-        return Judge("fake-judge", **options)
+        return judge_for(server, tmp_path, **overrides)
 
     return build
 

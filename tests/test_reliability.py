@@ -33,9 +33,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import conftest
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
+from conftest import task_name, user_text
 
 import ragframe
 from ragframe import GEval, Judge, JudgeError, Metric, RagasScore
@@ -109,26 +111,8 @@ def llm_metrics() -> list[Metric]:
 
 
 def judge_for(server: FakeServer, tmp_path: Path, **options: Any) -> Judge:
-    settings: dict[str, Any] = {
-        "base_url": server.base_url,
-        "api_key": "sk-test-not-a-real-key",
-        "embedding_model": "fake-embedding",
-        "cache": False,
-        "progress": False,
-        "backoff_base": 0.01,
-        "backoff_max": 0.1,
-    }
-    settings.update(options)
-    return Judge("fake-judge", **settings)
-
-
-def user_text(body: dict[str, Any]) -> str:
-    return next(m["content"] for m in body["messages"] if m["role"] == "user")
-
-
-def task_of(body: dict[str, Any]) -> str:
-    fmt = body.get("response_format") or {}
-    return str((fmt.get("json_schema") or {}).get("name", ""))
+    """conftest's judge, with a backoff of up to 0.1 s: these runs retry a lot on purpose."""
+    return conftest.judge_for(server, tmp_path, **{"backoff_max": 0.1, **options})
 
 
 def errors_of(frame: pl.DataFrame, name: str) -> pl.Series:
@@ -277,14 +261,14 @@ def test_every_metric_survives_a_faulty_endpoint(tmp_path: Path) -> None:
     declared = {
         t.name.replace(".", "_") for m in metrics if isinstance(m, Metric) for t in m.tasks()
     }
-    assert {task_of(r.body) for r in chat} <= declared  # every prompt sent is in the metadata
+    assert {task_name(r.body) for r in chat} <= declared  # every prompt sent is in the metadata
 
     def rows_where(test: Any, tasks: set[str]) -> set[str]:
         """Rows with a prompt of one of `tasks` for which `test(attempts)` holds."""
         return {
             mark
             for tries in prompts.values()
-            if task_of(tries[0].body) in tasks and test(tries)
+            if task_name(tries[0].body) in tasks and test(tries)
             for mark in body_marks(tries[0])
         }
 
@@ -690,12 +674,12 @@ def test_untrusted_text_reaches_every_judge_fenced(tmp_path: Path) -> None:
         text = user_text(body)
         if INJECT not in text:
             continue
-        tasks_seen[task_of(body)] += 1
+        tasks_seen[task_name(body)] += 1
         assert "&lt;/answer>" in text or "&lt;/context>" in text
         for hit in re.finditer(re.escape(INJECT), text):
             fences = _enclosing_fences(text, hit.start())
             assert fences and not any(f.startswith("stray") for f in fences), (
-                task_of(body),
+                task_name(body),
                 fences,
             )
     for metric in metrics:
