@@ -11,28 +11,21 @@ for and nothing waits on a terminal.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata as md
-import json
 import math
 import os
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
+
+from runner import parse_args, read_rows, timed_call, write_result
 
 os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "YES")
 os.environ.setdefault("DEEPEVAL_NO_INSPECT_PROMPT", "1")
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=Path, required=True)
-    p.add_argument("--base-url", required=True)
-    p.add_argument("--metrics", required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--model", default="gpt-4o-mini")
-    args = p.parse_args()
+    args = parse_args(__doc__)
     t_import = time.monotonic()
     from deepeval import evaluate
     from deepeval.evaluate.configs import AsyncConfig, CacheConfig, DisplayConfig, ErrorConfig
@@ -46,7 +39,7 @@ def main() -> None:
     from deepeval.test_case import LLMTestCase
 
     import_s = time.monotonic() - t_import
-    rows = [json.loads(line) for line in args.rows.read_text().splitlines() if line]
+    rows = read_rows(args.rows)
     names = args.metrics.split(",")
     model = GPTModel(model=args.model, base_url=args.base_url, api_key="sk-fake-local")
     classes: dict[str, Any] = {
@@ -74,9 +67,10 @@ def main() -> None:
         "import_s": round(import_s, 2),
         "rows": len(rows),
     }
-    t0 = time.monotonic()
-    try:
-        result = evaluate(
+    result = timed_call(
+        out,
+        args.out,
+        lambda: evaluate(
             cases,
             metrics,
             async_config=async_config,
@@ -85,12 +79,8 @@ def main() -> None:
             ),
             cache_config=CacheConfig(write_cache=False, use_cache=False),
             error_config=ErrorConfig(ignore_errors=True),
-        )
-    except Exception as exc:
-        out.update(wall_s=round(time.monotonic() - t0, 2), exception=repr(exc)[:2000])
-        args.out.write_text(json.dumps(out, indent=2))
-        raise
-    out["wall_s"] = round(time.monotonic() - t0, 2)
+        ),
+    )
     # Results may come back in completion order; the case name carries the row.
     by_row: dict[int, Any] = {}
     for tr in result.test_results:
@@ -114,10 +104,7 @@ def main() -> None:
                 errors[n]["row missing from the results"] += 1
             ok = isinstance(score, int | float) and not math.isnan(score)
             scores[n].append(float(score) if ok else None)  # type: ignore[arg-type]
-    out["scores"] = scores
-    out["failed"] = {m: sum(v is None for v in s) for m, s in scores.items()}
-    out["errors"] = {n: dict(c.most_common(10)) for n, c in errors.items()}
-    args.out.write_text(json.dumps(out, indent=2, default=str))
+    write_result(out, args.out, scores, {n: dict(c.most_common(10)) for n, c in errors.items()})
 
 
 if __name__ == "__main__":

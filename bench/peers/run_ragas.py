@@ -10,17 +10,16 @@ handler collects those messages so that the failures can be reported.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata as md
-import json
 import logging
 import math
 import os
 import time
 import warnings
 from collections import Counter
-from pathlib import Path
 from typing import Any
+
+from runner import parse_args, read_rows, timed_call, write_result
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
@@ -41,13 +40,7 @@ class Collect(logging.Handler):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=Path, required=True)
-    p.add_argument("--base-url", required=True)
-    p.add_argument("--metrics", required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--model", default="gpt-4o-mini")
-    args = p.parse_args()
+    args = parse_args(__doc__)
     collect = Collect()
     logging.getLogger().addHandler(collect)
     t_import = time.monotonic()
@@ -65,7 +58,7 @@ def main() -> None:
         )
         from ragas.run_config import RunConfig
     import_s = time.monotonic() - t_import
-    rows = [json.loads(line) for line in args.rows.read_text().splitlines() if line]
+    rows = read_rows(args.rows)
     names = args.metrics.split(",")
     classes: dict[str, Any] = {
         "faithfulness": Faithfulness,
@@ -117,11 +110,11 @@ def main() -> None:
         "import_s": round(import_s, 2),
         "rows": len(rows),
     }
-    t0 = time.monotonic()
-    try:
+
+    def score() -> Any:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            result = evaluate(
+            return evaluate(
                 dataset,
                 metrics=metrics,
                 llm=llm,
@@ -129,22 +122,17 @@ def main() -> None:
                 run_config=config,
                 show_progress=False,
             )
-    except Exception as exc:
-        out.update(wall_s=round(time.monotonic() - t0, 2), exception=repr(exc)[:2000])
-        out["errors"] = dict(collect.counts.most_common(20))
-        args.out.write_text(json.dumps(out, indent=2))
-        raise
-    out["wall_s"] = round(time.monotonic() - t0, 2)
+
+    result = timed_call(
+        out, args.out, score, lambda: {"errors": dict(collect.counts.most_common(20))}
+    )
     scores: dict[str, list[float | None]] = {}
     for name, metric in zip(names, metrics, strict=True):
         raw = [s[metric.name] for s in result.scores]
         scores[name] = [
             None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in raw
         ]
-    out["scores"] = scores
-    out["failed"] = {m: sum(v is None for v in s) for m, s in scores.items()}
-    out["errors"] = dict(collect.counts.most_common(20))
-    args.out.write_text(json.dumps(out, indent=2, default=str))
+    write_result(out, args.out, scores, dict(collect.counts.most_common(20)))
 
 
 if __name__ == "__main__":

@@ -8,23 +8,16 @@ in the peers' runs.
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata as md
-import json
 import math
 import time
-from pathlib import Path
 from typing import Any
+
+from runner import parse_args, read_rows, timed_call, write_result
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=Path, required=True)
-    p.add_argument("--base-url", required=True)
-    p.add_argument("--metrics", required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--model", default="gpt-4o-mini")
-    args = p.parse_args()
+    args = parse_args(__doc__)
     t_import = time.monotonic()
     import openai  # noqa: F401 -- ragframe imports it lazily inside the run; the peers'
     import polars as pl  # own imports happen before their timed call too, so import it here
@@ -33,7 +26,7 @@ def main() -> None:
     from ragframe import Judge
 
     import_s = time.monotonic() - t_import
-    rows = [json.loads(line) for line in args.rows.read_text().splitlines() if line]
+    rows = read_rows(args.rows)
     metrics = args.metrics.split(",")
     frame = pl.DataFrame(rows)
     judge = Judge(
@@ -51,14 +44,7 @@ def main() -> None:
         "import_s": round(import_s, 2),
         "rows": len(rows),
     }
-    t0 = time.monotonic()
-    try:
-        result = ragframe.run(frame, metrics, judge=judge)
-    except Exception as exc:  # report, never hide: compare.py counts every row as failed
-        out.update(wall_s=round(time.monotonic() - t0, 2), exception=repr(exc)[:2000])
-        args.out.write_text(json.dumps(out, indent=2))
-        raise
-    out["wall_s"] = round(time.monotonic() - t0, 2)
+    result = timed_call(out, args.out, lambda: ragframe.run(frame, metrics, judge=judge))
     scores: dict[str, list[float | None]] = {}
     errors: dict[str, dict[str, int]] = {}
     for m in metrics:
@@ -66,11 +52,8 @@ def main() -> None:
         scores[m] = [None if v is None or math.isnan(v) else float(v) for v in col]
         errs = result.frame.get_column(f"{m}_detail").struct.field("error").drop_nulls()
         errors[m] = {str(k): int(v) for k, v in errs.value_counts().iter_rows()}
-    out["scores"] = scores
-    out["failed"] = {m: sum(v is None for v in s) for m, s in scores.items()}
-    out["errors"] = errors
     out["own_stats"] = result.stats.as_dict()
-    args.out.write_text(json.dumps(out, indent=2, default=str))
+    write_result(out, args.out, scores, errors)
 
 
 if __name__ == "__main__":
