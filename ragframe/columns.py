@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from ragframe.errors import InputError
+from ragframe.io import input_path
 
 #: The columns ragframe understands, with the Polars type each must have.
 CANONICAL: dict[str, pl.DataType] = {
@@ -48,11 +49,7 @@ def load_frame(data: Any) -> pl.DataFrame:
     if isinstance(data, pl.LazyFrame):
         return data.collect()
     if isinstance(data, str | Path):
-        path = Path(data)
-        if not path.exists():
-            raise InputError(f"input file {str(path)!r} does not exist")
-        if path.is_dir():
-            raise InputError(f"input {str(path)!r} is a directory; pass a Parquet file")
+        path = input_path(data)
         try:
             return pl.read_parquet(path)
         except (pl.exceptions.PolarsError, OSError) as exc:

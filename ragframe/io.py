@@ -71,13 +71,19 @@ class AtomicParquetWriter:
             self._tmp.unlink(missing_ok=True)
 
 
-def open_parquet(path: str | Path) -> pq.ParquetFile:
-    """Open a Parquet file to be read in chunks of rows, or say why it cannot be."""
+def input_path(path: str | Path) -> Path:
+    """`path` as a Path, or an InputError saying that it does not exist or is a directory."""
     source = Path(path)
     if not source.exists():
         raise InputError(f"input file {str(source)!r} does not exist")
-    if not source.is_file():
-        raise InputError(f"input {str(source)!r} is not a file; pass a Parquet file")
+    if source.is_dir():
+        raise InputError(f"input {str(source)!r} is a directory; pass a Parquet file")
+    return source
+
+
+def open_parquet(path: str | Path) -> pq.ParquetFile:
+    """Open a Parquet file to be read in chunks of rows, or say why it cannot be."""
+    source = input_path(path)
     try:
         # Buffered column-chunk reads: otherwise pyarrow reads a whole row group's column chunk
         # at once (a row group may hold hundreds of thousands of rows), and memory grows with it.
