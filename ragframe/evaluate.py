@@ -97,6 +97,20 @@ def check_output_names(frame: pl.DataFrame, metrics: list[Metric | RagasScore]) 
                 )
 
 
+def check_run(
+    frame: pl.DataFrame,
+    metrics: list[Metric | RagasScore],
+    columns: Mapping[str, str] | None,
+) -> list[Metric]:
+    """Every problem a run can know of before any request (or any row read): output names
+    that would shadow an input, missing or mistyped inputs. Returns the metrics that score
+    (aggregates aside). `frame` may have no rows: only its columns and types are looked at."""
+    check_output_names(frame, metrics)
+    scorers = [m for m in metrics if isinstance(m, Metric)]
+    select_inputs(frame.head(0), {m.name: m.requires for m in scorers}, columns)
+    return scorers
+
+
 def aggregate_columns(frame: pl.DataFrame, aggregate: RagasScore) -> pl.DataFrame:
     """The aggregate's score and detail (which inputs were null), computed without requests."""
     missing = pl.concat_list(
@@ -145,10 +159,8 @@ async def arun(
     """Score `data` and return the frame with the run's statistics (async)."""
     metric_list = resolve(metrics)
     frame = load_frame(data)
-    check_output_names(frame, metric_list)
-    scorers = [m for m in metric_list if isinstance(m, Metric)]
     # Validate every column before any request (or before starting a local judge).
-    select_inputs(frame.head(0), {m.name: m.requires for m in scorers}, columns)
+    scorers = check_run(frame, metric_list, columns)
     needs_judge = any(m.uses_llm or m.uses_embeddings for m in scorers)
     judge = judge if judge is not None else Judge(cache=needs_judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -183,16 +195,15 @@ async def aestimate(
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
     metric_list = resolve(metrics)
+    # `head`: what validation looks at (the columns and types; rows are not needed).
     if isinstance(data, str | Path):
         parquet = open_parquet(data)
-        empty = empty_frame(parquet)
+        head = empty_frame(parquet)
         chunks: Iterable[pl.DataFrame] = read_chunks(parquet, chunk_rows)
     else:
-        empty = load_frame(data)
-        chunks = [empty]
-    check_output_names(empty, metric_list)
-    scorers = [m for m in metric_list if isinstance(m, Metric)]
-    select_inputs(empty.head(0), {m.name: m.requires for m in scorers}, columns)
+        head = load_frame(data)
+        chunks = [head]
+    check_run(head, metric_list, columns)
     judge = judge if judge is not None else Judge()
     session = judge.session(backend="dry")
     rows = 0

@@ -27,9 +27,8 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from ragframe.columns import select_inputs
 from ragframe.errors import ConfigError
-from ragframe.evaluate import RunResult, check_output_names, run_sync, score_frame
+from ragframe.evaluate import RunResult, check_run, run_sync, score_frame
 from ragframe.io import AtomicParquetWriter, check_writable, empty_frame, open_parquet, read_chunks
 from ragframe.judge.client import Judge, JudgeSession
 from ragframe.metrics import Metric, RagasScore, resolve
@@ -116,9 +115,7 @@ async def ascore_file(
     metric_list = resolve(metrics)
     # Validate names and types on the file's schema: before reading a row or sending a request.
     empty = empty_frame(parquet)
-    check_output_names(empty, metric_list)
-    scorers = [m for m in metric_list if isinstance(m, Metric)]
-    select_inputs(empty, {m.name: m.requires for m in scorers}, columns)
+    scorers = check_run(empty, metric_list, columns)
     needs_judge = any(m.uses_llm or m.uses_embeddings for m in scorers)
     judge = judge if judge is not None else Judge(cache=needs_judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
