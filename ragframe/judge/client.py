@@ -493,19 +493,19 @@ class JudgeSession:
 
     def _not_sent(self, task: Task, key: str, payload: dict[str, Any]) -> Answer:
         """A deferred or dry session's stand-in for an answer the cache does not hold."""
-        kwargs = self._request_kwargs(task, payload["messages"], payload["schema"], "json_schema")
+        body = self._request_body(task, payload["messages"], payload["schema"], "json_schema")
         if self.backend == "defer":
             self.deferred[key] = {
                 "custom_id": key,
                 "method": "POST",
                 "url": "/v1/chat/completions",
-                "body": _wire_body(kwargs),
+                "body": body,
             }
             return Answer(error=PENDING)
         from ragframe.judge.estimate import placeholder
 
         value, completion_tokens = placeholder(payload["schema"])
-        prompt_tokens = sum(len(m["content"]) for m in kwargs["messages"]) // 4
+        prompt_tokens = sum(len(m["content"]) for m in body["messages"]) // 4
         self.estimate["requests"] += 1
         self.estimate[f"requests:{task.name}"] += 1
         self.estimate["prompt_tokens"] += prompt_tokens
@@ -601,36 +601,26 @@ class JudgeSession:
             return answer
         return answer
 
-    def _request_kwargs(
+    def _request_body(
         self, task: Task, messages: list[dict[str, Any]], schema: dict[str, Any], mode: str
     ) -> dict[str, Any]:
+        """The JSON body of one chat completion request, as it goes on the wire."""
         judge = self.judge
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": judge.model,
             "temperature": judge.temperature,
             "max_tokens": self._max_tokens(task),
         }
         if judge.seed is not None:
-            kwargs["seed"] = judge.seed
+            body["seed"] = judge.seed
         if task.top_logprobs:
-            kwargs["logprobs"] = True
-            kwargs["top_logprobs"] = task.top_logprobs
+            body["logprobs"] = True
+            body["top_logprobs"] = task.top_logprobs
         if judge.output_bounds is not None:
             schema = _bounded(schema, *judge.output_bounds)
-        schema_text = json.dumps(schema, separators=(",", ":"))
-        # response_format travels in extra_body: the same JSON on the wire, but the SDK does
-        # not walk the whole schema through its type transforms on every request.
-        if mode == "json_schema":
-            kwargs["extra_body"] = {
-                "response_format": {
-                    "type": "json_schema",
-                    "json_schema": {"name": task.name.replace(".", "_"), "schema": schema},
-                }
-            }
-        elif mode == "json_object":
-            kwargs["extra_body"] = {"response_format": {"type": "json_object", "schema": schema}}
         if mode != "json_schema":
             # Without a server-side schema the model must read it; say it in the instructions.
+            schema_text = json.dumps(schema, separators=(",", ":"))
             messages = [
                 {
                     "role": "system",
@@ -639,8 +629,15 @@ class JudgeSession:
                 },
                 *messages[1:],
             ]
-        kwargs["messages"] = messages
-        return kwargs
+        body["messages"] = messages
+        if mode == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": task.name.replace(".", "_"), "schema": schema},
+            }
+        elif mode == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": schema}
+        return body
 
     async def _chat(
         self, task: Task, messages: list[dict[str, Any]], schema: dict[str, Any]
@@ -649,14 +646,11 @@ class JudgeSession:
 
         while True:
             mode = self._mode
-            kwargs = self._request_kwargs(task, messages, schema, mode)
-            estimate = (
-                sum(len(m["content"]) for m in kwargs["messages"]) // 4 + kwargs["max_tokens"]
-            )
+            body = self._request_body(task, messages, schema, mode)
+            estimate = sum(len(m["content"]) for m in body["messages"]) // 4 + body["max_tokens"]
             # The body is posted as it is and the reply read as plain JSON: the SDK's request
             # transforms and response models cost a third of the client's CPU per request,
             # and its base URL, auth, timeout and error mapping stay in use.
-            body = _wire_body(kwargs)
             try:
                 content, logprobs, tokens, finish = await self._send(
                     lambda body=body: self._post_chat(body), estimate, task.name
@@ -887,13 +881,6 @@ def _bounded(schema: Any, max_items: int, max_chars: int) -> Any:
     if "string" in kinds and "enum" not in out:
         out["maxLength"] = min(out.get("maxLength", max_chars), max_chars)
     return out
-
-
-def _wire_body(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The JSON body a request's kwargs put on the wire (extra_body merged in)."""
-    body = {k: v for k, v in kwargs.items() if k != "extra_body"}
-    body.update(kwargs.get("extra_body") or {})
-    return body
 
 
 class _Payloads:
