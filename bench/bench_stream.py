@@ -22,8 +22,6 @@ The peak RSS must not grow with the row count (within 20%). A size that cannot f
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +41,7 @@ from common import (
     in_child,
     machine,
     ragframe_score,
-    vm_hwm_mib,
+    run_measured,
     write_synthetic_log,
 )
 
@@ -109,40 +107,22 @@ class RssSampler:
 
 def score_once(args: list[str], max_seconds: float, server: FakeServerProcess) -> dict[str, Any]:
     """Run `ragframe score`, stopping it (SIGINT) past `max_seconds`; measure it."""
-    parent_hwm = vm_hwm_mib() or 0.0
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), cwd=ROOT
-    )
-    timer = threading.Timer(max_seconds, proc.send_signal, (signal.SIGINT,))
-    timer.start()
-    with RssSampler(proc.pid) as sampler:
-        out: list[str] = []
-        reader = threading.Thread(target=lambda: out.append(proc.stdout.read()))  # type: ignore[union-attr]
-        err: list[str] = []
-        err_reader = threading.Thread(target=lambda: err.append(proc.stderr.read()))  # type: ignore[union-attr]
-        reader.start()
-        err_reader.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        reader.join()
-        err_reader.join()
-    timer.cancel()
-    code = os.waitstatus_to_exitcode(status)
+    run = run_measured(args, env=child_env(), interrupt_after=max_seconds, watch=RssSampler)
+    code = run.returncode
     stats = server.stats()
     return {
         "returncode": code,
         "finished": code == 0,
-        "wall_s": round(wall, 2),
-        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "wall_s": round(run.wall, 2),
+        "peak_rss_mib": round(run.peak_rss_mib, 1),
         # wait4's peak is the child's own only above this (see common.in_child).
-        "parent_hwm_mib": round(parent_hwm, 1),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
-        "rss_over_time_mib": sampler.quartiles(),
+        "parent_hwm_mib": round(run.parent_hwm_mib, 1),
+        "cpu_s": round(run.cpu_seconds, 1),
+        "rss_over_time_mib": run.watcher.quartiles(),
         "server_chat_requests": stats["requests"].get("/v1/chat/completions", 0),
         "server_embedding_requests": stats["requests"].get("/v1/embeddings", 0),
-        "stdout_tail": "".join(out)[-700:],
-        "stderr_tail": "".join(err)[-500:] if code != 0 else "",
+        "stdout_tail": run.stdout[-700:],
+        "stderr_tail": run.stderr[-500:] if code != 0 else "",
     }
 
 

@@ -14,6 +14,7 @@ million requests does not grow the server to gigabytes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import datetime as dt
 import io
@@ -29,7 +30,7 @@ import threading
 import time
 import urllib.request
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -212,28 +213,49 @@ class Measured:
     #: The measuring process's own high-water RSS when it started the child: wait4's peak is
     #: the child's own only when it is above this (see `in_child`).
     parent_hwm_mib: float
+    #: What `watch` returned, when given.
+    watcher: Any = None
 
 
-def run_measured(args: Sequence[str], *, env: dict[str, str] | None = None) -> Measured:
+def run_measured(
+    args: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    interrupt_after: float | None = None,
+    watch: Callable[[int], Any] | None = None,
+) -> Measured:
     """Run a command from the repository root; its own peak RSS comes from wait4 (not the
-    maximum over all children, which would include the fake judge)."""
+    maximum over all children, which would include the fake judge).
+
+    `interrupt_after`: send SIGINT after that many seconds (a run too long for the time
+    available). `watch`: called with the child's pid, it returns a context manager held while
+    the child runs (an RSS sampler, say); it is returned in `Measured.watcher`.
+    """
     parent_hwm = vm_hwm_mib() or 0.0
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT
     )
+    timer = None
+    if interrupt_after is not None:
+        timer = threading.Timer(interrupt_after, proc.send_signal, (signal.SIGINT,))
+        timer.start()
+    watcher = watch(proc.pid) if watch is not None else contextlib.nullcontext()
     out_chunks: list[str] = []
     err_chunks: list[str] = []
     threads = [
         threading.Thread(target=lambda: out_chunks.append(proc.stdout.read())),  # type: ignore[union-attr]
         threading.Thread(target=lambda: err_chunks.append(proc.stderr.read())),  # type: ignore[union-attr]
     ]
-    for thread in threads:
-        thread.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    for thread in threads:
-        thread.join()
+    with watcher:
+        for thread in threads:
+            thread.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        for thread in threads:
+            thread.join()
+    if timer is not None:
+        timer.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
     return Measured(
         proc.returncode,
@@ -243,6 +265,7 @@ def run_measured(args: Sequence[str], *, env: dict[str, str] | None = None) -> M
         "".join(out_chunks),
         "".join(err_chunks),
         parent_hwm,
+        watcher if watch is not None else None,
     )
 
 
