@@ -50,7 +50,7 @@ from common import (
     write_synthetic_log,
 )
 
-from ragframe.judge.client import JudgeSession
+from ragframe.judge.transport import Transport
 from ragframe.stream import score_file
 from ragframe.testing.server import auto_answer
 
@@ -58,16 +58,16 @@ CHEAP = ["context_precision", "context_recall"]
 
 
 def fill_direct(source: Path, output: Path, metrics: list[str], cache: Path, url: str) -> float:
-    """Fill the cache without HTTP: `JudgeSession._chat` answers with the fake judge's function.
+    """Fill the cache without HTTP: `Transport.chat` answers with the fake judge's function.
 
     Everything else (prompts, keys, validation, the cache write) is the engine's own code.
     """
-    params = list(inspect.signature(JudgeSession._chat).parameters)
+    params = list(inspect.signature(Transport.chat).parameters)
     if params != ["self", "task", "messages", "schema"]:
-        sys.exit(f"JudgeSession._chat changed ({params}); fill the cache with --fill http")
+        sys.exit(f"Transport.chat changed ({params}); fill the cache with --fill http")
 
     async def answer(
-        self: JudgeSession, task: Any, messages: list[dict[str, Any]], schema: dict[str, Any]
+        self: Transport, task: Any, messages: list[dict[str, Any]], schema: dict[str, Any]
     ) -> tuple[str, None, tuple[int, int], str]:
         fmt = {"type": "json_schema", "json_schema": {"name": task.name, "schema": schema}}
         body = {"messages": messages, "response_format": fmt}
@@ -77,14 +77,14 @@ def fill_direct(source: Path, output: Path, metrics: list[str], cache: Path, url
         self.stats.completion_tokens += tokens[1]
         return content, None, tokens, "stop"
 
-    original = JudgeSession._chat
-    JudgeSession._chat = answer  # type: ignore[assignment]
+    original = Transport.chat
+    Transport.chat = answer  # type: ignore[assignment]
     try:
         t0 = time.perf_counter()
         score_file(source, output, metrics, judge=fake_judge(url, cache), overwrite=True)
         return time.perf_counter() - t0
     finally:
-        JudgeSession._chat = original  # type: ignore[method-assign]
+        Transport.chat = original  # type: ignore[method-assign]
 
 
 def main() -> int:

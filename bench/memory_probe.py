@@ -57,7 +57,7 @@ def main() -> int:
         print(
             f"t={time.perf_counter() - t0:7.1f}s chunk={chunks:4d} rss={rss_mib()} MiB "
             f"python_objects={len(gc.get_objects())} python_blocks={sys.getallocatedblocks()} "
-            f"arrow_pool={pa.total_allocated_bytes() >> 20} MiB queued={len(self._inflight)}",
+            f"arrow_pool={pa.total_allocated_bytes() >> 20} MiB queued={len(self.store.inflight)}",
             flush=True,
         )
         if time.perf_counter() - t0 > args.seconds:

@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from ragframe.errors import InputError
-from ragframe.io import input_path
+from ragframe.io import FORMATS_READ, open_input
 
 #: The columns ragframe understands, with the Polars type each must have.
 CANONICAL: dict[str, pl.DataType] = {
@@ -42,18 +42,26 @@ ROW_ID = "__ragframe_row"
 ID_COLUMNS = frozenset({"retrieved_context_ids", "reference_context_ids"})
 
 
-def load_frame(data: Any) -> pl.DataFrame:
-    """Accept a Polars frame, a LazyFrame, a pandas frame or a Parquet path; return a DataFrame."""
+def list_columns(columns: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The column names whose CSV cells hold a JSON list of strings: the list inputs (contexts,
+    reference contexts, context IDs), their ragas and deepeval aliases, and the columns that a
+    `columns=` mapping names for them."""
+    lists = {name for name, dtype in CANONICAL.items() if isinstance(dtype, pl.List)}
+    aliases = {alias for alias, canonical in ALIASES.items() if canonical in lists}
+    mapped = {source for canonical, source in (columns or {}).items() if canonical in lists}
+    return frozenset(lists | aliases | mapped)
+
+
+def load_frame(data: Any, columns: Mapping[str, str] | None = None) -> pl.DataFrame:
+    """Accept a Polars frame, a LazyFrame, a pandas frame or the path of a Parquet, JSON Lines
+    or CSV file; return a DataFrame. `columns` (the run's mapping) says which CSV columns hold
+    JSON lists besides the canonical ones."""
     if isinstance(data, pl.DataFrame):
         return data
     if isinstance(data, pl.LazyFrame):
         return data.collect()
     if isinstance(data, str | Path):
-        path = input_path(data)
-        try:
-            return pl.read_parquet(path)
-        except (pl.exceptions.PolarsError, OSError) as exc:
-            raise InputError(f"cannot read {str(path)!r} as Parquet: {exc}") from exc
+        return open_input(data, list_columns=list_columns(columns)).read()
     if type(data).__module__.startswith("pandas"):
         try:
             return pl.from_pandas(data)
@@ -62,7 +70,7 @@ def load_frame(data: Any) -> pl.DataFrame:
             raise InputError(_pandas_problem(data, exc)) from exc
     raise InputError(
         f"cannot score a {type(data).__name__}: pass a polars DataFrame or LazyFrame, "
-        "a pandas DataFrame, or the path of a Parquet file"
+        f"a pandas DataFrame, or the path of a file in {FORMATS_READ}"
     )
 
 
@@ -213,6 +221,17 @@ def select_inputs(
     )
 
 
+#: What Python's `str.strip()` strips (`str.isspace`): Unicode White_Space plus the four ASCII
+#: separators 0x1C-0x1F, which Polars' default `strip_chars` keeps. A text made only of these is
+#: blank everywhere in ragframe (an embedding request would refuse it, a judge has nothing to
+#: read), so it counts as missing input.
+WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680"
+    + "".join(chr(c) for c in range(0x2000, 0x200B))
+    + "\u2028\u2029\u202f\u205f\u3000"
+)
+
+
 def missing_input_reason(required: Iterable[str]) -> pl.Expr:
     """A String expression: why a row cannot be scored (null when every input is present).
 
@@ -227,12 +246,12 @@ def missing_input_reason(required: Iterable[str]) -> pl.Expr:
                 col.is_null()
                 | (col.list.len() == 0)
                 | col.list.eval(
-                    pl.element().str.strip_chars().str.len_chars().fill_null(0) == 0
+                    pl.element().str.strip_chars(WHITESPACE).str.len_chars().fill_null(0) == 0
                 ).list.all()
             )
             why = f"missing input: {name!r} is null or has no non-empty items"
         else:
-            empty = col.is_null() | (col.str.strip_chars().str.len_chars() == 0)
+            empty = col.is_null() | (col.str.strip_chars(WHITESPACE).str.len_chars() == 0)
             why = f"missing input: {name!r} is null or empty"
         reason = pl.when(empty).then(pl.lit(why)).otherwise(reason)
     return reason

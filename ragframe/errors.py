@@ -5,7 +5,9 @@
     ├── InputError         the input frame lacks a column or has one of the wrong type
     ├── BudgetExceeded     a run would cost more than `max_cost`
     └── JudgeError         a request failed for good (only raised with fail_fast=True;
-                           otherwise the failure becomes that row's `_detail.error`)
+        │                  otherwise the failure becomes that row's `_detail.error`)
+        └── EndpointError  the endpoint cannot serve the run at all (refused connections,
+                           a rejected API key, an unknown model): the run stops at once
 
 Row-level problems (a missing value, an answer that never validated) are not exceptions:
 they become a null score with the reason in `{metric}_detail.error`.
@@ -32,3 +34,8 @@ class BudgetExceeded(RagframeError):
 
 class JudgeError(RagframeError):
     """A request to the judge failed after its retries (raised only with fail_fast=True)."""
+
+
+class EndpointError(JudgeError):
+    """The endpoint cannot serve this run at all: it refuses connections, rejects the API key,
+    or has no such model. Raised at once (no retries), whatever fail_fast says."""

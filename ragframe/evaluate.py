@@ -13,9 +13,9 @@ from typing import Any
 import polars as pl
 
 from ragframe import __version__
-from ragframe.columns import ROW_ID, load_frame, select_inputs
+from ragframe.columns import ROW_ID, list_columns, load_frame, select_inputs
 from ragframe.errors import ConfigError
-from ragframe.io import empty_frame, open_parquet, read_chunks
+from ragframe.io import open_input
 from ragframe.judge.client import Judge, JudgeSession, RunStats
 from ragframe.metrics import Context, Metric, RagasScore, resolve
 
@@ -97,18 +97,80 @@ def check_output_names(frame: pl.DataFrame, metrics: list[Metric | RagasScore]) 
                 )
 
 
+def check_judge(judge: Judge, metrics: Iterable[Metric | RagasScore]) -> None:
+    """Refuse a run that needs what the judge cannot serve (an embedding model, logprobs),
+    before it pays for every other request and then fails."""
+    from ragframe.judge.capabilities import missing_capabilities
+
+    problems = missing_capabilities(judge, [m for m in metrics if isinstance(m, Metric)])
+    if problems:
+        raise ConfigError("; ".join(problems) + ". Nothing was sent.")
+
+
 def check_run(
     frame: pl.DataFrame,
     metrics: list[Metric | RagasScore],
     columns: Mapping[str, str] | None,
+    judge: Judge | None = None,
 ) -> list[Metric]:
     """Every problem a run can know of before any request (or any row read): output names
-    that would shadow an input, missing or mistyped inputs. Returns the metrics that score
-    (aggregates aside). `frame` may have no rows: only its columns and types are looked at."""
+    that would shadow an input, missing or mistyped inputs, and (given the judge) a metric
+    that needs what the judge cannot serve. Returns the metrics that score (aggregates
+    aside). `frame` may have no rows: only its columns and types are looked at."""
     check_output_names(frame, metrics)
     scorers = [m for m in metrics if isinstance(m, Metric)]
     select_inputs(frame.head(0), {m.name: m.requires for m in scorers}, columns)
+    if judge is not None:
+        check_judge(judge, scorers)
     return scorers
+
+
+def needs_judge(metrics: Iterable[Metric | RagasScore]) -> bool:
+    """Whether any metric asks an LLM or an embedder (else no endpoint is configured)."""
+    return any(isinstance(m, Metric) and (m.uses_llm or m.uses_embeddings) for m in metrics)
+
+
+#: Exit status of the command line when some metric failed on every row it could score
+#: (1 is kept for quality gates, 2 is a configuration or input error, 130 an interruption).
+EXIT_METRIC_FAILED = 4
+#: How `ragframe.columns.missing_input_reason` starts: such rows are never sent to the judge.
+MISSING_INPUT = "missing input:"
+
+
+def failed_metrics(
+    scored: pl.DataFrame | pl.LazyFrame,
+    metrics: Iterable[Metric | RagasScore],
+    stats: RunStats,
+) -> dict[str, str]:
+    """Metrics that failed on every row they could score -> the first row's error.
+
+    A metric failed on every row when at least one row had all its inputs (its error does not
+    start with "missing input:"), none of those rows got a score, and the run had failed
+    requests (`stats.failures`): so a metric whose every answer legitimately has nothing to
+    score ("no factual claims found") in a run where the judge answered everything is not a
+    failure, and rows with missing inputs never count. Aggregates are not judged and are
+    left out. `scored` may be a scan of the written output (only these columns are read).
+    """
+    if not sum(stats.failures.values()):
+        return {}
+    names = [m.name for m in metrics if isinstance(m, Metric)]
+    if not names:
+        return {}
+    exprs = []
+    for name in names:
+        error = pl.col(f"{name}_detail").struct.field("error")
+        judged = error.is_null() | ~error.str.starts_with(MISSING_INPUT)
+        exprs += [
+            judged.sum().alias(f"{name}:judged"),
+            pl.col(name).is_not_null().sum().alias(f"{name}:scored"),
+            error.filter(judged & pl.col(name).is_null()).first().alias(f"{name}:error"),
+        ]
+    row = scored.lazy().select(exprs).collect().row(0, named=True)
+    return {
+        name: row[f"{name}:error"] or "no score and no reason"
+        for name in names
+        if row[f"{name}:judged"] and not row[f"{name}:scored"]
+    }
 
 
 def aggregate_columns(frame: pl.DataFrame, aggregate: RagasScore) -> pl.DataFrame:
@@ -158,16 +220,16 @@ async def arun(
 ) -> RunResult:
     """Score `data` and return the frame with the run's statistics (async)."""
     metric_list = resolve(metrics)
-    frame = load_frame(data)
-    # Validate every column before any request (or before starting a local judge).
-    scorers = check_run(frame, metric_list, columns)
-    needs_judge = any(m.uses_llm or m.uses_embeddings for m in scorers)
-    judge = judge if judge is not None else Judge(cache=needs_judge)
+    frame = load_frame(data, columns)
+    uses_judge = needs_judge(metric_list)
+    judge = judge if judge is not None else Judge(cache=uses_judge)
+    # Validate every column and the judge before any request (or starting a local judge).
+    check_run(frame, metric_list, columns, judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     session = judge.session()
-    if needs_judge:
+    if uses_judge:
         async with session:
             scored = await score_frame(frame, metric_list, session, columns)
     else:  # string- and ID-based metrics only: no endpoint, no local model started
@@ -187,24 +249,24 @@ async def aestimate(
 
     Requests the cache already answers are free and not counted. Multi-stage metrics are
     followed through placeholder answers (see `ragframe.judge.estimate`), so their later stages
-    are counted at a typical size. Embedding requests are not counted (they are cheap). A
-    Parquet path is counted `chunk_rows` rows at a time, in the memory a streamed run needs;
-    identical prompts are counted once within a chunk (and a frame), once per chunk across
-    chunks, so for a file with repeats the figure is an upper bound.
+    are counted at a typical size. Embedding requests are not counted (they are cheap). A file
+    (Parquet, JSON Lines or CSV) is counted `chunk_rows` rows at a time, in the memory a
+    streamed run needs; identical prompts are counted once within a chunk (and a frame), once
+    per chunk across chunks, so for a file with repeats the figure is an upper bound.
     """
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
     metric_list = resolve(metrics)
     # `head`: what validation looks at (the columns and types; rows are not needed).
     if isinstance(data, str | Path):
-        parquet = open_parquet(data)
-        head = empty_frame(parquet)
-        chunks: Iterable[pl.DataFrame] = read_chunks(parquet, chunk_rows)
+        source = open_input(data, list_columns=list_columns(columns))
+        head = source.schema_frame()
+        chunks: Iterable[pl.DataFrame] = source.chunks(chunk_rows)
     else:
-        head = load_frame(data)
+        head = load_frame(data, columns)
         chunks = [head]
-    check_run(head, metric_list, columns)
     judge = judge if judge is not None else Judge()
+    check_run(head, metric_list, columns, judge)
     session = judge.session(backend="dry")
     rows = 0
     for chunk in chunks:
@@ -285,7 +347,7 @@ def evaluate(
     """Score a RAG log: every input column and row unchanged, plus `{metric}` (Float64 in
     [0, 1], null when not computable) and `{metric}_detail` (typed verdicts, reasons, error).
 
-    `data` is a Polars DataFrame or LazyFrame, a pandas DataFrame or a Parquet path; works as
-    `df.pipe(evaluate, metrics=[...])`.
+    `data` is a Polars DataFrame or LazyFrame, a pandas DataFrame or the path of a Parquet,
+    JSON Lines or CSV file; works as `df.pipe(evaluate, metrics=[...])`.
     """
     return run(data, metrics, judge=judge, columns=columns).frame

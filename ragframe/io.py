@@ -1,5 +1,6 @@
-"""Parquet in and out: nested columns stay nested, run facts go into the file metadata, and
-files are written atomically (a temporary file, then a rename)."""
+"""Logs in (Parquet, JSON Lines, CSV), Parquet out: nested columns stay nested, run facts go
+into the file metadata, and files are written atomically and durably (a temporary file, fsynced,
+renamed into place, then the directory fsynced)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import glob
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from ragframe.errors import ConfigError, InputError
@@ -61,8 +64,13 @@ class AtomicParquetWriter:
         )
 
     def close(self) -> None:
+        """Finish the file and put it in place durably: the data reaches the disk before the
+        rename, and the rename (a change to the directory) reaches it after; otherwise a power
+        cut soon after could leave an empty or missing output where a complete one was reported."""
         self._writer.close()
+        _fsync_path(self._tmp, directory=False)
         os.replace(self._tmp, self.path)
+        _fsync_path(self.path.parent, directory=True)
 
     def abort(self) -> None:
         try:
@@ -71,13 +79,22 @@ class AtomicParquetWriter:
             self._tmp.unlink(missing_ok=True)
 
 
+def _fsync_path(path: Path, *, directory: bool) -> None:
+    """fsync a file or a directory by path (a directory is opened read-only to be synced)."""
+    fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def input_path(path: str | Path) -> Path:
     """`path` as a Path, or an InputError saying that it does not exist or is a directory."""
     source = Path(path)
     if not source.exists():
         raise InputError(f"input file {str(source)!r} does not exist")
     if source.is_dir():
-        raise InputError(f"input {str(source)!r} is a directory; pass a Parquet file")
+        raise InputError(f"input {str(source)!r} is a directory; pass one file: {FORMATS_READ}")
     return source
 
 
@@ -89,7 +106,30 @@ def open_parquet(path: str | Path) -> pq.ParquetFile:
         # at once (a row group may hold hundreds of thousands of rows), and memory grows with it.
         return pq.ParquetFile(source, buffer_size=1 << 20, pre_buffer=False)
     except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"cannot read {str(source)!r} as Parquet: {exc}") from exc
+        wide = _wide_integer_columns(source)
+        if wide:
+            raise InputError(
+                f"cannot read {str(source)!r} in chunks: the columns {wide} hold 128-bit "
+                "integers, which Arrow does not read; cast them to Int64 or String before "
+                "writing the file (pl.col(...).cast(pl.Int64))"
+            ) from exc
+        raise InputError(
+            f"cannot read {str(source)!r} as Parquet: {exc}. ragframe reads {FORMATS_READ}"
+        ) from exc
+
+
+#: 128-bit integer types (where this Polars has them): Polars reads and writes them, Arrow
+#: does not, so chunked reads and Parquet output both have to name them.
+WIDE_INTEGERS = {getattr(pl, name, None) for name in ("Int128", "UInt128")} - {None}
+
+
+def _wide_integer_columns(source: Path) -> list[str]:
+    """Columns Polars reads as 128-bit integers (Arrow cannot), or [] if none or unreadable."""
+    try:
+        schema = pl.read_parquet_schema(source)
+    except (pl.exceptions.PolarsError, OSError):
+        return []
+    return [name for name, dtype in schema.items() if dtype in WIDE_INTEGERS]
 
 
 def empty_frame(parquet: pq.ParquetFile) -> pl.DataFrame:
@@ -105,6 +145,345 @@ def read_chunks(parquet: pq.ParquetFile, chunk_rows: int) -> Iterator[pl.DataFra
     """
     for batch in parquet.iter_batches(batch_size=chunk_rows, use_threads=False):
         yield pl.DataFrame(pl.from_arrow(batch))
+
+
+# ------------------------------------------------------------------------------ input formats
+
+#: The formats ragframe reads, by file extension (case-insensitive).
+INPUT_FORMATS: dict[str, str] = {
+    ".parquet": "Parquet",
+    ".pq": "Parquet",
+    ".jsonl": "JSON Lines",
+    ".ndjson": "JSON Lines",
+    ".csv": "CSV",
+}
+FORMATS_READ = "Parquet (.parquet), JSON Lines (.jsonl, .ndjson) or CSV (.csv)"
+_EXTENSION_FOR = {"Parquet": ".parquet", "JSON Lines": ".jsonl", "CSV": ".csv"}
+
+#: One JSON string (RFC 8259: no raw control characters, only the defined escapes), and a cell
+#: that is a JSON list of such strings. A regular language, so one vectorised regex checks a
+#: whole column before decoding: `str.json_decode` alone would accept `"text"` or `[1, true]`.
+_JSON_STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+_JSON_LIST_OF_STRINGS = (
+    rf"^[ \t\n\r]*\[[ \t\n\r]*(?:{_JSON_STRING}[ \t\n\r]*"
+    rf"(?:,[ \t\n\r]*{_JSON_STRING}[ \t\n\r]*)*)?\][ \t\n\r]*$"
+)
+#: Bytes per CSV block, to start with: pyarrow's reader holds a few dozen blocks (36 MiB at
+#: 1 MiB, 203 MiB at 16 MiB, measured), and a row must fit in one block, so a file with longer
+#: rows gets a larger block, up to the maximum.
+_CSV_BLOCK_BYTES = 1 << 20
+_CSV_MAX_BLOCK_BYTES = 1 << 30
+
+
+class InputFile(ABC):
+    """One input log, whatever its format: its columns and types before any row is read
+    (`schema_frame`, to validate a run before its first request), then its rows in order, a
+    bounded number at a time (`chunks`), or all at once (`read`).
+
+    `chunks` is an ordinary iterator: a caller on an event loop advances it on a thread.
+    """
+
+    format: ClassVar[str]
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @property
+    def rows(self) -> int | None:
+        """The number of rows, where the format records it (Parquet); None where it does not."""
+        return None
+
+    @abstractmethod
+    def schema_frame(self) -> pl.DataFrame:
+        """The file's columns and types with no rows."""
+
+    @abstractmethod
+    def chunks(self, chunk_rows: int) -> Iterator[pl.DataFrame]:
+        """The rows in file order, at most `chunk_rows` per frame."""
+
+    def read(self) -> pl.DataFrame:
+        """Every row in one frame (for the in-memory API)."""
+        frames = list(self.chunks(1 << 16))
+        return pl.concat(frames, how="vertical") if frames else self.schema_frame()
+
+    def _unreadable(self, exc: BaseException) -> InputError:
+        return InputError(
+            f"cannot read {str(self.path)!r} as {self.format}: {exc}. ragframe reads "
+            f"{FORMATS_READ}; check that the file is complete and in the format its name says"
+        )
+
+
+class ParquetInput(InputFile):
+    """Parquet: row groups decoded a chunk at a time (see `open_parquet`, `read_chunks`)."""
+
+    format = "Parquet"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._parquet: pq.ParquetFile | None = None
+
+    @property
+    def parquet(self) -> pq.ParquetFile:
+        """The file opened for chunked reads: only when chunks or the schema are wanted, so
+        that `read` (through Polars) also takes files pyarrow cannot open (128-bit integers)."""
+        if self._parquet is None:
+            self._parquet = open_parquet(self.path)
+        return self._parquet
+
+    @property
+    def rows(self) -> int | None:
+        return int(self.parquet.metadata.num_rows)
+
+    def schema_frame(self) -> pl.DataFrame:
+        return empty_frame(self.parquet)
+
+    def chunks(self, chunk_rows: int) -> Iterator[pl.DataFrame]:
+        try:
+            yield from read_chunks(self.parquet, chunk_rows)
+        except (pa.ArrowException, OSError) as exc:
+            raise self._unreadable(exc) from exc
+
+    def read(self) -> pl.DataFrame:
+        try:
+            return pl.read_parquet(self.path)
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise self._unreadable(exc) from exc
+
+
+class JsonLinesInput(InputFile):
+    """JSON Lines through Polars' streaming engine (`scan_ndjson(...).collect_batches`).
+
+    The types are inferred from every line when the file is opened (one pass over memory-mapped
+    pages, no copy): a line past the first hundred that changes a column's type, or is not JSON
+    at all, stops the run before its first request, not midway. `collect_batches` then decodes
+    ahead into a bounded channel, so memory follows the chunk size, not the file.
+    """
+
+    format = "JSON Lines"
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._scan = pl.scan_ndjson(path, infer_schema_length=None)
+        try:
+            self._schema = self._scan.collect_schema()
+        except pl.exceptions.PolarsError as exc:
+            raise self._unreadable(exc) from exc
+
+    def schema_frame(self) -> pl.DataFrame:
+        return pl.DataFrame(schema=self._schema)
+
+    def chunks(self, chunk_rows: int) -> Iterator[pl.DataFrame]:
+        try:
+            yield from self._scan.collect_batches(chunk_size=chunk_rows, maintain_order=True)
+        except pl.exceptions.PolarsError as exc:
+            raise self._unreadable(exc) from exc
+
+
+class CsvInput(InputFile):
+    """CSV, read block by block with pyarrow's streaming reader.
+
+    Not Polars' `scan_csv(...).collect_batches`: measured on Polars 2.1, it reads a 400 MB file
+    ahead into memory before the first batch is taken (324 MiB resident, growing with the
+    file), where pyarrow's reader holds one block (119 MiB for the same file, 115 for half of
+    it). Every cell is text (CSV has no types; nothing is guessed from the first rows and then
+    contradicted midway); the `list_columns` hold a JSON list of strings per cell, decoded here.
+    Their cells are checked when the file is opened, in one streamed pass over the file: a bad
+    cell in the last row stops the run before its first request, not after.
+    """
+
+    format = "CSV"
+
+    def __init__(self, path: Path, list_columns: Collection[str]) -> None:
+        super().__init__(path)
+        self._block = _CSV_BLOCK_BYTES
+        while True:
+            try:
+                self._open(list_columns)
+                break
+            except pa.ArrowInvalid as exc:
+                # pyarrow needs every row inside one block: grow it for a file with long rows.
+                if "straddl" not in str(exc) or self._block >= _CSV_MAX_BLOCK_BYTES:
+                    raise self._unreadable(exc) from exc
+                self._block *= 4
+            except (pa.ArrowException, OSError) as exc:
+                raise self._unreadable(exc) from exc
+
+    def _open(self, list_columns: Collection[str]) -> None:
+        """Read the header, then pass over the whole file once (a block at a time, keeping no
+        row): the block size is settled and the list cells are checked before any request."""
+        header = self._reader({}).schema.names
+        repeated = sorted({name for name in header if header.count(name) > 1})
+        if repeated:
+            raise InputError(
+                f"{str(self.path)!r} repeats the column names {repeated} in its header; "
+                "give every column a name of its own"
+            )
+        self._types = {name: pa.string() for name in header}
+        self._lists = [name for name in header if name in set(list_columns)]
+        offset = 0
+        for batch in self._reader(self._types, self._lists or header[:1]):
+            frame = pl.DataFrame(pl.from_arrow(batch))
+            check_json_lists(frame, self._lists, self.path, offset)
+            offset += frame.height
+
+    def _reader(
+        self, types: dict[str, pa.DataType], only: list[str] | None = None
+    ) -> pa_csv.CSVStreamingReader:
+        return pa_csv.open_csv(
+            self.path,
+            read_options=pa_csv.ReadOptions(use_threads=False, block_size=self._block),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+            convert_options=pa_csv.ConvertOptions(
+                column_types=types,
+                strings_can_be_null=True,
+                null_values=[""],
+                include_columns=only,
+            ),
+        )
+
+    def schema_frame(self) -> pl.DataFrame:
+        lists = set(self._lists)
+        return pl.DataFrame(
+            schema={n: pl.List(pl.String) if n in lists else pl.String for n in self._types}
+        )
+
+    def chunks(self, chunk_rows: int) -> Iterator[pl.DataFrame]:
+        offset = 0
+        try:
+            for table in _rebatch(self._reader(self._types), chunk_rows):
+                frame = pl.DataFrame(pl.from_arrow(table))
+                yield decode_json_lists(frame, self._lists, self.path, offset)
+                offset += frame.height
+        except (pa.ArrowException, pl.exceptions.PolarsError, OSError) as exc:
+            raise self._unreadable(exc) from exc
+
+
+def _rebatch(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
+    """Regroup record batches of any size into tables of exactly `rows` rows (the last fewer)."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for batch in batches:
+        pending.append(batch)
+        held += batch.num_rows
+        if held < rows:
+            continue
+        table = pa.Table.from_batches(pending)
+        start = 0
+        while held - start >= rows:
+            yield table.slice(start, rows)
+            start += rows
+        pending = table.slice(start).to_batches()
+        held -= start
+    if held:
+        yield pa.Table.from_batches(pending)
+
+
+def decode_json_lists(
+    frame: pl.DataFrame, names: Collection[str], path: Path, offset: int = 0
+) -> pl.DataFrame:
+    """Decode text columns holding one JSON list of strings per cell into List(String).
+
+    An empty cell is null. Any other cell that is not a JSON list of strings is an InputError
+    naming the column and the row (`offset` is the frame's first row in the file, 0-based).
+    """
+    if not names:
+        return frame
+    check_json_lists(frame, names, path, offset)
+    return frame.with_columns(pl.col(n).str.json_decode(pl.List(pl.String)) for n in names)
+
+
+def check_json_lists(frame: pl.DataFrame, names: Collection[str], path: Path, offset: int) -> None:
+    """Raise an InputError naming the column and row of the first cell of `names` that is
+    neither empty nor a JSON list of strings (`str.json_decode` alone takes `"a"` or `[1]`)."""
+    valid = frame.select(
+        (pl.col(n).is_null() | pl.col(n).str.contains(_JSON_LIST_OF_STRINGS)).alias(n)
+        for n in names
+    )
+    for name in names:
+        column = valid.get_column(name)
+        if column.all():
+            continue
+        row = int(column.arg_min() or 0)
+        cell = frame.get_column(name)[row]
+        shown = cell if len(cell) <= 80 else cell[:80] + "..."
+        raise InputError(
+            f"{str(path)!r}, column {name!r}, row {offset + row + 1} (counting data rows from 1"
+            f"): {shown!r} is not a JSON list of strings. In CSV, each cell of a list column "
+            'holds one, e.g. ["first context", "second context"] (quoted as CSV needs: '
+            '"[""first context"", ""second context""]"); leave the cell empty for none'
+        )
+
+
+def _content_looks_like(path: Path) -> str:
+    """A guess at what a file holds, from its first bytes (for messages, never to read it)."""
+    with path.open("rb") as handle:
+        head = handle.read(4096)
+    if not head:
+        return "nothing (the file is empty)"
+    if head.startswith(b"PAR1"):
+        return "Parquet"
+    if b"\x00" in head:
+        return "binary data, not text"
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    if text.startswith("{"):
+        return "JSON Lines"
+    if text.startswith("["):
+        return "a JSON array (not JSON Lines: one object per line)"
+    return "CSV or other text"
+
+
+def _check_content(path: Path, format_name: str) -> None:
+    """Refuse, before any reader's error, a file whose first bytes are not of its format."""
+    looks = _content_looks_like(path)
+    if looks.startswith("nothing"):
+        raise InputError(
+            f"{str(path)!r} is empty (0 bytes): not even a header or a schema to score. "
+            f"ragframe reads {FORMATS_READ}"
+        )
+    if format_name == "Parquet" and looks == "Parquet":
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - 4))
+            footer = handle.read(4)
+        if footer == b"PAR1" and path.stat().st_size >= 12:
+            return
+        raise InputError(
+            f"{str(path)!r} starts like a Parquet file but has no Parquet footer: it was cut "
+            "short, most likely while being written. Write it again"
+        )
+    if looks == format_name or (format_name == "CSV" and looks == "CSV or other text"):
+        return
+    rename = _EXTENSION_FOR.get(looks)
+    hint = f"; rename it to end in {rename}" if rename else ""
+    raise InputError(
+        f"{str(path)!r} is named as {format_name} but holds {looks}. ragframe reads "
+        f"{FORMATS_READ}, chosen by the file's extension{hint}"
+    )
+
+
+def open_input(path: str | Path, *, list_columns: Collection[str] = ()) -> InputFile:
+    """Open a log to be validated and then read in chunks, choosing the reader by extension.
+
+    `list_columns`: in CSV, the columns whose cells hold a JSON list of strings (contexts,
+    IDs); see `ragframe.columns.list_columns`. Other formats carry lists natively.
+    """
+    source = input_path(path)
+    suffix = source.suffix.lower()
+    format_name = INPUT_FORMATS.get(suffix)
+    if format_name is None:
+        looks = _content_looks_like(source)
+        rename = _EXTENSION_FOR.get(looks)
+        hint = f"; it holds {looks}, so rename it to end in {rename}" if rename else ""
+        named = f"{suffix!r} files" if suffix else "files without an extension"
+        raise InputError(
+            f"cannot read {str(source)!r}: ragframe reads {FORMATS_READ}, chosen by the file's "
+            f"extension, not {named}{hint}"
+        )
+    _check_content(source, format_name)
+    if format_name == "Parquet":
+        return ParquetInput(source)
+    if format_name == "JSON Lines":
+        return JsonLinesInput(source)
+    return CsvInput(source, list_columns)
 
 
 def _remove_stale_temporaries(path: Path) -> None:
@@ -126,7 +505,7 @@ def _unwritable(dtype: pl.DataType) -> str | None:
     """Why Parquet (through pyarrow) cannot hold a column of this type, or None if it can."""
     if isinstance(dtype, pl.Object):
         return "it holds Python objects; convert them, e.g. to pl.String"
-    if dtype in {getattr(pl, "Int128", None), getattr(pl, "UInt128", None)} - {None}:
+    if dtype in WIDE_INTEGERS:
         return "pyarrow has no 128-bit integers; cast it to pl.Decimal(38, 0) or pl.String"
     if isinstance(dtype, pl.Struct):
         if not dtype.fields:

@@ -1,4 +1,5 @@
-"""Score a Parquet log too large for memory: read, score and write it in chunks of rows.
+"""Score a log too large for memory (Parquet, JSON Lines or CSV): read, score and write it in
+chunks of rows.
 
 One judge session serves the whole file (one pool of requests, one limiter, one progress bar),
 so a chunk boundary costs nothing: the next chunk is already being scored while the previous
@@ -6,7 +7,9 @@ one's last requests finish, and chunks are written strictly in input order. Memo
 by `chunk_rows` and `chunks_in_flight`, not by the file: each written chunk is dropped, and the
 session's in-memory answers are forgotten between chunks (the disk cache still deduplicates
 across the whole file). The output appears only when every row is written (a temporary file
-renamed into place), so a failure leaves the old output, or none.
+renamed into place), so a failure leaves the old output, or none. Chunks are read and decoded
+on a thread of their own, one ahead of the scoring, so the event loop keeps serving requests
+while the next chunk is parsed.
 
 Resuming is the cache's job: every answer is committed the moment it arrives, so running the
 same command again after an interruption re-reads the finished chunks' answers from the cache
@@ -19,17 +22,18 @@ import asyncio
 import contextlib
 import datetime as dt
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
-import pyarrow.parquet as pq
 
+from ragframe.columns import list_columns
 from ragframe.errors import ConfigError
-from ragframe.evaluate import RunResult, check_run, run_sync, score_frame
-from ragframe.io import AtomicParquetWriter, check_writable, empty_frame, open_parquet, read_chunks
+from ragframe.evaluate import RunResult, check_run, needs_judge, run_sync, score_frame
+from ragframe.io import AtomicParquetWriter, InputFile, check_writable, open_input
 from ragframe.judge.client import Judge, JudgeSession
 from ragframe.metrics import Metric, RagasScore, resolve
 
@@ -105,7 +109,7 @@ async def ascore_file(
     if chunks_in_flight < 1:
         raise ConfigError(f"chunks_in_flight must be at least 1, got {chunks_in_flight}")
     source, target = Path(input_path), Path(output_path)
-    parquet = open_parquet(source)
+    source_file = open_input(source, list_columns=list_columns(columns))
     if target.resolve() == source.resolve():
         raise ConfigError("the output must not be the input file; the input is never written")
     if target.exists() and not overwrite:
@@ -114,16 +118,17 @@ async def ascore_file(
         )
     metric_list = resolve(metrics)
     # Validate names and types on the file's schema: before reading a row or sending a request.
-    empty = empty_frame(parquet)
-    scorers = check_run(empty, metric_list, columns)
-    needs_judge = any(m.uses_llm or m.uses_embeddings for m in scorers)
-    judge = judge if judge is not None else Judge(cache=needs_judge)
+    empty = source_file.schema_frame()
+    uses_judge = needs_judge(metric_list)
+    judge = judge if judge is not None else Judge(cache=uses_judge)
+    # Inputs, output names and what the judge can serve: before a row is read or a request sent.
+    check_run(empty, metric_list, columns, judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     session = judge.session()
     # String- and ID-based metrics only: no endpoint, no local model started.
-    async with session if needs_judge else contextlib.nullcontext():
+    async with session if uses_judge else contextlib.nullcontext():
         return await _stream(
-            parquet,
+            source_file,
             empty,
             target,
             metric_list,
@@ -137,7 +142,7 @@ async def ascore_file(
 
 
 async def _stream(
-    parquet: pq.ParquetFile,
+    source: InputFile,
     empty: pl.DataFrame,
     target: Path,
     metrics: list[Metric | RagasScore],
@@ -186,9 +191,11 @@ async def _stream(
         result.add_chunk(scored)
         session.forget()
 
+    reader = _ChunkReader(source.chunks(chunk_rows))
     try:
-        for frame in read_chunks(parquet, chunk_rows):
+        while (frame := await reader.next()) is not None:
             running.append(asyncio.create_task(score_frame(frame, metrics, session, columns)))
+            reader.read_ahead()  # the next chunk is decoded while this one is being scored
             if len(running) >= chunks_in_flight:
                 await write_next()
         while running:
@@ -205,7 +212,43 @@ async def _stream(
             await asyncio.wait([writing])
         writer.abort()
         raise
+    finally:
+        await reader.close()
     return result
+
+
+class _ChunkReader:
+    """Advances a chunk iterator on one thread of its own, at most one chunk ahead.
+
+    Decoding a chunk (Parquet pages, JSON, CSV) takes CPU time; on the event loop it would
+    stall every request in flight. One dedicated thread keeps the chunks in file order and
+    suits iterators that must not be advanced from two threads at once.
+    """
+
+    def __init__(self, chunks: Iterator[pl.DataFrame]) -> None:
+        self._chunks = chunks
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="ragframe-read")
+        self._ahead: asyncio.Future[pl.DataFrame | None] | None = None
+
+    def read_ahead(self) -> None:
+        """Start decoding the next chunk now, unless that has started already."""
+        if self._ahead is None:
+            loop = asyncio.get_running_loop()
+            self._ahead = loop.run_in_executor(self._thread, next, self._chunks, None)
+
+    async def next(self) -> pl.DataFrame | None:
+        """The next chunk, or None at the end of the file."""
+        self.read_ahead()
+        assert self._ahead is not None
+        ahead, self._ahead = self._ahead, None
+        return await ahead
+
+    async def close(self) -> None:
+        """Wait for a read in progress (it holds the file), then let the thread go."""
+        if self._ahead is not None:
+            await asyncio.wait([self._ahead])
+            self._ahead = None
+        self._thread.shutdown(wait=False)
 
 
 def score_file(
@@ -219,7 +262,8 @@ def score_file(
     overwrite: bool = False,
     chunks_in_flight: int = 2,
 ) -> StreamResult:
-    """Score a Parquet file chunk by chunk and write the scored file, in input order.
+    """Score a Parquet, JSON Lines or CSV file chunk by chunk and write the scored Parquet
+    file, in input order.
 
     The output holds what `ragframe.run(...).write_parquet(...)` would write for the same
     input (every input column and row, plus `{metric}` and `{metric}_detail`), with the run's

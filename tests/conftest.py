@@ -85,6 +85,20 @@ def reply(obj: Any) -> str:
     return json.dumps(obj)
 
 
+def router(**by_task: Any) -> Callable[[dict[str, Any]], Any]:
+    """A server handler answering each task (by its json_schema name, dots as underscores)
+    with a fixed reply or a function of the request body; other tasks get valid answers."""
+    from ragframe.testing.server import auto_answer
+
+    def handle(body: dict[str, Any]) -> Any:
+        answer = by_task.get(task_name(body))
+        if answer is None:
+            return auto_answer(body)
+        return answer(body) if callable(answer) else answer
+
+    return handle
+
+
 @pytest.fixture
 def sample() -> pl.DataFrame:
     """The small real sample shipped in data/ (ExpertQA, MIT)."""

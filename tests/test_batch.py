@@ -22,11 +22,14 @@ from typing import Any
 import openai
 import polars as pl
 import pytest
-from conftest import task_name, user_text
+from conftest import reply, task_name, user_text
 
 import ragframe
 from ragframe import ConfigError, GEval, Judge
-from ragframe.cli_batch import add_batch_parser, cmd_batch
+from ragframe.cli.batch import add_parser as add_batch_parser
+from ragframe.cli.batch import cmd_batch
+from ragframe.columns import ROW_ID
+from ragframe.errors import EndpointError
 from ragframe.judge.batch import (
     TERMINAL,
     BatchJob,
@@ -34,6 +37,8 @@ from ragframe.judge.batch import (
     format_status,
     read_result_line,
 )
+from ragframe.judge.task import Task
+from ragframe.metrics import Context, Faithfulness, Metric, MetricInfo
 from ragframe.testing.server import FakeServer, Faults, Reply, auto_answer
 
 KEY = "sk-test-not-a-real-key"
@@ -562,3 +567,172 @@ def test_cli_export_and_import(server, tmp_path, monkeypatch, capsys):
     assert cli("batch", "collect", "--manifest", str(manifest), "-o", str(out),
                "--base-url", server.base_url) == 0  # fmt: skip
     assert pl.read_parquet(out)["context_recall"].null_count() == 0
+
+
+# ------------------------------------------------------------------ the job's identity, errors
+
+
+def test_job_identity_includes_every_setting(server, make_judge, tmp_path):
+    """A job started with Faithfulness(batch_size=5) refuses batch_size=1 (its verification
+    prompts would differ from the ones paid for), at submit, export and collect alike."""
+    data = frame(3)
+    manifest = tmp_path / "job.json"
+    job = BatchJob(manifest, make_judge(cache=True))
+    job.submit(data, [Faithfulness(batch_size=5), "context_recall"])
+    other = BatchJob(manifest, make_judge(cache=True))
+    for attempt in (
+        lambda: other.submit(data, [Faithfulness(batch_size=1), "context_recall"]),
+        lambda: other.export_jsonl(
+            data, [Faithfulness(batch_size=1), "context_recall"], tmp_path / "r.jsonl"
+        ),
+        lambda: other.collect(metrics=[Faithfulness(batch_size=1), "context_recall"]),
+    ):
+        with pytest.raises(ConfigError, match=r"faithfulness batch_size=5, not 1"):
+            attempt()
+    assert len(batch_inputs(server)) == 1
+    same = BatchJob(manifest, make_judge(cache=True)).submit(
+        data, [Faithfulness(batch_size=5), "context_recall"]
+    )
+    assert same.submitted == []  # the same job: nothing submitted twice
+
+
+def test_generated_steps_are_not_part_of_the_identity(server, make_judge, tmp_path):
+    """G-Eval writes its steps during the job: the instance that has them is the same job."""
+    data = frame(2)
+    metric = GEval(criteria="Be correct.")
+    job = BatchJob(tmp_path / "job.json", make_judge(cache=True))
+    job.submit(data, [metric])
+    settle(job)
+    assert job.collect(metrics=[metric]).state == "submitted" and metric.steps
+    again = BatchJob(tmp_path / "job.json", make_judge(cache=True)).submit(data, [metric])
+    assert again.submitted == []
+    with pytest.raises(ConfigError, match="score_range"):
+        BatchJob(tmp_path / "job.json", make_judge(cache=True)).submit(
+            data, [GEval(criteria="Be correct.", score_range=(1, 10))]
+        )
+
+
+def test_submit_without_an_embedding_model_sends_nothing(server, make_judge, tmp_path, monkeypatch):
+    monkeypatch.delenv("RAGFRAME_EMBEDDING_MODEL", raising=False)
+    manifest = tmp_path / "job.json"
+    job = BatchJob(manifest, make_judge(cache=True, embedding_model=None))
+    with pytest.raises(ConfigError, match="answer_relevancy needs an embedding model"):
+        job.submit(frame(3), ["faithfulness", "answer_relevancy"])
+    with pytest.raises(ConfigError, match="answer_relevancy needs an embedding model"):
+        job.export_jsonl(frame(3), ["faithfulness", "answer_relevancy"], tmp_path / "r.jsonl")
+    assert server.count("") == 0 and not manifest.exists()
+
+
+def test_batch_error_lines_never_leak_the_key(server, tmp_path, monkeypatch, capsys):
+    """Error lines that echo the key, whole or in part, are scrubbed before they reach the
+    manifest, the rows' errors, the output's metadata and the console."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    echo = f"key {KEY} refused (also known as {KEY[:8]}...{KEY[-6:]})"
+
+    def handler(body: dict[str, Any]) -> Any:
+        if task_name(body) == "context_recall_attribute":
+            return Reply(status=400, content=echo)
+        return auto_answer(body)
+
+    server.handler = handler
+    source, out, manifest = tmp_path / "in.parquet", tmp_path / "out.parquet", tmp_path / "m.json"
+    frame(3).write_parquet(source)
+    rc = cli(
+        "batch", "run", str(source), "-o", str(out), "--manifest", str(manifest),
+        "--metrics", "context_recall", "--model", "fake-judge", "--base-url", server.base_url,
+        "--cache", str(tmp_path / "c.sqlite3"), "--max-attempts", "2",
+        "--poll-interval", "0.02", "--wait", "60",
+    )  # fmt: skip
+    printed = capsys.readouterr()
+    assert rc == 4  # context_recall failed on every row; the output is written all the same
+    scored = pl.read_parquet(out)
+    errors = scored["context_recall_detail"].struct.field("error").to_list()
+    assert all("refused" in e and "***" in e for e in errors)
+    everywhere = [
+        manifest.read_text(),
+        json.dumps(ragframe.read_metadata(out)),
+        str(scored.to_dicts()),
+        printed.out,
+        printed.err,
+    ]
+    for text in everywhere:
+        assert KEY not in text and KEY[:8] not in text and KEY[-6:] not in text
+    assert "context_recall failed on every row" in printed.err
+
+
+def test_batch_answers_pass_task_finish_before_they_are_stored(server, make_judge, tmp_path):
+    """An answer that parses but fails its task's consistency check is a failed attempt with
+    its reason, repaired in the next batch, not stored and then rejected at every pass."""
+    metric = YesMetric()
+
+    def handler(body: dict[str, Any]) -> Any:
+        repaired = len(body["messages"]) == 4
+        return reply({"verdict": "yes" if repaired else "no"})
+
+    server.handler = handler
+    job = BatchJob(tmp_path / "job.json", make_judge(cache=True))
+    job.submit(frame(2), [metric])
+    done = drive(job)
+    assert done.state == "done" and done.given_up == 0 and done.stage == 2
+    assert done.result.frame["yes_check"].to_list() == [1.0, 1.0]
+    _, (_, retried) = batch_inputs(server)
+    assert all("the verdict must be yes" in x["body"]["messages"][3]["content"] for x in retried)
+
+
+YES = Task(
+    name="yes_check.verdict",
+    system="Say yes.",
+    schema={
+        "type": "object",
+        "properties": {"verdict": {"type": "string", "enum": ["yes", "no"]}},
+        "required": ["verdict"],
+    },
+    check=lambda value: None if value["verdict"] == "yes" else "the verdict must be yes",
+)
+
+
+class YesMetric(Metric):
+    """A one-request metric whose task has a consistency check (1.0 when it passes)."""
+
+    name = "yes_check"
+    requires = ("question",)
+    info = MetricInfo(formula="1", requests_per_row="1", empty_input="null", source="test")
+
+    def tasks(self) -> list[Task]:
+        return [YES]
+
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        asked = await ctx.ask(YES, rows.select(ROW_ID, pl.col("question").alias("prompt")))
+        return asked.select(
+            ROW_ID,
+            "error",
+            pl.when(pl.col("answer").struct.field("verdict") == "yes").then(1.0).alias("score"),
+        )
+
+
+class _RefusingFiles:
+    """An OpenAI client whose Files API refuses the key with `error` (which echoes it)."""
+
+    def __init__(self, real: openai.OpenAI, error: Exception) -> None:
+        self.batches = real.batches
+
+        class Files:
+            def create(self, **_: Any) -> Any:
+                raise error
+
+        self.files = Files()
+
+
+def test_a_refused_key_stops_the_job_on_one_line(server, make_judge, tmp_path):
+    server.handler = lambda body: Reply(status=401, content=f"Incorrect API key: {KEY}")
+    with pytest.raises(openai.AuthenticationError) as refused:  # a real one, from the server
+        api(server).chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+    server.reset()
+    job = BatchJob(tmp_path / "job.json", make_judge(cache=True))
+    job._client = _RefusingFiles(api(server), refused.value)
+    with pytest.raises(EndpointError) as caught:
+        job.submit(frame(2), ["context_recall"])
+    message = str(caught.value)
+    assert "\n" not in message and KEY not in message and KEY[:8] not in message
+    assert server.base_url in message and "'fake-judge'" in message and "API key" in message
+    assert batch_inputs(server) == []

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 import polars as pl
-from conftest import task_name
+from conftest import fenced, task_name
 
 import ragframe
 from ragframe import GEval, RagasScore
+from ragframe.metrics import CORE
 from ragframe.testing.server import auto_answer
 
 
@@ -76,7 +77,7 @@ def test_joint_run_request_counts(server, judge):
     per_row = {task: count / n for task, count in by_task.items()}
     assert per_row == {
         "answer_claims": 1,  # shared by faithfulness, answer_relevancy_llm, answer_correctness
-        "faithfulness_verify": 2,  # ceil(7 claims / batch_size 5)
+        "faithfulness_verify": 1,  # all 7 claims in one request
         "answer_relevancy_questions": 1,
         "context_precision_reference": 1,
         "context_precision_answer": 1,
@@ -95,7 +96,42 @@ def test_joint_run_request_counts(server, judge):
         "rubric_score_score": 1,
         "g_eval_score": 1,  # steps were given: no steps request
     }
-    # 20 chat requests a row for 18 metrics and an aggregate; the non-LLM ones send none.
-    assert sum(per_row.values()) == 20
+    # 19 chat requests a row for 18 metrics and an aggregate; the non-LLM ones send none.
+    assert sum(per_row.values()) == 19
     assert result.stats.requests == sum(by_task.values()) + result.stats.embedding_requests
     assert server.count("/embeddings") == result.stats.embedding_requests <= 2
+
+
+def test_core_metrics_take_five_requests_per_row_whatever_the_claims(server, judge):
+    """Faithfulness, answer_relevancy, context_precision and context_recall: 5 chat requests a
+    row (claims, one verification, questions, precision, recall) for answers of 6 to 12
+    claims, and each row's contexts go into one verification prompt only."""
+    n = 14
+    df = pl.DataFrame(
+        {
+            "question": [f"question {i}" for i in range(n)],
+            "answer": [f"answer {i}" for i in range(n)],
+            "contexts": [[f"context {i} one", f"context {i} two"] for i in range(n)],
+            "ground_truth": [f"truth {i}" for i in range(n)],
+        }
+    )
+
+    def handler(body):
+        if task_name(body) == "answer_claims":
+            row = int(fenced(body, "answer")[0].split()[1])
+            return {"claims": [f"claim {k} of row {row}" for k in range(6 + row % 7)]}
+        return auto_answer(body)
+
+    server.handler = handler
+    result = ragframe.run(df, list(CORE), judge=judge)
+    assert result.frame.select(pl.col(CORE).null_count()).sum_horizontal()[0] == 0
+    by_task = Counter(task_name(body) for body in server.chat_requests)
+    assert by_task == {
+        "answer_claims": n,
+        "faithfulness_verify": n,
+        "answer_relevancy_questions": n,
+        "context_precision_reference": n,
+        "context_recall_attribute": n,
+    }
+    claims = result.frame["faithfulness_detail"].struct.field("claims").list.len()
+    assert sorted(set(claims)) == list(range(6, 13))

@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
-from conftest import fenced, reply, task_name
+from conftest import fenced, reply, router, task_name
 
 import ragframe
 from ragframe import (
@@ -43,19 +43,6 @@ def frame(n: int = 1, **overrides: Any) -> pl.DataFrame:
     return pl.DataFrame(base, schema_overrides={"contexts": pl.List(pl.String)})
 
 
-def router(**by_task: Any):
-    """A handler answering each task (by json_schema name) with a function of the body."""
-
-    def handle(body: dict[str, Any]) -> Any:
-        name = task_name(body)
-        answer = by_task.get(name)
-        if answer is None:
-            return auto_answer(body)
-        return answer(body) if callable(answer) else answer
-
-    return handle
-
-
 # ------------------------------------------------------------------ seeds' worked examples
 
 
@@ -64,7 +51,11 @@ def test_context_precision_guide_example(server, judge):
     flags = [False, True, True, False, False]
     server.handler = router(
         context_precision_reference=reply(
-            {"verdicts": [{"reason": f"r{i}", "relevant": f} for i, f in enumerate(flags)]}
+            {
+                "verdicts": [
+                    {"index": i + 1, "reason": f"r{i}", "relevant": f} for i, f in enumerate(flags)
+                ]
+            }
         )
     )
     df = frame(contexts=[[f"node {i}" for i in range(5)]])
@@ -78,7 +69,9 @@ def test_context_precision_guide_example(server, judge):
 
 def test_context_precision_no_relevant_context_is_zero(server, judge):
     server.handler = router(
-        context_precision_answer=reply({"verdicts": [{"reason": "no", "relevant": "No."}] * 2})
+        context_precision_answer=reply(
+            {"verdicts": [{"index": i, "reason": "no", "relevant": "No."} for i in (1, 2)]}
+        )
     )
     out = ragframe.evaluate(frame(), [ContextPrecisionWithoutReference()], judge=judge)
     assert out["context_precision_without_reference"][0] == 0.0
@@ -137,8 +130,8 @@ def test_faithfulness_llm4s_example(server, judge):
         faithfulness_verify=reply(
             {
                 "verdicts": [
-                    {"reason": "Context 1 states it.", "supported": "Yes."},
-                    {"reason": "No context gives a population.", "supported": "no"},
+                    {"index": 1, "reason": "Context 1 states it.", "supported": "Yes."},
+                    {"index": 2, "reason": "No context gives a population.", "supported": "no"},
                 ]
             }
         ),
@@ -166,7 +159,11 @@ def test_faithfulness_guide_example(server, judge):
     server.handler = router(
         answer_claims=reply({"claims": claims}),
         faithfulness_verify=reply(
-            {"verdicts": [{"reason": "Context 1 says so.", "supported": True}] * 2}
+            {
+                "verdicts": [
+                    {"index": i, "reason": "Context 1 says so.", "supported": True} for i in (1, 2)
+                ]
+            }
         ),
     )
     contexts = [
@@ -184,16 +181,24 @@ def test_faithfulness_guide_example(server, judge):
     assert fenced(verify, "claim") == claims
 
 
+def verify_by_claim(body: dict[str, Any]) -> str:
+    """Faithfulness verdicts, each naming its claim: claim i ("claim i") is supported when i is
+    even, with the claim's text as the reason."""
+    items = fenced(body, "claim")
+    return reply(
+        {
+            "verdicts": [
+                {"index": k, "reason": c, "supported": int(c.split()[1]) % 2 == 0}
+                for k, c in enumerate(items, start=1)
+            ]
+        }
+    )
+
+
 def test_faithfulness_request_count_and_batching(server, judge):
     """12 claims, batch_size 5: 1 extraction + ceil(12 / 5) = 3 verifications per row."""
     claims = [f"claim {i}" for i in range(12)]
-
-    def verify(body: dict[str, Any]) -> str:
-        items = fenced(body, "claim")
-        # claim i is supported when i is even: the score must be 6/12 whatever the batching.
-        return reply(
-            {"verdicts": [{"reason": c, "supported": int(c.split()[1]) % 2 == 0} for c in items]}
-        )
+    verify = verify_by_claim
 
     server.handler = router(answer_claims=reply({"claims": claims}), faithfulness_verify=verify)
     result = ragframe.run(frame(2), [Faithfulness(batch_size=5)], judge=judge)
@@ -210,6 +215,178 @@ def test_faithfulness_no_claims_is_null_not_one(server, judge):
     assert out["faithfulness"][0] is None
     assert "no factual claims" in out["faithfulness_detail"][0]["error"]
     assert server.count() == 1  # nothing to verify, nothing sent
+
+
+def verify_requests(server) -> list[dict[str, Any]]:
+    return [b for b in server.chat_requests if task_name(b) == "faithfulness_verify"]
+
+
+@pytest.mark.parametrize("n_claims", [1, 12, 40])
+def test_faithfulness_verifies_all_claims_in_one_request(server, judge, n_claims):
+    """By default a row's claims (up to the 40 the extraction allows) are verified in one
+    request, the contexts sent once: 2 requests per row whatever the number of claims."""
+    claims = [f"claim {i}" for i in range(n_claims)]
+    server.handler = router(
+        answer_claims=reply({"claims": claims}), faithfulness_verify=verify_by_claim
+    )
+    result = ragframe.run(frame(3), [Faithfulness()], judge=judge)
+    assert server.count() == 3 * 2
+    for body in verify_requests(server):
+        assert fenced(body, "claim") == claims
+        assert len(fenced(body, "context")) == 2
+    supported = sum(i % 2 == 0 for i in range(n_claims)) / n_claims
+    assert result.frame["faithfulness"].to_list() == [supported] * 3
+    assert [c["reason"] for c in result.frame["faithfulness_detail"][0]["claims"]] == claims
+
+
+def test_faithfulness_batches_follow_the_judges_max_tokens(server, make_judge):
+    """A judge capped at 512 completion tokens fits (512 - 32) // 64 = 7 verdicts an answer:
+    12 claims go in ceil(12 / 7) = 2 requests of 6, and the score is unchanged."""
+    claims = [f"claim {i}" for i in range(12)]
+    server.handler = router(
+        answer_claims=reply({"claims": claims}), faithfulness_verify=verify_by_claim
+    )
+    metric = Faithfulness()
+    result = ragframe.run(frame(1), [metric], judge=make_judge(max_tokens=512))
+    assert [fenced(b, "claim") for b in verify_requests(server)] in (
+        [claims[:6], claims[6:]],
+        [claims[6:], claims[:6]],
+    )
+    assert all(b["max_tokens"] == 512 for b in verify_requests(server))
+    detail = result.frame["faithfulness_detail"][0]
+    assert result.frame["faithfulness"][0] == 0.5
+    assert [c["reason"] for c in detail["claims"]] == claims
+
+
+def test_faithfulness_long_claims_are_split_by_the_prompt_budget(server, judge):
+    """Claims of 8,000 characters (2,000 tokens) each: 4,000 tokens of claims a prompt at most,
+    so 3 claims take 2 requests (2 + 1); each verdict still lands on its claim."""
+    claims = [f"claim {i} " + "x" * 8_000 for i in range(3)]
+    server.handler = router(
+        answer_claims=reply({"claims": claims}), faithfulness_verify=verify_by_claim
+    )
+    result = ragframe.run(frame(1), [Faithfulness()], judge=judge)
+    assert sorted(len(fenced(b, "claim")) for b in verify_requests(server)) == [1, 2]
+    assert [c["reason"] for c in result.frame["faithfulness_detail"][0]["claims"]] == claims
+    assert result.frame["faithfulness"][0] == pytest.approx(2 / 3)
+
+
+def shuffled(handler, order: str):
+    """`handler`'s verdicts written in another order (their indices unchanged)."""
+
+    def answer(body: dict[str, Any]) -> str:
+        value = json.loads(handler(body))
+        key = next(iter(value))
+        items = value[key]
+        value[key] = items[::-1] if order == "reversed" else items[1::2] + items[::2]
+        return reply(value)
+
+    return answer
+
+
+@pytest.mark.parametrize("order", ["reversed", "interleaved"])
+def test_faithfulness_verdicts_are_matched_by_index_not_position(server, judge, order):
+    claims = [f"claim {i}" for i in range(7)]
+    server.handler = router(
+        answer_claims=reply({"claims": claims}), faithfulness_verify=verify_by_claim
+    )
+    in_order = ragframe.run(frame(2), [Faithfulness(batch_size=3)], judge=judge).frame
+    server.handler = router(
+        answer_claims=reply({"claims": claims}),
+        faithfulness_verify=shuffled(verify_by_claim, order),
+    )
+    out = ragframe.run(frame(2), [Faithfulness(batch_size=3)], judge=judge).frame
+    assert out["faithfulness"].to_list() == in_order["faithfulness"].to_list() == [4 / 7] * 2
+    assert out["faithfulness_detail"].to_list() == in_order["faithfulness_detail"].to_list()
+    assert [c["reason"] for c in out["faithfulness_detail"][0]["claims"]] == claims
+
+
+@pytest.mark.parametrize(
+    ("indices", "problem"), [([1, 1, 3], "[1, 1, 3]"), ([1, 2], "expected 3 items")]
+)
+def test_faithfulness_duplicate_or_missing_index_is_reasked_then_reported(
+    server, judge, indices, problem
+):
+    """A duplicate index (so another claim has no verdict) or a missing verdict is re-asked
+    once with the reason; a second bad answer leaves the row null with that reason."""
+    claims = ["claim 0", "claim 1", "claim 2"]
+    bad = reply({"verdicts": [{"index": i, "reason": "r", "supported": True} for i in indices]})
+    server.handler = router(answer_claims=reply({"claims": claims}), faithfulness_verify=bad)
+    out = ragframe.evaluate(frame(), [Faithfulness()], judge=judge)
+    assert out["faithfulness"][0] is None
+    error = out["faithfulness_detail"][0]["error"]
+    assert "faithfulness.verify: unusable answer" in error and problem in error
+    repair = verify_requests(server)[1]
+    assert len(verify_requests(server)) == 2  # the answer and one repair, with the reason
+    assert problem in repair["messages"][-1]["content"]
+
+
+def test_faithfulness_bad_index_repaired_once_scores(server, judge):
+    claims = ["claim 0", "claim 1", "claim 2"]
+    answers = iter(
+        [
+            reply({"verdicts": [{"index": 1, "reason": "r", "supported": True}] * 3}),
+            verify_by_claim,
+        ]
+    )
+
+    def verify(body: dict[str, Any]) -> str:
+        answer = next(answers)
+        return answer(body) if callable(answer) else answer
+
+    server.handler = router(answer_claims=reply({"claims": claims}), faithfulness_verify=verify)
+    out = ragframe.evaluate(frame(), [Faithfulness()], judge=judge)
+    assert out["faithfulness"][0] == pytest.approx(2 / 3)
+    assert out["faithfulness_detail"][0]["error"] is None
+    assert [c["reason"] for c in out["faithfulness_detail"][0]["claims"]] == claims
+    assert len(verify_requests(server)) == 2
+
+
+@pytest.mark.parametrize(
+    ("n_claims", "options", "truncated", "cap_sent"),
+    [
+        (40, {}, True, 40),  # the extraction's cap: the list may have been cut
+        (39, {}, False, 40),
+        (6, {"output_bounds": (6, 160)}, True, 6),  # the embedded judge's bound on open lists
+        (5, {"output_bounds": (6, 160)}, False, 6),
+    ],
+)
+def test_faithfulness_says_when_the_claims_reached_their_cap(
+    server, make_judge, n_claims, options, truncated, cap_sent
+):
+    claims = [f"claim {i}" for i in range(n_claims)]
+    server.handler = router(
+        answer_claims=reply({"claims": claims}), faithfulness_verify=verify_by_claim
+    )
+    out = ragframe.evaluate(frame(), [Faithfulness()], judge=make_judge(**options))
+    detail = out["faithfulness_detail"][0]
+    assert detail["truncated"] is truncated and detail["error"] is None
+    assert len(detail["claims"]) == n_claims
+    extract = next(b for b in server.chat_requests if task_name(b) == "answer_claims")
+    sent = extract["response_format"]["json_schema"]["schema"]["properties"]["claims"]
+    assert sent["maxItems"] == cap_sent
+
+
+def test_faithfulness_max_claims_raises_the_cap(server, judge):
+    claims = [f"claim {i}" for i in range(50)]
+    server.handler = router(
+        answer_claims=reply({"claims": claims}), faithfulness_verify=verify_by_claim
+    )
+    capped = ragframe.evaluate(frame(), [Faithfulness()], judge=judge)
+    assert capped["faithfulness"][0] is None  # 50 claims break the default cap of 40
+    assert "at most 40 items" in capped["faithfulness_detail"][0]["error"]
+    out = ragframe.evaluate(frame(), [Faithfulness(max_claims=60)], judge=judge)
+    detail = out["faithfulness_detail"][0]
+    assert len(detail["claims"]) == 50 and detail["truncated"] is False
+    assert out["faithfulness"][0] == 0.5
+
+
+@pytest.mark.parametrize(
+    "options", [{"batch_size": 0}, {"batch_size": 2.5}, {"max_claims": 0}, {"max_claims": True}]
+)
+def test_faithfulness_settings_are_checked(options):
+    with pytest.raises(ragframe.ConfigError, match="faithfulness"):
+        Faithfulness(**options)
 
 
 class Planted:
@@ -264,14 +441,9 @@ def test_answer_relevancy_noncommittal_is_zero_and_embeds_in_batches(server, jud
     assert out["answer_relevancy"][0] == 0.0
     assert out["answer_relevancy_detail"][0]["noncommittal"] is True
     assert all(0.0 <= s <= 1.0 for s in out["answer_relevancy"].to_list())
-    # 80 questions + 3 generated texts: 83 distinct texts, at most 128 per request.
-    assert server.count("/embeddings") == 1
-    embedded = (
-        server.requests[-1].body["input"]
-        if server.requests[-1].path.endswith("/embeddings")
-        else None
-    )
-    assert embedded is None or len(embedded) >= 64
+    # 80 questions + 3 generated texts: 83 distinct texts, all in one request (at most 128).
+    (embedded,) = [r.body["input"] for r in server.requests if r.path.endswith("/embeddings")]
+    assert sorted(embedded) == sorted({*frame(80)["question"], "q a", "q b", "q c"})
 
 
 # ------------------------------------------------------------------------ engine promises
@@ -323,9 +495,10 @@ def test_row_order_and_metadata_columns_are_kept(server, judge):
         pl.lit("exp-7").alias("experiment"),
         pl.struct(a=pl.lit(1), b=pl.lit("x")).alias("nested"),
     )
-    # Slow answers for early rows, so completion order differs from input order.
+    # Slow answers for early rows, so completion order differs from input order; every
+    # verdict's reason names what it judged, so the details show whose text each was about.
     server.handler = lambda body: Reply(
-        content=auto_answer(body), delay=0.02 if "(1)" in body["messages"][1]["content"] else 0
+        content=echo_judged(body), delay=0.02 if "(1)" in body["messages"][1]["content"] else 0
     )
     out = ragframe.evaluate(df, ["context_precision", "faithfulness"], judge=judge)
     assert out.columns[: df.width] == df.columns
@@ -336,9 +509,43 @@ def test_row_order_and_metadata_columns_are_kept(server, judge):
         "faithfulness",
         "faithfulness_detail",
     ]
-    # Each row's verdicts are about its own contexts: the detail lines up with the input.
+    # Each row's verdicts are about its own contexts and claims: the detail lines up with the
+    # input row, not with whichever answer came back first.
     for row in range(30):
-        assert out["context_precision_detail"][row]["error"] is None
+        contexts = df["contexts"][row].to_list()
+        precision = out["context_precision_detail"][row]
+        assert precision["error"] is None
+        assert [v["reason"] for v in precision["verdicts"]] == contexts
+        faithfulness = out["faithfulness_detail"][row]
+        answer = df["answer"][row]
+        assert faithfulness["error"] is None
+        assert [c["claim"] for c in faithfulness["claims"]] == [f"{answer} #1", f"{answer} #2"]
+        assert [c["reason"] for c in faithfulness["claims"]] == [
+            f"{answer} #{k} | {contexts[0]}" for k in (1, 2)
+        ]
+
+
+def echo_judged(body: dict[str, Any]) -> str:
+    """Answers whose text names the row: claims are the answer plus " #k", a context verdict's
+    reason is its context, a claim verdict's reason is its claim and the first context."""
+    name = task_name(body)
+    if name == "answer_claims":
+        (answer,) = fenced(body, "answer")
+        return reply({"claims": [f"{answer} #1", f"{answer} #2"]})
+    contexts = fenced(body, "context")
+    if name == "faithfulness_verify":
+        claims = fenced(body, "claim")
+        verdicts = [
+            {"index": k, "reason": f"{c} | {contexts[0]}", "supported": True}
+            for k, c in enumerate(claims, start=1)
+        ]
+        return reply({"verdicts": verdicts})
+    if name == "context_precision_reference":
+        verdicts = [
+            {"index": k, "reason": c, "relevant": True} for k, c in enumerate(contexts, start=1)
+        ]
+        return reply({"verdicts": verdicts})
+    return auto_answer(body)
 
 
 def test_parquet_round_trip_keeps_nested_types_and_metadata(server, judge, tmp_path):
@@ -455,6 +662,21 @@ def test_null_or_empty_values_give_null_with_reason_and_no_request(server, judge
     # Faithfulness sends for row 0 only (1 extraction + 1 verification); context recall for
     # rows 0 and 2, whose prompts are identical (the answer is not part of it): 1 request.
     assert server.count() == 3
+
+
+def test_text_that_python_strips_to_nothing_is_missing_input(server, judge):
+    """Every character `str.isspace` calls space counts as blank, the four ASCII separators
+    (0x1C-0x1F) that Polars' own strip keeps included: such a question would otherwise be
+    sent to the judge, then refused as a blank text to embed."""
+    from ragframe.columns import WHITESPACE
+
+    assert set(WHITESPACE) == {chr(c) for c in range(0x110000) if chr(c).isspace()}
+    df = pl.DataFrame({"question": ["\x1c\x1d", "\u3000\x85", "ok?"], "answer": ["a", "a", "b"]})
+    out = ragframe.evaluate(df, ["answer_relevancy"], judge=judge)
+    errors = [d["error"] for d in out["answer_relevancy_detail"]]
+    assert "'question' is null or empty" in errors[0] and "'question'" in errors[1]
+    assert errors[2] is None
+    assert server.count() == 1
 
 
 def test_peer_column_names_and_mapping(server, judge):

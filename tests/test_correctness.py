@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
-from conftest import fenced, reply, task_name
+from conftest import fenced, reply, router, task_name
 
 import ragframe
 from ragframe import ConfigError, Faithfulness
 from ragframe.metrics.correctness import AnswerCorrectness
-from ragframe.testing.server import auto_answer, embed_text
+from ragframe.testing.server import embed_text
 
 QUESTION = "What powers the sun?"
 ANSWER = "The sun is powered by nuclear fission. It is a star. It gives light."
@@ -34,27 +34,40 @@ def frame(n: int = 1, **overrides: Any) -> pl.DataFrame:
     return pl.DataFrame(base, schema={k: pl.String for k in base})
 
 
-def router(**by_task: Any):
-    """Answer each task (json_schema name) with a value or a function of the body."""
-
-    def handle(body: dict[str, Any]) -> Any:
-        answer = by_task.get(task_name(body))
-        if answer is None:
-            return auto_answer(body)
-        return answer(body) if callable(answer) else answer
-
-    return handle
+def numbered(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Verdicts with the number of the statement each judges, in order."""
+    return [{"index": k, **item} for k, item in enumerate(items, start=1)]
 
 
 def classify_all(body: dict[str, Any]) -> str:
     """A classification that fits any prompt: every claim TP, every fact covered."""
     return reply(
         {
-            "answer_statements": [{"reason": "ok", "verdict": "TP"}] * len(fenced(body, "claim")),
-            "ground_truth_statements": [{"reason": "ok", "covered": True}]
-            * len(fenced(body, "fact")),
+            "answer_statements": numbered(
+                [{"reason": "ok", "verdict": "TP"}] * len(fenced(body, "claim"))
+            ),
+            "ground_truth_statements": numbered(
+                [{"reason": "ok", "covered": True}] * len(fenced(body, "fact"))
+            ),
         }
     )
+
+
+WORKED_VERDICTS = {
+    "answer_statements": numbered(
+        [
+            {"reason": "the truth says it is a star", "verdict": "TP"},
+            {"reason": "light is not mentioned", "verdict": "FP"},
+            {"reason": "scripted as supported", "verdict": "TP"},
+        ]
+    ),
+    "ground_truth_statements": numbered(
+        [
+            {"reason": "stated", "covered": True},
+            {"reason": "fusion is missing", "covered": False},
+        ]
+    ),
+}
 
 
 def worked_example(seen: list[dict[str, Any]] | None = None) -> Any:
@@ -63,19 +76,7 @@ def worked_example(seen: list[dict[str, Any]] | None = None) -> Any:
     def classify(body: dict[str, Any]) -> str:
         if seen is not None:
             seen.append(body)
-        return reply(
-            {
-                "answer_statements": [
-                    {"reason": "the truth says it is a star", "verdict": "TP"},
-                    {"reason": "light is not mentioned", "verdict": "FP"},
-                    {"reason": "scripted as supported", "verdict": "TP"},
-                ],
-                "ground_truth_statements": [
-                    {"reason": "stated", "covered": True},
-                    {"reason": "fusion is missing", "covered": False},
-                ],
-            }
-        )
+        return reply(WORKED_VERDICTS)
 
     return router(
         answer_claims=reply({"claims": CLAIMS}),
@@ -202,7 +203,7 @@ def test_weights_decide_what_is_used():
     ]
     default = AnswerCorrectness()
     assert default.uses_embeddings and default.uses_llm
-    assert default.config() == {"weights": [0.75, 0.25]}
+    assert default.config() == {"weights": [0.75, 0.25], "max_claims": 40}
     # The class keeps its declared default; the instance says what it will use.
     assert AnswerCorrectness.uses_embeddings is True
 
@@ -273,8 +274,8 @@ def test_both_verdict_arrays_are_pinned_and_a_wrong_count_is_re_asked(server, ju
         seen.append(body)
         return reply(
             {
-                "answer_statements": [{"reason": "r", "verdict": "TP"}] * 3,
-                "ground_truth_statements": [{"reason": "r", "covered": True}],
+                "answer_statements": numbered([{"reason": "r", "verdict": "TP"}] * 3),
+                "ground_truth_statements": numbered([{"reason": "r", "covered": True}]),
             }
         )
 
@@ -367,6 +368,7 @@ def test_contract_types_and_direction(server, judge):
             "fn": pl.Int64,
             "f1": pl.Float64,
             "similarity": pl.Float64,
+            "truncated": pl.Boolean,
             "error": pl.String,
             "prompt_tokens": pl.Int64,
             "completion_tokens": pl.Int64,
@@ -408,3 +410,117 @@ def test_ground_truth_statements_shared_between_instances(server, judge):
     assert result.stats.by_task["ground_truth.statements"] == 3
     assert result.stats.by_task["answer_correctness.classify"] == 3
     assert result.frame["answer_correctness_f1"].to_list() == [1.0, 1.0, 1.0]
+
+
+# ------------------------------------------------------------------ verdicts by index, caps
+
+
+def reordered(value: dict[str, Any]) -> dict[str, Any]:
+    """The same verdicts written in another order: answer's reversed, ground truth's rotated."""
+    a, g = value["answer_statements"], value["ground_truth_statements"]
+    return {"answer_statements": a[::-1], "ground_truth_statements": g[1:] + g[:1]}
+
+
+def test_verdicts_are_matched_by_index_not_position(server, judge):
+    """The worked example's verdicts written out of order give the same detail and score."""
+    server.handler = worked_example()
+    in_order = ragframe.evaluate(frame(), [AnswerCorrectness(weights=(1, 0))], judge=judge)
+    server.handler = router(
+        answer_claims=reply({"claims": CLAIMS}),
+        ground_truth_statements=reply({"statements": FACTS}),
+        answer_correctness_classify=reply(reordered(WORKED_VERDICTS)),
+    )
+    out = ragframe.evaluate(frame(), [AnswerCorrectness(weights=(1, 0))], judge=judge)
+    assert out["answer_correctness"][0] == pytest.approx(2 / 3)
+    assert out["answer_correctness_detail"].to_list() == (
+        in_order["answer_correctness_detail"].to_list()
+    )
+    detail = out["answer_correctness_detail"][0]
+    assert [s["verdict"] for s in detail["answer_statements"]] == ["TP", "FP", "TP"]
+    assert detail["answer_statements"][1]["reason"] == "light is not mentioned"
+    assert [s["covered"] for s in detail["ground_truth_statements"]] == [True, False]
+
+
+@pytest.mark.parametrize("side", ["answer_statements", "ground_truth_statements"])
+def test_duplicate_index_is_reasked_once_then_reported(server, judge, side):
+    seen: list[dict[str, Any]] = []
+    bad = {key: [dict(v) for v in items] for key, items in WORKED_VERDICTS.items()}
+    bad[side][1]["index"] = 1  # two verdicts on statement 1, none on statement 2
+
+    def classify(body: dict[str, Any]) -> str:
+        seen.append(body)
+        return reply(bad)
+
+    server.handler = router(
+        answer_claims=reply({"claims": CLAIMS}),
+        ground_truth_statements=reply({"statements": FACTS}),
+        answer_correctness_classify=classify,
+    )
+    out = ragframe.evaluate(frame(), [AnswerCorrectness(weights=(1, 0))], judge=judge)
+    detail = out["answer_correctness_detail"][0]
+    assert out["answer_correctness"][0] is None and detail["tp"] is None
+    assert "unusable answer (index)" in detail["error"] and f"$.{side}" in detail["error"]
+    assert len(seen) == 2  # one repair, told what was wrong
+    assert f"$.{side}" in seen[1]["messages"][-1]["content"]
+
+
+def test_duplicate_index_repaired_scores(server, judge):
+    bad = {key: [dict(v) for v in items] for key, items in WORKED_VERDICTS.items()}
+    bad["answer_statements"][2]["index"] = 2
+    answers = iter([reply(bad), reply(reordered(WORKED_VERDICTS))])
+    server.handler = router(
+        answer_claims=reply({"claims": CLAIMS}),
+        ground_truth_statements=reply({"statements": FACTS}),
+        answer_correctness_classify=lambda body: next(answers),
+    )
+    out = ragframe.evaluate(frame(), [AnswerCorrectness(weights=(1, 0))], judge=judge)
+    assert out["answer_correctness"][0] == pytest.approx(2 / 3)
+    assert out["answer_correctness_detail"][0]["error"] is None
+    assert next(answers, None) is None  # the bad answer was re-asked, not scored
+
+
+@pytest.mark.parametrize(
+    ("n_claims", "n_facts", "options", "truncated"),
+    [
+        (40, 2, {}, True),  # the answer's statements reached the cap of 40
+        (3, 40, {}, True),  # the ground truth's did
+        (39, 39, {}, False),
+        (6, 2, {"output_bounds": (6, 160)}, True),  # the embedded judge's bound on open lists
+        (3, 6, {"output_bounds": (6, 160)}, True),
+        (5, 5, {"output_bounds": (6, 160)}, False),
+    ],
+)
+def test_truncated_says_when_a_list_reached_its_cap(
+    server, make_judge, n_claims, n_facts, options, truncated
+):
+    claims = [f"claim {i}" for i in range(n_claims)]
+    facts = [f"fact {i}" for i in range(n_facts)]
+    server.handler = router(
+        answer_claims=reply({"claims": claims}),
+        ground_truth_statements=reply({"statements": facts}),
+        answer_correctness_classify=classify_all,
+    )
+    judge = make_judge(**options)
+    out = ragframe.evaluate(frame(), [AnswerCorrectness(weights=(1, 0))], judge=judge)
+    detail = out["answer_correctness_detail"][0]
+    assert detail["error"] is None and detail["truncated"] is truncated
+    assert len(detail["answer_statements"]) == n_claims
+    assert len(detail["ground_truth_statements"]) == n_facts
+
+
+def test_max_claims_raises_both_caps(server, judge):
+    claims = [f"claim {i}" for i in range(45)]
+    facts = [f"fact {i}" for i in range(50)]
+    server.handler = router(
+        answer_claims=reply({"claims": claims}),
+        ground_truth_statements=reply({"statements": facts}),
+        answer_correctness_classify=classify_all,
+    )
+    capped = ragframe.evaluate(frame(), [AnswerCorrectness(weights=(1, 0))], judge=judge)
+    assert "at most 40 items" in capped["answer_correctness_detail"][0]["error"]
+    metric = AnswerCorrectness(weights=(1, 0), max_claims=50)
+    detail = ragframe.evaluate(frame(), [metric], judge=judge)["answer_correctness_detail"][0]
+    assert detail["error"] is None and detail["truncated"] is True  # 50 facts: at the cap
+    assert (detail["tp"], detail["fn"]) == (45, 0)
+    with pytest.raises(ConfigError, match="answer_correctness max_claims"):
+        AnswerCorrectness(max_claims=0)

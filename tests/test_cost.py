@@ -74,7 +74,7 @@ def test_dry_run_counts_without_sending_and_matches_single_stage_metrics(server,
 def test_dry_run_follows_multi_stage_metrics(server, judge):
     guess = ragframe.estimate(rows(4), ["faithfulness"], judge=judge)
     assert guess["requests_by_task"]["answer.claims"] == 4
-    assert guess["requests_by_task"]["faithfulness.verify"] == 4  # 4 typical claims, batch 5
+    assert guess["requests_by_task"]["faithfulness.verify"] == 4  # 4 typical claims: 1 a row
     assert server.requests == []
 
 

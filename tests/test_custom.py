@@ -12,13 +12,15 @@ from typing import Any
 import polars as pl
 import pytest
 from conftest import fenced, reply, system_text, task_name, user_text
+from conftest import router as by_task
 
 import ragframe
 from ragframe.columns import select_inputs
 from ragframe.errors import ConfigError
+from ragframe.metrics import REGISTRY
 from ragframe.metrics.base import Context
 from ragframe.metrics.custom import DEFAULT_RUBRIC, GEval, RubricLevel, RubricScore
-from ragframe.testing.server import Reply, auto_answer
+from ragframe.testing.server import Reply
 
 STEPS = ["Read the answer.", "Check it answers the question.", "Penalise padding."]
 
@@ -58,16 +60,6 @@ def scored_reply(reason: str, score: int, top: dict[str, float]) -> Reply:
     ]
     assert "".join(pieces) == content
     return Reply(content=content, logprobs=logprobs)
-
-
-def by_task(**answers: Any):
-    def handle(body: dict[str, Any]) -> Any:
-        answer = answers.get(task_name(body))
-        if answer is None:
-            return auto_answer(body)
-        return answer(body) if callable(answer) else answer
-
-    return handle
 
 
 # ------------------------------------------------------------------------------ G-Eval
@@ -120,6 +112,39 @@ def test_g_eval_score_token_that_cannot_be_isolated_falls_back_to_integer(server
     detail = out["g_eval_detail"][0]
     assert server.requests[-1].body["logprobs"] is True
     assert (detail["method"], out["g_eval"][0]) == ("integer", 0.5)
+
+
+def test_g_eval_require_logprobs_scores_from_the_distribution(server, judge):
+    top = {"4": 0.7, "3": 0.3}
+    server.handler = by_task(g_eval_score=scored_reply("Mostly right.", 4, top))
+    metric = GEval(evaluation_steps=STEPS, require_logprobs=True)
+    assert metric.needs_logprobs and metric.config()["require_logprobs"] is True
+    out = ragframe.evaluate(frame(), [metric], judge=judge)
+    assert out["g_eval"][0] == pytest.approx(0.675)
+    assert out["g_eval_detail"][0]["method"] == "logprobs"
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (Reply(content=json.dumps({"reason": "ok", "score": 3}), logprobs=[]), "no logprobs"),
+        # The fake server's own logprobs come in 4-character chunks: ': 3}' holds the digits.
+        (reply({"reason": "ok", "score": 3}), "not one token"),
+    ],
+)
+def test_g_eval_require_logprobs_refuses_the_integer_fallback(server, judge, answer, why):
+    server.handler = by_task(g_eval_score=answer)
+    metric = GEval(evaluation_steps=STEPS, require_logprobs=True)
+    out = ragframe.evaluate(frame(2), [metric], judge=judge)
+    assert out["g_eval"].to_list() == [None, None]
+    for detail in out["g_eval_detail"]:
+        assert why in detail["error"] and "require_logprobs=True" in detail["error"]
+        assert (detail["method"], detail["integer_score"]) == ("integer", 3)  # kept, not used
+
+
+def test_only_g_eval_with_require_logprobs_needs_logprobs():
+    assert not any(cls().needs_logprobs for cls in REGISTRY.values())
+    assert not GEval(evaluation_steps=STEPS).needs_logprobs
 
 
 def test_g_eval_writes_steps_once_per_run_not_per_row(server, judge):
@@ -354,6 +379,7 @@ def test_g_eval_detail_types_and_score_matches_detail(server, judge):
         ({"criteria": "x", "inputs": ()}, "inputs is empty"),
         ({"criteria": "x", "score_range": (5, 1)}, "score_range"),
         ({"criteria": "x", "top_logprobs": 21}, "top_logprobs"),
+        ({"criteria": "x", "top_logprobs": 0, "require_logprobs": True}, "top_logprobs > 0"),
         ({"evaluation_steps": ["ok", " "]}, "non-empty"),
         ({"criteria": "x", "rubric": [RubricLevel(0, 2, "bad")]}, "within score_range"),
         (

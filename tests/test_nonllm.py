@@ -117,17 +117,19 @@ def test_both_text_metrics_share_one_similarity_table(
 
 def test_blank_items_and_missing_lists(server: FakeServer, judge: Judge) -> None:
     frame = text_frame(
-        [[EIFFEL, ""], [EIFFEL], [], None, ["", "  "], [EIFFEL]],
+        [["", EIFFEL, " "], [EIFFEL], [], None, ["", "  "], [EIFFEL]],
         [[EIFFEL, ""], [], [EIFFEL], [EIFFEL], [EIFFEL], [None, " "]],
     )
     metrics = [ContextPrecisionNonLLM(), ContextRecallNonLLM()]
     out = ragframe.run(frame, metrics, judge=judge).frame
-    # Row 0: the blank reference is no reference (recall 1/1); the blank retrieved context
-    # is a ranked slot that matches nothing.
+    # Row 0: the blank reference is no reference (recall 1/1); blank retrieved contexts are
+    # dropped before ranking (base.py's one rule), so EIFFEL ranks first (AP 1.0, not the
+    # 0.5 of a blank slot ranked before it), and the detail still names its input position 2.
     assert out["context_recall_nonllm"][0] == 1.0
-    assert len(out["context_recall_nonllm_detail"][0]["references"]) == 1
-    flags = [c["relevant"] for c in out["context_precision_nonllm_detail"][0]["contexts"]]
-    assert flags == [True, False]
+    references = out["context_recall_nonllm_detail"][0]["references"]
+    assert [(r["reference_index"], r["best_context_index"]) for r in references] == [(1, 2)]
+    contexts = out["context_precision_nonllm_detail"][0]["contexts"]
+    assert [(c["context_index"], c["relevant"]) for c in contexts] == [(2, True)]
     assert out["context_precision_nonllm"][0] == 1.0
     # Rows 1-5: an empty, null or all-blank list on either side is missing input.
     for metric in metrics:

@@ -18,7 +18,7 @@ from ragframe.metrics.nvidia import (
     ContextRelevance,
     ResponseGroundedness,
 )
-from ragframe.testing.server import FakeServer
+from ragframe.testing.server import FakeServer, Reply
 
 EINSTEIN_Q = "When was Einstein born?"
 EINSTEIN_A = "Albert Einstein was born in 1879."
@@ -31,11 +31,13 @@ EINSTEIN_CONTEXTS = [
 def by_task(ratings: dict[str, Any]) -> Any:
     """A handler answering each task (json_schema name suffix) with its scripted rating."""
 
-    def handle(body: dict[str, Any]) -> str:
+    def handle(body: dict[str, Any]) -> str | Reply:
         name = task_name(body)
         for suffix, rating in ratings.items():
             if name.endswith(suffix):
-                return rating if isinstance(rating, str) else reply({"rating": rating})
+                if isinstance(rating, str | Reply):
+                    return rating
+                return reply({"rating": rating})
         raise AssertionError(f"unexpected task {name}")
 
     return handle
@@ -114,6 +116,10 @@ def test_answer_accuracy_one_invalid_rating_keeps_the_other(
     assert detail["rating_1"] is None and detail["rating_2"] == 2
     assert detail["template_1_error"] and detail["template_2_error"] is None
     assert detail["error"] is None
+    # Never silently: the detail says the score rests on template 2 alone, and why.
+    assert detail["partial"].startswith("template answer_vs_reference failed (")
+    assert detail["template_1_error"] in detail["partial"]
+    assert detail["partial"].endswith("scored from template reference_vs_answer alone")
 
 
 def test_both_ratings_invalid_gives_null_with_both_reasons(
@@ -126,6 +132,34 @@ def test_both_ratings_invalid_gives_null_with_both_reasons(
     assert detail["rating_1"] is None and detail["rating_2"] is None
     assert detail["error"].startswith("both ratings failed: answer_vs_reference: ")
     assert "reference_vs_answer: " in detail["error"]
+
+
+@pytest.mark.parametrize(
+    ("metric", "names"),
+    [
+        (AnswerAccuracy(), ("answer_vs_reference", "reference_vs_answer")),
+        (ContextRelevance(shortcuts=False), ("direct", "rephrased")),
+        (ResponseGroundedness(shortcuts=False), ("direct", "rephrased")),
+    ],
+)
+def test_failed_request_of_one_template_is_reported_as_partial(
+    server: FakeServer, judge: Judge, metric: Any, names: tuple[str, str]
+) -> None:
+    """Template 2's request is refused (400): the score is template 1's alone, as NVIDIA's
+    code does, and `partial` names template 2 and the server's reason; a row where both
+    rated has `partial` null."""
+    first, second = names
+    refused = Reply(content="model overloaded, try later", status=400)
+    server.handler = by_task({first: 2, second: refused})
+    frame = ragframe.evaluate(several_rows().head(1), [metric], judge=judge)
+    detail = frame[f"{metric.name}_detail"][0]
+    assert frame[metric.name][0] == 2 / max(metric.scale)
+    assert detail["error"] is None and detail["rating_2"] is None
+    assert detail["partial"] == (
+        f"template {second} failed ({detail['template_2_error']}); "
+        f"scored from template {first} alone"
+    )
+    assert "overloaded" in detail["template_2_error"]
 
 
 class _OffScaleContext:
@@ -296,11 +330,13 @@ def test_contract_types_direction_and_two_requests_per_row(
     assert fields["rating_1"] == pl.Int64 and fields["rating_2"] == pl.Int64
     assert fields["template_1"] == pl.String and fields["template_2"] == pl.String
     assert fields["error"] == pl.String and fields["shortcut"] == pl.String
+    assert fields["partial"] == pl.String
     # Score = mean of the valid ratings over the top of the scale, as the detail says.
     top = float(max(metric.scale))
     unnested = frame.select(metric.name, pl.col(f"{metric.name}_detail").struct.unnest())
     assert unnested["error"].null_count() == frame.height
     assert unnested["shortcut"].null_count() == frame.height
+    assert unnested["partial"].null_count() == frame.height  # both templates rated
     expected = pl.concat_list(pl.col("rating_1") / top, pl.col("rating_2") / top).list.mean()
     assert unnested.select((pl.col(metric.name) - expected).abs().max()).item() < 1e-12
     assert unnested[metric.name].is_between(0.0, 1.0).all()

@@ -675,3 +675,63 @@ def test_wrapped_json_still_parses(
         "fence_in_prose": f"{before}\n```json\n{dumped}\n```\n{after}",
     }[wrap]
     assert extract_json(text) == value
+
+
+# ------------------------------------------------------- verdicts that name their item
+
+
+def _verify_answer(indices: list[Any]) -> str:
+    return json.dumps(
+        {"verdicts": [{"index": i, "reason": f"r{i}", "supported": "yes"} for i in indices]}
+    )
+
+
+def test_verify_schema_bounds_each_verdicts_index_to_its_prompt() -> None:
+    from ragframe.metrics.faithfulness import VERIFY
+
+    schema = VERIFY.schema_for(3)
+    verdicts = schema["properties"]["verdicts"]
+    assert (verdicts["minItems"], verdicts["maxItems"]) == (3, 3)
+    index = verdicts["items"]["properties"]["index"]
+    assert (index["type"], index["minimum"], index["maximum"]) == ("integer", 1, 3)
+    assert "index" in verdicts["items"]["required"]
+    with pytest.raises(AnswerError, match=r"\$\.verdicts\[1\]\.index: expected a value <= 3"):
+        parse_answer(_verify_answer([1, 4, 2]), schema)
+
+
+def test_verdicts_written_in_any_order_come_back_in_index_order() -> None:
+    from ragframe.metrics.faithfulness import VERIFY
+
+    schema = VERIFY.schema_for(3)
+    value = VERIFY.finish(parse_answer(_verify_answer(["3", 1, 2.0]), schema))
+    assert [(v["index"], v["reason"]) for v in value["verdicts"]] == [
+        (1, "r1"),
+        (2, "r2.0"),
+        (3, "r3"),
+    ]
+
+
+@pytest.mark.parametrize("indices", [[1, 1, 3], [2, 3, 3]])
+def test_a_duplicate_index_is_an_index_error_naming_what_came(indices: list[int]) -> None:
+    from ragframe.metrics.faithfulness import VERIFY
+
+    value = parse_answer(_verify_answer(indices), VERIFY.schema_for(3))
+    with pytest.raises(AnswerError) as caught:
+        VERIFY.finish(value)
+    assert caught.value.kind == "index"
+    assert "$.verdicts" in caught.value.message and str(indices) in caught.value.message
+
+
+def test_classification_bounds_each_array_by_its_own_count() -> None:
+    from ragframe.metrics.correctness import CLASSIFY
+
+    props = CLASSIFY.schema_for((3, 2))["properties"]
+    assert props["answer_statements"]["items"]["properties"]["index"]["maximum"] == 3
+    assert props["ground_truth_statements"]["items"]["properties"]["index"]["maximum"] == 2
+    answer = {
+        "answer_statements": [{"index": k, "reason": "r", "verdict": "TP"} for k in (2, 3, 1)],
+        "ground_truth_statements": [{"index": k, "reason": "r", "covered": True} for k in (2, 1)],
+    }
+    value = CLASSIFY.finish(parse_answer(json.dumps(answer), CLASSIFY.schema_for((3, 2))))
+    assert [v["index"] for v in value["answer_statements"]] == [1, 2, 3]
+    assert [v["index"] for v in value["ground_truth_statements"]] == [1, 2]

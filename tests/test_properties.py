@@ -47,6 +47,7 @@ from hypothesis import strategies as st
 
 import ragframe
 from ragframe import ConfigError, InputError, Judge, RunResult
+from ragframe.judge.client import EMBED_CHARS_PER_TOKEN
 from ragframe.testing.server import FakeServer
 
 #: One or two metrics of each family: claims, facts, per-context verdicts, embeddings,
@@ -78,12 +79,10 @@ ALIASES_OF = {
     "reference_context_ids": (),
 }
 
-#: What Polars' `str.strip_chars()` strips (Unicode White_Space). Python's str.isspace() also
-#: counts \x1c-\x1f, which ragframe rightly treats as content, so the oracle lists its own.
-WHITESPACE = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
-    "\u200a\u2028\u2029\u202f\u205f\u3000"
-)
+#: What Python's str.strip() strips (str.isspace): Unicode White_Space plus \x1c-\x1f. A text of
+#: only these is blank to ragframe (no judge or embedding endpoint has anything to read in it),
+#: so the oracle computes the set itself rather than importing ragframe's.
+WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
 
 #: Texts chosen to break things: blanks, controls, every plane, bidi, fences, JSON lookalikes.
 WEIRD = (
@@ -700,20 +699,28 @@ def test_a_context_longer_than_the_window_is_sent_truncated(
 def test_every_request_stays_under_the_window_when_every_input_is_1mb(
     server: FakeServer, make_judge: Callable[..., Judge]
 ) -> None:
-    """Every input 1 MB, every metric: no request (chat or embeddings) carries more than
-    about 50 kB per text it holds, and each cut text says so."""
+    """Every input 1 MB, every metric: no chat request carries more than about 50 kB per text
+    it holds, and each cut text says so; an embedding request's texts are cut further, to the
+    embedding model's input limit (`embedding_max_tokens`), and the run counts them."""
     big = BIG[0]
     df = _frame(1, question=[big], answer=[big], contexts=[[big, big]], ground_truth=[big])
     df = df.with_columns(reference_contexts=pl.lit([big]))
-    result = ragframe.run(df, list(METRICS), judge=make_judge())
+    judge = make_judge()
+    result = ragframe.run(df, list(METRICS), judge=judge)
     assert result.frame.select(df.columns).equals(df)
     assert result.frame.select(METRICS).null_count().sum_horizontal().item() == 0
-    requests = [r for r in server.requests if r.path.endswith(("/chat/completions", "/embeddings"))]
-    assert requests
-    for r in requests:
+    chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert chats
+    for r in chats:
         cut = json.dumps(r.body).count(f" [... truncated {MB - 50_000} characters]")
         assert cut >= 1, r.path
         assert int(r.headers["content-length"]) < 60_000 * cut, (r.path, cut)
+    embeddings = [r for r in server.requests if r.path.endswith("/embeddings")]
+    assert embeddings and result.stats.embedding_texts_cut >= 1
+    limit = judge.embedding_max_tokens * EMBED_CHARS_PER_TOKEN
+    for r in embeddings:
+        assert all(len(text) <= limit for text in r.body["input"])
+        assert int(r.headers["content-length"]) < 2 * limit * len(r.body["input"]), r.path
 
 
 def test_truncation_counts_characters_and_cuts_each_item(

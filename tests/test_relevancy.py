@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import fenced, reply, task_name, user_text
+from conftest import fenced, reply, router, task_name, user_text
 
 import ragframe
 from ragframe.metrics.faithfulness import Faithfulness
@@ -55,21 +55,14 @@ def frame(n: int = 1, **overrides: Any) -> pl.DataFrame:
     return pl.DataFrame(base, schema_overrides={"contexts": pl.List(pl.String)})
 
 
-def router(**by_task: Any):
-    """Answer each task (by json_schema name) with a fixed reply or a function of the body."""
-
-    def handle(body: dict[str, Any]) -> Any:
-        answer = by_task.get(task_name(body))
-        if answer is None:
-            return auto_answer(body)
-        return answer(body) if callable(answer) else answer
-
-    return handle
-
-
 def split_sentences(body: dict[str, Any]) -> list[list[str]]:
     """The fenced contexts of a request, each split into its sentences."""
     return [[s.strip() + "." for s in c.split(". ") if s.strip()] for c in fenced(body, "context")]
+
+
+def numbered(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Verdicts as the judge must write them: each with the `index` (1..n) of its item."""
+    return [{"index": k, **item} for k, item in enumerate(items, start=1)]
 
 
 def count_task(server: Any, name: str) -> int:
@@ -86,15 +79,17 @@ def test_contextual_relevancy_guide_example(server, judge):
     def judge_contexts(body: dict[str, Any]) -> str:
         return reply(
             {
-                "contexts": [
-                    {
-                        "statements": [
-                            {"statement": s, "reason": f"node {k}", "relevant": k > 2}
-                            for s in sentences
-                        ]
-                    }
-                    for k, sentences in enumerate(split_sentences(body), start=1)
-                ]
+                "contexts": numbered(
+                    [
+                        {
+                            "statements": [
+                                {"statement": s, "reason": f"node {k}", "relevant": k > 2}
+                                for s in sentences
+                            ]
+                        }
+                        for k, sentences in enumerate(split_sentences(body), start=1)
+                    ]
+                )
             }
         )
 
@@ -119,10 +114,16 @@ def test_contextual_relevancy_detail_is_typed_and_implies_the_score(server, judg
     server.handler = router(
         contextual_relevancy_statements=reply(
             {
-                "contexts": [
-                    {"statements": [{"statement": "s", "reason": "r", "relevant": f} for f in fs]}
-                    for fs in flags
-                ]
+                "contexts": numbered(
+                    [
+                        {
+                            "statements": [
+                                {"statement": "s", "reason": "r", "relevant": f} for f in fs
+                            ]
+                        }
+                        for fs in flags
+                    ]
+                )
             }
         )
     )
@@ -131,6 +132,7 @@ def test_contextual_relevancy_detail_is_typed_and_implies_the_score(server, judg
     assert out.schema["contextual_relevancy_detail"] == pl.Struct(
         {
             "contexts": pl.List(CONTEXT_STATEMENTS),
+            "truncated": pl.Boolean,
             "error": pl.String,
             "prompt_tokens": pl.Int64,
             "completion_tokens": pl.Int64,
@@ -150,7 +152,7 @@ def test_contextual_relevancy_detail_is_typed_and_implies_the_score(server, judg
 
 def test_contextual_relevancy_no_statements_is_null(server, judge):
     server.handler = router(
-        contextual_relevancy_statements=reply({"contexts": [{"statements": []}] * 2})
+        contextual_relevancy_statements=reply({"contexts": numbered([{"statements": []}] * 2)})
     )
     out = ragframe.evaluate(frame(), [ContextualRelevancy()], judge=judge)
     assert out["contextual_relevancy"][0] is None
@@ -164,12 +166,19 @@ def test_blank_context_items_are_skipped_but_keep_their_index(server, judge):
     def relevancy(body: dict[str, Any]) -> str:
         seen.append(fenced(body, "context"))
         return reply(
-            {"contexts": [{"statements": [{"statement": "s", "reason": "r", "relevant": True}]}]}
+            {
+                "contexts": [
+                    {
+                        "index": 1,
+                        "statements": [{"statement": "s", "reason": "r", "relevant": True}],
+                    }
+                ]
+            }
         )
 
     def hallucination(body: dict[str, Any]) -> str:
         seen.append(fenced(body, "context"))
-        return reply({"verdicts": [{"reason": "conflicts", "contradicted": True}]})
+        return reply({"verdicts": [{"index": 1, "reason": "conflicts", "contradicted": True}]})
 
     server.handler = router(
         contextual_relevancy_statements=relevancy, hallucination_contexts=hallucination
@@ -196,10 +205,12 @@ def test_answer_relevancy_llm_guide_example(server, judge):
         answer_claims=reply({"claims": statements}),
         answer_relevancy_llm_verdicts=lambda body: reply(
             {
-                "verdicts": [
-                    {"reason": f"about AI: {s}", "verdict": "yes"}
-                    for s in fenced(body, "statement")
-                ]
+                "verdicts": numbered(
+                    [
+                        {"reason": f"about AI: {s}", "verdict": "yes"}
+                        for s in fenced(body, "statement")
+                    ]
+                )
             }
         ),
     )
@@ -220,12 +231,14 @@ def test_answer_relevancy_llm_counts_idk_as_relevant(server, judge):
         answer_claims=reply({"claims": ["a", "b", "c", "d"]}),
         answer_relevancy_llm_verdicts=reply(
             {
-                "verdicts": [
-                    {"reason": "r1", "verdict": "Yes."},
-                    {"reason": "r2", "verdict": "no"},
-                    {"reason": "r3", "verdict": "IDK"},
-                    {"reason": "r4", "verdict": "No"},
-                ]
+                "verdicts": numbered(
+                    [
+                        {"reason": "r1", "verdict": "Yes."},
+                        {"reason": "r2", "verdict": "no"},
+                        {"reason": "r3", "verdict": "IDK"},
+                        {"reason": "r4", "verdict": "No"},
+                    ]
+                )
             }
         ),
     )
@@ -236,6 +249,7 @@ def test_answer_relevancy_llm_counts_idk_as_relevant(server, judge):
     assert out.schema["answer_relevancy_llm_detail"] == pl.Struct(
         {
             "statements": pl.List(ANSWER_STATEMENT),
+            "truncated": pl.Boolean,
             "error": pl.String,
             "prompt_tokens": pl.Int64,
             "completion_tokens": pl.Int64,
@@ -276,10 +290,15 @@ def test_hallucination_guide_example(server, judge):
     server.handler = router(
         hallucination_contexts=reply(
             {
-                "verdicts": [
-                    {"reason": "The answer aligns with this context.", "contradicted": False},
-                    {"reason": "It focuses on AI in general; consistent.", "contradicted": "No"},
-                ]
+                "verdicts": numbered(
+                    [
+                        {"reason": "The answer aligns with this context.", "contradicted": False},
+                        {
+                            "reason": "It focuses on AI in general; consistent.",
+                            "contradicted": "No",
+                        },
+                    ]
+                )
             }
         )
     )
@@ -296,10 +315,12 @@ def test_hallucination_one_of_two_contradicted_and_lower_is_better(server, judge
     server.handler = router(
         hallucination_contexts=reply(
             {
-                "verdicts": [
-                    {"reason": "Agrees.", "contradicted": False},
-                    {"reason": "Says ML needs no data.", "contradicted": True},
-                ]
+                "verdicts": numbered(
+                    [
+                        {"reason": "Agrees.", "contradicted": False},
+                        {"reason": "Says ML needs no data.", "contradicted": True},
+                    ]
+                )
             }
         )
     )
@@ -399,10 +420,10 @@ def test_fenced_statement_stays_fenced(server, judge):
 def wrong_count(task: str) -> dict[str, Any]:
     """An answer with one item where the row has two (contexts or statements)."""
     if task == "contextual_relevancy_statements":
-        return {"contexts": [{"statements": []}]}
+        return {"contexts": [{"index": 1, "statements": []}]}
     if task == "hallucination_contexts":
-        return {"verdicts": [{"reason": "r", "contradicted": False}]}
-    return {"verdicts": [{"reason": "r", "verdict": "yes"}]}
+        return {"verdicts": [{"index": 1, "reason": "r", "contradicted": False}]}
+    return {"verdicts": [{"index": 1, "reason": "r", "verdict": "yes"}]}
 
 
 CASES = [
@@ -446,7 +467,9 @@ def test_judge_failure_is_the_rows_error_and_other_rows_still_score(server, judg
     def answer(body: dict[str, Any]) -> Any:
         if "(0)" in user_text(body):
             return Reply(content="the judge refuses", status=400)
-        return reply({"verdicts": [{"reason": "r", "contradicted": i == 1} for i in range(2)]})
+        return reply(
+            {"verdicts": numbered([{"reason": "r", "contradicted": i == 1} for i in range(2)])}
+        )
 
     server.handler = router(hallucination_contexts=answer)
     out = ragframe.evaluate(frame(2), [Hallucination()], judge=judge)
@@ -454,3 +477,29 @@ def test_judge_failure_is_the_rows_error_and_other_rows_still_score(server, judg
     details = out["hallucination_detail"].to_list()
     assert details[0]["error"] and details[0]["contexts"] is None
     assert details[1]["error"] is None and len(details[1]["contexts"]) == 2
+
+
+def test_answer_relevancy_llm_max_claims_raises_its_cap_and_shares_the_extraction(server, judge):
+    claims = [f"claim {i}" for i in range(45)]
+
+    def answer(body: dict[str, Any]) -> str:
+        if task_name(body) == "answer_claims":
+            return reply({"claims": claims})
+        return auto_answer(body)
+
+    server.handler = answer
+    df = pl.DataFrame({"question": ["q"], "answer": ["a long answer"], "contexts": [["a context"]]})
+    capped = ragframe.evaluate(df, [AnswerRelevancyLLM()], judge=judge)
+    assert "at most 40 items" in capped["answer_relevancy_llm_detail"][0]["error"]
+    sent = server.count()
+    metrics = [AnswerRelevancyLLM(max_claims=50), Faithfulness(max_claims=50)]
+    out = ragframe.evaluate(df, metrics, judge=judge)
+    detail = out["answer_relevancy_llm_detail"][0]
+    assert detail["error"] is None and len(detail["statements"]) == 45
+    assert detail["truncated"] is False
+    # One claims extraction for both metrics with the same cap, then one request each.
+    claims_requests = [b for b in server.chat_requests[sent:] if task_name(b) == "answer_claims"]
+    assert len(claims_requests) == 1
+    assert AnswerRelevancyLLM(max_claims=50).config() == {"max_claims": 50}
+    with pytest.raises(ragframe.ConfigError, match="answer_relevancy_llm max_claims"):
+        AnswerRelevancyLLM(max_claims=0)

@@ -9,6 +9,7 @@ answers from the cache instead of asking again.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -101,25 +102,42 @@ def test_metadata_records_the_final_summary(server, judge, log_file, tmp_path):
 def test_at_most_two_chunks_in_flight_and_written_in_order(
     server, judge, log_file, tmp_path, monkeypatch
 ):
-    server.latency = 0.01  # so that chunks overlap for real
-    live, peak, order = 0, 0, []
+    """Each chunk is held until the next one has started (so two overlap whenever the
+    streamer allows it, however fast the server answers), and chunk k must have ended
+    before chunk k + 2 starts: exactly two in flight, never three."""
+    events: list[tuple[str, int]] = []
+    started: dict[int, asyncio.Event] = {}
+    last = (ROWS - 1) // CHUNK
     score_frame = stream_module.score_frame
 
-    async def counting(frame: pl.DataFrame, *args: Any) -> pl.DataFrame:
-        nonlocal live, peak
-        live += 1
-        peak = max(peak, live)
+    def chunk_of(frame: pl.DataFrame) -> int:
+        return int(frame["question"][0].split("[r", 1)[1][:2]) // CHUNK
+
+    async def holding(frame: pl.DataFrame, *args: Any) -> pl.DataFrame:
+        if frame.height == 0:  # the schema template, scored before any chunk
+            return await score_frame(frame, *args)
+        k = chunk_of(frame)
+        events.append(("start", k))
+        started.setdefault(k, asyncio.Event()).set()
         try:
+            if k < last:
+                # A bound for a streamer that never overlaps chunks, not a timing margin.
+                await asyncio.wait_for(started.setdefault(k + 1, asyncio.Event()).wait(), 60)
             return await score_frame(frame, *args)
         finally:
-            live -= 1
-            order.append(frame.height)
+            events.append(("end", k))
 
-    monkeypatch.setattr(stream_module, "score_frame", counting)
+    monkeypatch.setattr(stream_module, "score_frame", holding)
     out = tmp_path / "scored.parquet"
     score_file(log_file, out, ["context_recall"], judge=judge, chunk_rows=CHUNK)
-    assert peak == 2  # the next chunk is scored while the previous one finishes; never three
-    assert sorted(order) == [0, 1, *[CHUNK] * 7]  # the schema template, then every chunk
+    live, peak = 0, 0
+    for kind, _ in events:
+        live += 1 if kind == "start" else -1
+        peak = max(peak, live)
+    assert peak == 2, events  # the next chunk is scored while the previous one finishes
+    for k in range(last - 1):
+        assert events.index(("end", k)) < events.index(("start", k + 2)), events
+    assert [k for kind, k in events if kind == "start"] == list(range(last + 1))
     assert pl.read_parquet(out)["question"].to_list() == log()["question"].to_list()
 
 

@@ -3,8 +3,9 @@
 A dry run sends nothing. Each request the cache cannot answer is counted, with its prompt
 tokens estimated as characters / 4 and its completion tokens from a typical answer: every
 array filled with `TYPICAL_ITEMS` items (or exactly the count the schema pins), every string a
-short sentence. Later stages (claims -> verification batches) are then built from these
-placeholders and counted as well. It is an estimate, not a bill.
+short sentence, every item's `index` its number (1..n). Later stages (claims -> verification
+batches) are then built from these placeholders and counted as well. It is an estimate, not a
+bill.
 """
 
 from __future__ import annotations
@@ -12,25 +13,29 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ragframe.judge.schema import first_branch, kind_of
+
 TYPICAL_ITEMS = 4
 TYPICAL_TEXT = "a typical judge sentence of about twelve words, for estimating tokens"
 
 
 def _fill(schema: dict[str, Any]) -> Any:
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    if "anyOf" in schema:
-        return _fill(schema["anyOf"][0])
+    schema = first_branch(schema)
     if "enum" in schema:
         return schema["enum"][0]
+    kind = kind_of(schema)
     if kind == "object":
         return {name: _fill(sub) for name, sub in schema.get("properties", {}).items()}
     if kind == "array":
         low = schema.get("minItems", TYPICAL_ITEMS)
         high = schema.get("maxItems", max(low, TYPICAL_ITEMS))
         count = min(max(low, TYPICAL_ITEMS), high)
-        return [_fill(schema.get("items", {"type": "string"})) for _ in range(count)]
+        items = [_fill(schema.get("items", {"type": "string"})) for _ in range(count)]
+        # Verdicts that name the item they judge get its number, as a real answer would.
+        for number, item in enumerate(items, start=1):
+            if isinstance(item, dict) and "index" in item:
+                item["index"] = number
+        return items
     if kind == "boolean":
         return True
     if kind in ("integer", "number"):

@@ -5,10 +5,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
+
+from ragframe.judge.parse import AnswerError
+from ragframe.judge.schema import Spec, dtype_of
 
 
 @dataclass(frozen=True)
@@ -24,19 +28,29 @@ class Task:
 
     name: str
     system: str
-    schema: dict[str, Any]
+    #: The answer's JSON Schema, or a `Spec` built with `ragframe.judge.schema`.
+    schema: dict[str, Any] | Spec
     max_tokens: int = 1024
     counted: str | tuple[str, ...] | None = None
     #: Paths ("facts.items.source_context") of integers that index the prompt's items: their
     #: `maximum` is pinned to the count, so an out-of-range index fails validation.
     indexes: tuple[str, ...] = ()
     top_logprobs: int = 0
+    #: Counted arrays whose items carry an `index` (1..n) naming the prompt item they judge:
+    #: the schema bounds it, `finish` checks that every index 1..n appears exactly once and
+    #: puts the items in index order, so the order the judge writes them in does not matter.
+    indexed: tuple[str, ...] = ()
+    #: A consistency check on a validated answer that JSON Schema cannot say (e.g. "covered
+    #: facts name their source"); returns the problem, fed back to the judge for a repair.
+    check: Callable[[Any], str | None] | None = field(default=None, compare=False)
     dtype: pl.DataType = field(init=False, compare=False, repr=False)
     #: Hash of the instructions and schema: recorded in the output metadata.
     prompt_hash: str = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "dtype", schema_dtype(self.schema))
+        if isinstance(self.schema, Spec):  # one definition: the schema and its Polars type
+            object.__setattr__(self, "schema", self.schema.schema)
+        object.__setattr__(self, "dtype", dtype_of(self.schema))
         blob = json.dumps([self.system, self.schema], sort_keys=True)
         object.__setattr__(self, "prompt_hash", hashlib.sha256(blob.encode()).hexdigest()[:16])
 
@@ -63,26 +77,30 @@ class Task:
                 node = node[part] if part == "items" else node["properties"][part]
             node["minimum"] = 1
             node["maximum"] = counts[0]
+        for name in self.indexed:
+            n = counts[names.index(name)] if name in names else counts[0]
+            index = schema["properties"][name]["items"]["properties"]["index"]
+            index["minimum"] = 1
+            index["maximum"] = n
         return schema
 
-
-def schema_dtype(schema: dict[str, Any]) -> pl.DataType:
-    """The Polars type of a value that validated against `schema` (our JSON-schema subset)."""
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "string")
-    if "anyOf" in schema:
-        return schema_dtype(schema["anyOf"][0])
-    if "enum" in schema and kind is None:
-        kind = "string"
-    if kind == "object":
-        props = schema.get("properties", {})
-        return pl.Struct({name: schema_dtype(sub) for name, sub in props.items()})
-    if kind == "array":
-        return pl.List(schema_dtype(schema.get("items", {"type": "string"})))
-    return {
-        "string": pl.String(),
-        "boolean": pl.Boolean(),
-        "integer": pl.Int64(),
-        "number": pl.Float64(),
-    }.get(kind or "string", pl.String())
+    def finish(self, value: Any) -> Any:
+        """Checks JSON Schema cannot express, applied to every validated answer (live, cached
+        raw, Batch API): indices exactly 1..n, then `check`. Raises AnswerError (repaired like
+        a wrong count); returns the value with indexed items in index order."""
+        for name in self.indexed:
+            items = value.get(name) or []
+            seen = sorted(item["index"] for item in items)
+            if seen != list(range(1, len(items) + 1)):
+                raise AnswerError(
+                    f"$.{name}: each of the {len(items)} items must carry a different index "
+                    f"from 1 to {len(items)} (the number of the item it judges); got "
+                    f"{[item['index'] for item in items]}",
+                    kind="index",
+                )
+            value[name] = sorted(items, key=lambda item: item["index"])
+        if self.check is not None:
+            problem = self.check(value)
+            if problem:
+                raise AnswerError(problem, kind="inconsistent")
+        return value

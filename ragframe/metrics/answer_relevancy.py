@@ -4,27 +4,20 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import numpy as np
 import polars as pl
 
 from ragframe.columns import ROW_ID
 from ragframe.errors import ConfigError
+from ragframe.judge.schema import array, boolean, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence, prompt
-from ragframe.metrics.statements import explode_items
+from ragframe.metrics.verdicts import numbered_items
 from ragframe.prompts import load
 
 QUESTIONS = Task(
     name="answer_relevancy.questions",
     system=load("answer_relevancy_questions"),
-    schema={
-        "type": "object",
-        "properties": {
-            "questions": {"type": "array", "items": {"type": "string"}},
-            "noncommittal": {"type": "boolean"},
-        },
-        "required": ["questions", "noncommittal"],
-    },
+    schema=obj(questions=array(string()), noncommittal=boolean()),
     counted="questions",
     max_tokens=512,
 )
@@ -41,7 +34,9 @@ class AnswerRelevancy(Metric):
     Requests per row: 1 chat request (all N questions and the noncommittal flag at once; ragas
     asks for n=3 completions, which many servers refuse) plus embeddings, batched across rows
     (up to 128 texts per request, each distinct text embedded once and cached).
-    Empty input: a null or empty question or answer gives null with the reason.
+    Empty input: a null or empty question or answer gives null with the reason and sends
+    nothing; a question whose embedding failed gives null with the embedding's error, never NaN.
+    Questions are pinned to n_questions by the schema (a wrong count is re-asked, then reported).
     Source: llm4s AnswerRelevancy (seed 000), ragas answer relevancy and the guide's
     similarity-based Answer Relevancy (seed 003, worked example 0.92).
     """
@@ -90,11 +85,11 @@ class AnswerRelevancy(Metric):
             pl.col("answer").struct.field("noncommittal").alias("noncommittal"),
             "error",
         ).join(rows.select(ROW_ID, "question"), on=ROW_ID, how="left")
-        items = explode_items(
+        items = numbered_items(
             generated.filter(pl.col("error").is_null()), "questions", "generated"
         ).join(generated.select(ROW_ID, "question"), on=ROW_ID, how="left")
-        similarity, reasons = await self._similarities(
-            ctx, items.get_column("question").to_list(), items.get_column("generated").to_list()
+        similarity, reasons = await ctx.cosine(
+            items.get_column("question").to_list(), items.get_column("generated").to_list()
         )
         items = items.with_columns(
             pl.Series("similarity", similarity, dtype=pl.Float64).fill_nan(None),
@@ -118,22 +113,3 @@ class AnswerRelevancy(Metric):
                 .alias("score"),
             )
         )
-
-    @staticmethod
-    async def _similarities(
-        ctx: Context, originals: list[str], generated: list[str]
-    ) -> tuple[np.ndarray, list[str | None]]:
-        """Row-wise cosine similarity of two aligned text lists, with one embedding call set,
-        and for each pair why it has none (an embedding request failed), else None."""
-        if not originals:
-            return np.zeros(0), []
-        texts = list(dict.fromkeys([*originals, *generated]))
-        index = {text: i for i, text in enumerate(texts)}
-        matrix = await ctx.embed(texts)
-        left = matrix[[index[t] for t in originals]]
-        right = matrix[[index[t] for t in generated]]
-        errors = ctx.embedding_errors(texts)
-        reasons = [
-            errors[index[a]] or errors[index[b]] for a, b in zip(originals, generated, strict=True)
-        ]
-        return np.einsum("ij,ij->i", left, right).astype(np.float64), reasons

@@ -4,6 +4,13 @@ A metric is a small class whose `compute` turns a frame of valid input rows into
 scores and typed details, in Polars. It never talks to the network itself: it hands whole
 columns of prompts to `Context.ask`, and the judge does the rest. Rows whose inputs are missing
 never reach `compute`; they get a null score and the reason, and no request.
+
+Blank contexts, one rule for every metric: a null, empty or whitespace-only item of `contexts`
+is dropped before `compute` sees the row (`clean_contexts`), so it is neither judged nor
+counted; a row whose contexts are all blank is missing input (null, a reason, no request).
+Prompts number the kept contexts 1..m; `compute` also gets `context_positions`, the 1-based
+positions of those contexts in the input list, and every detail that names a context
+(`context_index`, `source_context`, ...) gives that input position, never the kept number.
 """
 
 from __future__ import annotations
@@ -16,13 +23,14 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import polars as pl
 
-from ragframe.columns import ROW_ID, missing_input_reason
+from ragframe.columns import ROW_ID, WHITESPACE, missing_input_reason
 from ragframe.judge.client import JudgeSession
 from ragframe.judge.task import Task
 
 SCORE = "score"
-DETAIL = "detail"
 ERROR = "error"
+#: List(Int32): the 1-based input positions of a row's kept (non-blank) contexts.
+CONTEXT_POSITIONS = "context_positions"
 USAGE_FIELDS = {"prompt_tokens": pl.Int64(), "completion_tokens": pl.Int64()}
 
 #: Tags that fence judged text in prompts. Inside judged text, anything that would open or
@@ -71,6 +79,57 @@ def fence_items(tag: str, expr: pl.Expr) -> pl.Expr:
             ]
         )
     ).list.join("\n")
+
+
+def _filled(text: pl.Expr) -> pl.Expr:
+    """True where a text item has something besides whitespace (null counts as blank), by the
+    same rule as missing input (`ragframe.columns.WHITESPACE`)."""
+    return text.fill_null("").str.strip_chars(WHITESPACE).str.len_chars() > 0
+
+
+def kept_contexts(column: str = "contexts") -> pl.Expr:
+    """The non-blank items of a list column, in input order: the contexts that are judged."""
+    return pl.col(column).list.eval(pl.element().filter(_filled(pl.element())))
+
+
+def context_positions(column: str = "contexts") -> pl.Expr:
+    """The 1-based input positions (Int32) of the items `kept_contexts` keeps."""
+    return pl.col(column).list.eval(
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int32).filter(_filled(pl.element()))
+    )
+
+
+def clean_contexts(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` with blank contexts dropped and their input positions in CONTEXT_POSITIONS.
+
+    Applied by `Metric.run` to every metric that reads `contexts`, so the rule cannot differ
+    between metrics; positions come first, computed from the uncleaned list.
+    """
+    return rows.with_columns(
+        context_positions().alias(CONTEXT_POSITIONS), kept_contexts().alias("contexts")
+    )
+
+
+def judged_contexts(judged: pl.DataFrame, verdicts: pl.Expr) -> pl.DataFrame:
+    """One row per verdict of the rows that got an answer: ROW_ID, `verdict` (the judge's
+    item) and `context_index`, the input position of the context its `index` names.
+
+    `judged` holds ROW_ID, `error` and CONTEXT_POSITIONS. Verdicts are matched to contexts by
+    their `index` (checked to be exactly 1..n by `Task.finish`), never by where they stand.
+    """
+    return (
+        judged.filter(pl.col(ERROR).is_null())
+        .select(ROW_ID, verdicts.alias("verdict"), CONTEXT_POSITIONS)
+        .explode("verdict")
+        .filter(pl.col("verdict").is_not_null())
+        .select(
+            ROW_ID,
+            "verdict",
+            pl.col(CONTEXT_POSITIONS)
+            .list.get(pl.col("verdict").struct.field("index") - 1, null_on_oob=True)
+            .alias("context_index"),
+        )
+    )
 
 
 def prompt(*parts: pl.Expr | str) -> pl.Expr:
@@ -166,6 +225,24 @@ class Context:
         failed = self.session.embedding_errors
         return [failed.get(text) for text in texts]
 
+    async def cosine(
+        self, left: Sequence[str], right: Sequence[str]
+    ) -> tuple[np.ndarray, list[str | None]]:
+        """Row-wise cosine similarity of two aligned text lists (one embedding call set, each
+        distinct text embedded once), and for each pair why it has none (an embedding request
+        failed for good), else None. Failed pairs are NaN."""
+        if not left:
+            return np.zeros(0), []
+        texts = list(dict.fromkeys([*left, *right]))
+        index = {text: i for i, text in enumerate(texts)}
+        matrix = await self.embed(texts)
+        cosine = np.einsum(
+            "ij,ij->i", matrix[[index[t] for t in left]], matrix[[index[t] for t in right]]
+        ).astype(np.float64)
+        errors = self.embedding_errors(texts)
+        reasons = [errors[index[a]] or errors[index[b]] for a, b in zip(left, right, strict=True)]
+        return cosine, reasons
+
     async def once(self, key: str, make: Callable[[], Awaitable[pl.DataFrame]]) -> pl.DataFrame:
         """Compute a stage once per run, whichever metric asks first; charge its usage here.
 
@@ -207,6 +284,9 @@ class Metric:
     direction: ClassVar[Literal["higher", "lower"]] = "higher"
     uses_llm: ClassVar[bool] = True
     uses_embeddings: ClassVar[bool] = False
+    #: True when the metric cannot score without token logprobs (G-Eval with
+    #: `require_logprobs=True`), so a run can be refused up front on a judge without them.
+    needs_logprobs: bool = False
     #: The metric's own detail fields (the base adds `error` and the token counts).
     detail_fields: ClassVar[dict[str, pl.DataType]] = {}
     info: ClassVar[MetricInfo]
@@ -219,12 +299,9 @@ class Metric:
         """Settings worth recording in the output metadata."""
         return {}
 
-    @property
-    def detail_dtype(self) -> pl.Struct:
-        return pl.Struct({**self.detail_fields, ERROR: pl.String(), **USAGE_FIELDS})
-
     async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        """Score rows whose inputs are all present.
+        """Score rows whose inputs are all present (blank contexts already dropped; see
+        CONTEXT_POSITIONS for where the kept ones stood in the input).
 
         Returns one row per input row: ROW_ID, `score` (Float64, null when not computable),
         `error` (String, null when scored) and one column per `detail_fields` entry.
@@ -236,8 +313,12 @@ class Metric:
         reasons = inputs.select(ROW_ID, missing_input_reason(self.requires).alias("missing"))
         valid_ids = reasons.filter(pl.col("missing").is_null()).get_column(ROW_ID)
         valid = inputs.filter(pl.col(ROW_ID).is_in(valid_ids.implode()))
+        columns = [ROW_ID, *self.requires]
+        if "contexts" in self.requires:
+            valid = clean_contexts(valid)
+            columns.append(CONTEXT_POSITIONS)
         if valid.height:
-            scored = await self.compute(valid.select(ROW_ID, *self.requires), ctx)
+            scored = await self.compute(valid.select(columns), ctx)
         else:
             scored = pl.DataFrame(schema={ROW_ID: pl.UInt32})
         for field, dtype in {SCORE: pl.Float64(), ERROR: pl.String(), **self.detail_fields}.items():
@@ -264,11 +345,6 @@ class Metric:
             pl.col(SCORE).alias(self.name),
             pl.struct(*self.detail_fields, ERROR, *USAGE_FIELDS).alias(f"{self.name}_detail"),
         )
-
-
-def first_error(*exprs: pl.Expr) -> pl.Expr:
-    """The first non-null of several error expressions."""
-    return pl.coalesce(*exprs)
 
 
 def average_precision(flags: pl.Expr) -> pl.Expr:

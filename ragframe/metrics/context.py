@@ -3,13 +3,25 @@ context recall."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import polars as pl
 
 from ragframe.columns import ROW_ID
+from ragframe.judge.schema import (
+    Spec,
+    array,
+    boolean,
+    indexed_verdict,
+    integer,
+    nullable,
+    obj,
+    string,
+)
 from ragframe.judge.task import Task
 from ragframe.metrics.base import (
+    CONTEXT_POSITIONS,
+    ERROR,
     Context,
     Metric,
     MetricInfo,
@@ -18,39 +30,28 @@ from ragframe.metrics.base import (
     fence_items,
     prompt,
 )
+from ragframe.metrics.statements import effective_cap
+from ragframe.metrics.verdicts import (
+    ask_about_contexts,
+    numbered_items,
+    per_context,
+    verdict_task,
+)
 from ragframe.prompts import load
 
-_VERDICTS_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "verdicts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"reason": {"type": "string"}, "relevant": {"type": "boolean"}},
-                "required": ["reason", "relevant"],
-            },
-        }
-    },
-    "required": ["verdicts"],
-}
-
-PRECISION_REFERENCE = Task(
-    name="context_precision.reference",
-    system=load("context_precision_reference"),
-    schema=_VERDICTS_SCHEMA,
-    counted="verdicts",
+#: The judge's verdict on one context, which it names by number (`index`).
+RELEVANT = indexed_verdict(relevant=boolean())
+PRECISION_REFERENCE = verdict_task(
+    "context_precision.reference",
+    load("context_precision_reference"),
+    RELEVANT,
     max_tokens=1536,
 )
-PRECISION_ANSWER = Task(
-    name="context_precision.answer",
-    system=load("context_precision_answer"),
-    schema=_VERDICTS_SCHEMA,
-    counted="verdicts",
-    max_tokens=1536,
+PRECISION_ANSWER = verdict_task(
+    "context_precision.answer", load("context_precision_answer"), RELEVANT, max_tokens=1536
 )
 
-VERDICT = pl.Struct({"context_index": pl.Int32(), "relevant": pl.Boolean(), "reason": pl.String()})
+VERDICT = RELEVANT.struct("context_index", "relevant", "reason", context_index=pl.Int32())
 
 
 class ContextPrecision(Metric):
@@ -58,9 +59,14 @@ class ContextPrecision(Metric):
 
     Formula: average precision of the per-context `relevant` flags in rank order,
     AP = sum_k (precision@k * r_k) / (relevant contexts); 0.0 when no context is relevant.
+    Each verdict carries the `index` of the context it judges (checked 1..n, re-asked once
+    when wrong), so the order the judge writes them in does not matter.
     Requests per row: 1 (every context of the row judged in one request; ragas sends one per
     context).
-    Empty input: null question, ground_truth or contexts gives null with the reason.
+    Empty input: null question, ground_truth or contexts gives null with the reason. Blank
+    contexts are dropped before judging (not ranked, not counted); all blank is missing input.
+    Detail: `verdicts`, one per judged context in rank order; `context_index` is the 1-based
+    position of that context in the input list (blanks included).
     Source: the guide's Contextual Precision (seed 003, worked example 0.5833), llm4s
     ContextPrecision (000), ragas LLMContextPrecisionWithReference (002).
     """
@@ -82,33 +88,23 @@ class ContextPrecision(Metric):
 
     async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
         column, tag = self._target
-        judged = await ctx.ask(
+        judged = await ask_about_contexts(
+            ctx,
             self._task,
-            rows.select(
-                ROW_ID,
-                prompt(
-                    fence("question", pl.col("question")),
-                    fence(tag, pl.col(column)),
-                    fence_items("context", pl.col("contexts")),
-                ).alias("prompt"),
-                pl.col("contexts").list.len().alias("n"),
+            rows,
+            prompt(
+                fence("question", pl.col("question")),
+                fence(tag, pl.col(column)),
+                fence_items("context", pl.col("contexts")),
             ),
-            count_col="n",
         )
-        verdicts = pl.col("answer").struct.field("verdicts")
-        return judged.select(
-            ROW_ID,
-            verdicts.list.eval(
-                pl.struct(
-                    pl.int_range(1, pl.len() + 1, dtype=pl.Int32).alias("context_index"),
-                    pl.element().struct.field("relevant"),
-                    pl.element().struct.field("reason"),
-                )
-            ).alias("verdicts"),
-            average_precision(verdicts.list.eval(pl.element().struct.field("relevant"))).alias(
-                "score"
-            ),
-            "error",
+        per_row = per_context(judged, ("relevant", "reason"), "verdicts")
+        flags = pl.col("verdicts").list.eval(pl.element().struct.field("relevant"))
+        return judged.select(ROW_ID, ERROR).join(
+            per_row.with_columns(average_precision(flags).alias("score")),
+            on=ROW_ID,
+            how="left",
+            maintain_order="left",
         )
 
 
@@ -131,59 +127,78 @@ class ContextPrecisionWithoutReference(ContextPrecision):
     _target = ("answer", "answer")
 
 
+#: The most facts one ground truth is broken into (the schema's maxItems); a row whose
+#: list reaches it says so in its detail (`truncated`).
+MAX_FACTS = 40
+
+
+def recall_consistency(value: dict[str, Any]) -> str | None:
+    """The first few facts whose `covered` and `source_context` disagree, as one clause.
+
+    A covered fact names the context that supports it; a fact not covered names none. An
+    answer that breaks this is re-asked once with this reason, then reported: never read
+    as covered without a source, nor stripped of a source it was given.
+    """
+    problems = [
+        f"$.facts[{number}]: covered is true but source_context is null (name the context "
+        "that supports it, or set covered to false)"
+        if fact.get("covered")
+        else f"$.facts[{number}]: covered is false but source_context is "
+        f"{fact.get('source_context')} (a fact that is not covered has source_context null)"
+        for number, fact in enumerate(value.get("facts") or [])
+        if bool(fact.get("covered")) != (fact.get("source_context") is not None)
+    ]
+    return "; ".join(problems[:3]) or None
+
+
+def capped(spec: Spec, max_items: int) -> Spec:
+    """An array `spec` of at most `max_items`, its `maxItems` written right after its type
+    (where this schema has always had it: a schema's bytes go into cache keys)."""
+    return Spec({"type": spec.schema["type"], "maxItems": max_items, **spec.schema}, spec.dtype)
+
+
+#: One fact of the ground truth: whether the contexts cover it, and which one (its number).
+FACT_VERDICT = obj(
+    fact=string(), reason=string(), covered=boolean(), source_context=nullable(integer())
+)
 RECALL = Task(
     name="context_recall.attribute",
     system=load("context_recall"),
-    schema={
-        "type": "object",
-        "properties": {
-            "facts": {
-                "type": "array",
-                "maxItems": 40,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "fact": {"type": "string"},
-                        "reason": {"type": "string"},
-                        "covered": {"type": "boolean"},
-                        "source_context": {"type": ["integer", "null"]},
-                    },
-                    "required": ["fact", "reason", "covered", "source_context"],
-                },
-            }
-        },
-        "required": ["facts"],
-    },
+    schema=obj(facts=capped(array(FACT_VERDICT), MAX_FACTS)),
     indexes=("facts.items.source_context",),
+    check=recall_consistency,
     max_tokens=2048,
 )
 
-FACT = pl.Struct(
-    {
-        "fact": pl.String(),
-        "covered": pl.Boolean(),
-        "source_context": pl.Int32(),
-        "reason": pl.String(),
-    }
-)
+FACT = FACT_VERDICT.struct("fact", "covered", "source_context", "reason", source_context=pl.Int32())
 
 
 class ContextRecall(Metric):
     """Share of the facts of `ground_truth` that the contexts contain (higher is better).
 
-    Formula: covered facts / facts. Each fact is attributed to the context that supports it
-    (`source_context`, 1-based, null when not covered; a number outside 1..contexts fails
-    validation and is re-asked).
+    Formula: covered facts / facts. Each covered fact is attributed to the context that
+    supports it (`source_context`); a fact not covered has none. A number outside
+    1..contexts fails validation, and a verdict whose `covered` and `source_context` disagree
+    fails `recall_consistency`: either is re-asked once with the reason, then is the row's
+    error.
     Requests per row: 1 (facts extracted and attributed together; llm4s FactAttribution).
     Empty input: null question, ground_truth or contexts gives null with the reason; a
-    ground truth with no facts gives null ("no facts"), never 1.0.
+    ground truth with no facts gives null ("no facts"), never 1.0. Blank contexts are dropped
+    before judging; all blank is missing input.
+    Detail: `facts`; `source_context` is the 1-based position of the supporting context in
+    the input list (blanks included), null when not covered. `truncated` is true when the
+    judge's list reached its cap, MAX_FACTS (40, the schema's maxItems) or a judge's
+    `output_bounds` (the embedded judge: 6): later facts may not have been judged.
     Source: llm4s ContextRecall / FactAttribution (seed 000), the guide's Contextual Recall
     (seed 003, worked example 0.5).
     """
 
     name = "context_recall"
     requires: ClassVar[tuple[str, ...]] = ("question", "ground_truth", "contexts")
-    detail_fields: ClassVar[dict[str, pl.DataType]] = {"facts": pl.List(FACT)}
+    detail_fields: ClassVar[dict[str, pl.DataType]] = {
+        "facts": pl.List(FACT),
+        "truncated": pl.Boolean(),
+    }
     info = MetricInfo(
         formula="covered facts of ground_truth / facts",
         requests_per_row="1",
@@ -195,47 +210,53 @@ class ContextRecall(Metric):
         return [RECALL]
 
     async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        judged = await ctx.ask(
+        judged = await ask_about_contexts(
+            ctx,
             RECALL,
-            rows.select(
-                ROW_ID,
-                prompt(
-                    fence("question", pl.col("question")),
-                    fence_items("context", pl.col("contexts")),
-                    fence("ground_truth", pl.col("ground_truth")),
-                ).alias("prompt"),
-                pl.col("contexts").list.len().alias("n"),
+            rows,
+            prompt(
+                fence("question", pl.col("question")),
+                fence_items("context", pl.col("contexts")),
+                fence("ground_truth", pl.col("ground_truth")),
             ),
-            count_col="n",
         )
-        facts = pl.col("answer").struct.field("facts")
-        source = pl.element().struct.field("source_context")
-        covered = pl.element().struct.field("covered")
-        return judged.select(
-            ROW_ID,
-            "n",
-            facts.list.eval(
-                pl.struct(
-                    pl.element().struct.field("fact"),
-                    covered,
-                    pl.when(covered)
-                    .then(source)
-                    .otherwise(None)
-                    .cast(pl.Int32)
-                    .alias("source_context"),
-                    pl.element().struct.field("reason"),
-                )
-            ).alias("facts"),
-            "error",
-        ).with_columns(
-            pl.col("facts")
-            .list.eval(pl.element().struct.field("covered").cast(pl.Float64))
-            .list.mean()
-            .alias("score"),
-            pl.coalesce(
-                "error",
-                pl.when(pl.col("facts").list.len() == 0).then(
-                    pl.lit("no facts found in ground_truth")
-                ),
-            ).alias("error"),
+        ok = judged.filter(pl.col(ERROR).is_null())
+        fact = pl.col("fact")
+        per_fact = numbered_items(
+            ok.with_columns(pl.col("answer").struct.field("facts")), "facts", "fact"
+        ).join(judged.select(ROW_ID, CONTEXT_POSITIONS), on=ROW_ID)
+        per_row = per_fact.group_by(ROW_ID).agg(
+            pl.struct(
+                fact.struct.field("fact"),
+                fact.struct.field("covered"),
+                # The kept context's number in the prompt, mapped to its input position.
+                pl.col(CONTEXT_POSITIONS)
+                .list.get(fact.struct.field("source_context") - 1, null_on_oob=True)
+                .alias("source_context"),
+                fact.struct.field("reason"),
+            )
+            .sort_by("pos")
+            .alias("facts")
+        )
+        answered = pl.col(ERROR).is_null()
+        cap = effective_cap(ctx, MAX_FACTS)
+        return (
+            judged.select(ROW_ID, ERROR)
+            .join(per_row, on=ROW_ID, how="left", maintain_order="left")
+            .with_columns(
+                pl.when(answered).then(pl.col("facts").fill_null([])).alias("facts"),
+            )
+            .with_columns(
+                pl.col("facts")
+                .list.eval(pl.element().struct.field("covered").cast(pl.Float64))
+                .list.mean()
+                .alias("score"),
+                pl.when(answered).then(pl.col("facts").list.len() >= cap).alias("truncated"),
+                pl.coalesce(
+                    ERROR,
+                    pl.when(pl.col("facts").list.len() == 0).then(
+                        pl.lit("no facts found in ground_truth")
+                    ),
+                ).alias(ERROR),
+            )
         )

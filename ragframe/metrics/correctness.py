@@ -7,102 +7,43 @@ import asyncio
 import math
 from typing import Any, ClassVar
 
-import numpy as np
 import polars as pl
 
 from ragframe.columns import ROW_ID
 from ragframe.errors import ConfigError
+from ragframe.judge.schema import array, boolean, indexed_verdict, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence, fence_items, prompt
-from ragframe.metrics.statements import CLAIMS, MAX_CLAIMS, answer_claims, explode_items
+from ragframe.metrics.statements import (
+    MAX_CLAIMS,
+    answer_claims,
+    check_max_claims,
+    claims_task,
+    ground_truth_statements,
+    ground_truth_task,
+)
+from ragframe.metrics.verdicts import matched_items, numbered_items, verdicts_by_index
 from ragframe.prompts import load
 
-GROUND_TRUTH_STATEMENTS = Task(
-    name="ground_truth.statements",
-    system=load("ground_truth_statements"),
-    schema={
-        "type": "object",
-        "properties": {
-            "statements": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_CLAIMS}
-        },
-        "required": ["statements"],
-    },
-    max_tokens=1024,
-)
-
-
-async def ground_truth_statements(ctx: Context, rows: pl.DataFrame) -> pl.DataFrame:
-    """ROW_ID, `statements` (List(String), blank ones dropped), `error`, usage columns.
-
-    The ground-truth twin of `answer_claims`: one request per row, the same prompt for every
-    metric that asks, so the judge sends it once per run.
-    """
-    asked = await ctx.ask(
-        GROUND_TRUTH_STATEMENTS,
-        rows.select(
-            ROW_ID,
-            prompt(
-                fence("question", pl.col("question")), fence("ground_truth", pl.col("ground_truth"))
-            ).alias("prompt"),
-        ),
-    )
-    return asked.select(
-        ROW_ID,
-        pl.col("answer")
-        .struct.field("statements")
-        .list.eval(pl.element().str.strip_chars())
-        .list.eval(pl.element().filter(pl.element().str.len_chars() > 0))
-        .alias("statements"),
-        "error",
-    )
-
-
+#: The judge's verdicts, each naming the statement it judges by number (`index`, bounded
+#: 1..n per prompt), so they are matched to statements by number, not by where they stand.
+A_VERDICT = indexed_verdict(verdict=string(enum=["TP", "FP"]))
+G_VERDICT = indexed_verdict(covered=boolean())
 CLASSIFY = Task(
     name="answer_correctness.classify",
     system=load("answer_correctness_classify"),
-    schema={
-        "type": "object",
-        "properties": {
-            # Pinned per prompt to the number of answer statements (`counted`).
-            "answer_statements": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "reason": {"type": "string"},
-                        "verdict": {"type": "string", "enum": ["TP", "FP"]},
-                    },
-                    "required": ["reason", "verdict"],
-                },
-            },
-            # Pinned per prompt to the number of ground-truth statements (`counted`).
-            "ground_truth_statements": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {"reason": {"type": "string"}, "covered": {"type": "boolean"}},
-                    "required": ["reason", "covered"],
-                },
-            },
-        },
-        "required": ["answer_statements", "ground_truth_statements"],
-    },
+    # Each array pinned per prompt to its number of statements (`counted`).
+    schema=obj(answer_statements=array(A_VERDICT), ground_truth_statements=array(G_VERDICT)),
     counted=("answer_statements", "ground_truth_statements"),
+    indexed=("answer_statements", "ground_truth_statements"),
     max_tokens=2048,
 )
 
-ANSWER_STATEMENT = pl.Struct(
-    {"statement": pl.String(), "verdict": pl.String(), "reason": pl.String()}
-)
-GROUND_TRUTH_STATEMENT = pl.Struct(
-    {"statement": pl.String(), "covered": pl.Boolean(), "reason": pl.String()}
-)
-#: The judge's verdict items, as `CLASSIFY.dtype` types them.
-_A_VERDICT = pl.Struct({"reason": pl.String(), "verdict": pl.String()})
-_G_VERDICT = pl.Struct({"reason": pl.String(), "covered": pl.Boolean()})
+ANSWER_STATEMENT = A_VERDICT.struct("statement", "verdict", "reason", statement=pl.String())
+GROUND_TRUTH_STATEMENT = G_VERDICT.struct("statement", "covered", "reason", statement=pl.String())
 
 #: The detail fields the factual half fills (the semantic half fills `similarity`).
-_FACTUAL = ("answer_statements", "ground_truth_statements", "tp", "fp", "fn", "f1")
+_FACTUAL = ("answer_statements", "ground_truth_statements", "tp", "fp", "fn", "f1", "truncated")
 
 NO_TRUTH = "the ground truth makes no factual statement, so nothing supports this claim"
 NO_CLAIM = "the answer makes no factual claim, so it covers none of the ground truth"
@@ -115,12 +56,16 @@ class AnswerCorrectness(Metric):
     Formula: (w_f * F1 + w_s * similarity) / (w_f + w_s), weights (0.75, 0.25) by default, with
     F1 = TP / (TP + 0.5 (FP + FN)): TP = answer statements the ground truth supports, FP =
     answer statements it does not, FN = ground-truth statements the answer misses; similarity =
-    cosine of the answer's and the ground truth's embeddings, clipped to [0, 1].
+    cosine of the answer's and the ground truth's embeddings, clipped to [0, 1]. Each verdict
+    names the statement it judges by number (`index`), so their order does not matter; a
+    duplicate or missing number is re-asked once with the reason, then reported.
     Requests per row: 3 chat requests (the answer's statements, shared with faithfulness and
     answer_relevancy_llm; the ground truth's statements; one classification of both), plus
     embeddings batched across rows (each distinct text once). The classification is skipped
     when either side has no statement (the counts follow: all FP or all FN, F1 = 0); with
     w_s = 0 no embeddings are requested, with w_f = 0 no chat request is sent.
+    Caps: at most `max_claims` statements (40) on each side, 6 with the embedded judge's
+    `output_bounds`; `truncated` is true when either list reached its cap (and may be cut).
     Empty input: a null or empty question, answer or ground_truth gives null with the reason and
     sends nothing; no statement on either side gives null ("no factual statements"), never 1.0.
     Source: ragas answer_correctness (named in seed 004: "two [calls] for decomposing the
@@ -138,6 +83,7 @@ class AnswerCorrectness(Metric):
         "fn": pl.Int64(),
         "f1": pl.Float64(),
         "similarity": pl.Float64(),
+        "truncated": pl.Boolean(),
     }
     info = MetricInfo(
         formula="(w_f * F1 + w_s * cosine(answer, ground_truth)) / (w_f + w_s), "
@@ -149,7 +95,9 @@ class AnswerCorrectness(Metric):
         source="ragas answer_correctness (004)",
     )
 
-    def __init__(self, weights: tuple[float, float] = (0.75, 0.25)) -> None:
+    def __init__(
+        self, weights: tuple[float, float] = (0.75, 0.25), max_claims: int = MAX_CLAIMS
+    ) -> None:
         try:
             w_f, w_s = (float(w) for w in weights)
         except (TypeError, ValueError):
@@ -163,15 +111,18 @@ class AnswerCorrectness(Metric):
                 f"got {weights!r}"
             )
         self.weights = (w_f, w_s)
+        self.max_claims = check_max_claims("answer_correctness", max_claims)
         # Per instance: a weight of zero means that half is never computed nor paid for.
         self.uses_embeddings = w_s > 0  # type: ignore[misc]
         self.uses_llm = w_f > 0  # type: ignore[misc]
 
     def tasks(self) -> list[Task]:
-        return [CLAIMS, GROUND_TRUTH_STATEMENTS, CLASSIFY] if self.uses_llm else []
+        if not self.uses_llm:
+            return []
+        return [claims_task(self.max_claims), ground_truth_task(self.max_claims), CLASSIFY]
 
     def config(self) -> dict[str, Any]:
-        return {"weights": list(self.weights)}
+        return {"weights": list(self.weights), "max_claims": self.max_claims}
 
     async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
         w_f, w_s = self.weights
@@ -198,152 +149,163 @@ class AnswerCorrectness(Metric):
         return out.with_columns(((w_f * f1 + w_s * sim) / (w_f + w_s)).alias("score"))
 
     async def _factual(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        """ROW_ID, the two statement lists with verdicts, tp, fp, fn, f1 and error."""
+        """ROW_ID, the two statement lists with verdicts, tp, fp, fn, f1, truncated, error."""
         stated, truth = await asyncio.gather(
-            answer_claims(ctx, rows), ground_truth_statements(ctx, rows)
+            answer_claims(ctx, rows, self.max_claims),
+            ground_truth_statements(ctx, rows, self.max_claims),
         )
         sides = (
             rows.select(ROW_ID, "question")
             .join(
-                stated.select(ROW_ID, "claims", pl.col("error").alias("answer_error")),
+                stated.select(ROW_ID, "claims", "truncated", pl.col("error").alias("answer_error")),
                 on=ROW_ID,
                 how="left",
             )
             .join(
-                truth.select(ROW_ID, "statements", pl.col("error").alias("truth_error")),
+                truth.select(
+                    ROW_ID,
+                    "statements",
+                    pl.col("truncated").alias("truth_truncated"),
+                    pl.col("error").alias("truth_error"),
+                ),
                 on=ROW_ID,
                 how="left",
             )
             .with_columns(
                 pl.col("claims").list.len().alias("n_a"),
                 pl.col("statements").list.len().alias("n_g"),
+                (pl.col("truncated") | pl.col("truth_truncated")).alias("truncated"),
             )
         )
-        extracted = pl.col("answer_error").is_null() & pl.col("truth_error").is_null()
-        judgeable = sides.filter(extracted & (pl.col("n_a") > 0) & (pl.col("n_g") > 0))
-        judged = await ctx.ask(
-            CLASSIFY,
-            judgeable.select(
-                ROW_ID,
-                prompt(
-                    fence("question", pl.col("question")),
-                    pl.format(
-                        "The ground truth has {} facts and the answer {} claims.",
-                        pl.col("n_g"),
-                        pl.col("n_a"),
-                    ),
-                    fence_items("fact", pl.col("statements")),
-                    fence_items("claim", pl.col("claims")),
-                ).alias("prompt"),
-                "n_a",
-                "n_g",
-            ),
-            count_col=("n_a", "n_g"),
+        frame = sides.join(await _classify(sides, ctx), on=ROW_ID, how="left")
+        answer_items = _matched(
+            frame, "claims", "a_verdicts", "answer_statements", ("verdict", "reason")
         )
-        verdicts = judged.select(
+        truth_items = _matched(
+            frame, "statements", "g_verdicts", "ground_truth_statements", ("covered", "reason")
+        )
+        return _counted(
+            frame.join(answer_items, on=ROW_ID, how="left").join(truth_items, on=ROW_ID, how="left")
+        )
+
+
+async def _classify(sides: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    """ROW_ID, `a_verdicts` and `g_verdicts` (lists of verdicts with their `index`) and
+    `classify_error`, for rows whose two sides were extracted.
+
+    A row with statements on both sides is classified by the judge; a row where one side has
+    none decides the counts alone (no request, fixed reasons).
+    """
+    extracted = pl.col("answer_error").is_null() & pl.col("truth_error").is_null()
+    judgeable = sides.filter(extracted & (pl.col("n_a") > 0) & (pl.col("n_g") > 0))
+    judged = await ctx.ask(
+        CLASSIFY,
+        judgeable.select(
             ROW_ID,
-            pl.col("answer").struct.field("answer_statements").alias("a_verdicts"),
-            pl.col("answer").struct.field("ground_truth_statements").alias("g_verdicts"),
-            pl.col("error").alias("classify_error"),
+            prompt(
+                fence("question", pl.col("question")),
+                pl.format(
+                    "The ground truth has {} facts and the answer {} claims.",
+                    pl.col("n_g"),
+                    pl.col("n_a"),
+                ),
+                fence_items("fact", pl.col("statements")),
+                fence_items("claim", pl.col("claims")),
+            ).alias("prompt"),
+            "n_a",
+            "n_g",
+        ),
+        count_col=("n_a", "n_g"),
+    )
+    number = pl.int_range(1, pl.len() + 1).alias("index")
+    unjudged = sides.filter(extracted & ((pl.col("n_a") == 0) | (pl.col("n_g") == 0))).select(
+        ROW_ID,
+        pl.col("claims")
+        .list.eval(
+            pl.struct(number, pl.lit(NO_TRUTH).alias("reason"), pl.lit("FP").alias("verdict"))
         )
-        # A side without statements decides the counts alone: no request, fixed reasons.
-        unjudged = extracted & ((pl.col("n_a") == 0) | (pl.col("n_g") == 0))
-        frame = sides.join(verdicts, on=ROW_ID, how="left").with_columns(
-            pl.when(unjudged)
-            .then(
-                pl.col("claims").list.eval(
-                    pl.struct(pl.lit(NO_TRUTH).alias("reason"), pl.lit("FP").alias("verdict"))
-                )
-            )
-            .otherwise(pl.col("a_verdicts"))
-            .cast(pl.List(_A_VERDICT))
-            .alias("a_verdicts"),
-            pl.when(unjudged)
-            .then(
-                pl.col("statements").list.eval(
-                    pl.struct(pl.lit(NO_CLAIM).alias("reason"), pl.lit(False).alias("covered"))
-                )
-            )
-            .otherwise(pl.col("g_verdicts"))
-            .cast(pl.List(_G_VERDICT))
-            .alias("g_verdicts"),
+        .cast(pl.List(A_VERDICT.dtype))
+        .alias("a_verdicts"),
+        pl.col("statements")
+        .list.eval(
+            pl.struct(number, pl.lit(NO_CLAIM).alias("reason"), pl.lit(False).alias("covered"))
         )
-        answer_items = (
-            explode_items(frame, "claims", "statement")
-            .join(frame.select(ROW_ID, "a_verdicts"), on=ROW_ID, how="left")
-            .with_columns(pl.col("a_verdicts").list.get(pl.col("pos"), null_on_oob=True).alias("v"))
-            .group_by(ROW_ID)
-            .agg(
-                pl.struct(
-                    "statement",
-                    pl.col("v").struct.field("verdict"),
-                    pl.col("v").struct.field("reason"),
-                )
-                .sort_by("pos")
-                .alias("answer_statements")
-            )
-        )
-        truth_items = (
-            explode_items(frame, "statements", "statement")
-            .join(frame.select(ROW_ID, "g_verdicts"), on=ROW_ID, how="left")
-            .with_columns(pl.col("g_verdicts").list.get(pl.col("pos"), null_on_oob=True).alias("v"))
-            .group_by(ROW_ID)
-            .agg(
-                pl.struct(
-                    "statement",
-                    pl.col("v").struct.field("covered"),
-                    pl.col("v").struct.field("reason"),
-                )
-                .sort_by("pos")
-                .alias("ground_truth_statements")
-            )
-        )
-        # Both verdict arrays are pinned to their counts in the classify schema, so the judge
-        # has already rejected (and re-asked) any answer with a wrong number of verdicts.
-        error = pl.coalesce(
-            "answer_error",
-            "truth_error",
-            "classify_error",
-            pl.when((pl.col("n_a") == 0) & (pl.col("n_g") == 0)).then(
-                pl.lit("no factual statements found in the answer or the ground truth")
+        .cast(pl.List(G_VERDICT.dtype))
+        .alias("g_verdicts"),
+        pl.lit(None, dtype=pl.String).alias("classify_error"),
+    )
+    return pl.concat(
+        [
+            judged.select(
+                ROW_ID,
+                pl.col("answer")
+                .struct.field("answer_statements")
+                .cast(pl.List(A_VERDICT.dtype))
+                .alias("a_verdicts"),
+                pl.col("answer")
+                .struct.field("ground_truth_statements")
+                .cast(pl.List(G_VERDICT.dtype))
+                .alias("g_verdicts"),
+                pl.col("error").alias("classify_error"),
             ),
+            unjudged,
+        ]
+    )
+
+
+def _matched(
+    frame: pl.DataFrame, items: str, verdicts: str, name: str, fields: tuple[str, ...]
+) -> pl.DataFrame:
+    """ROW_ID and `name`: each item of the `items` list with the fields of the verdict whose
+    `index` is its number (1-based), in the items' order."""
+    judged = verdicts_by_index(frame, pl.col(verdicts))
+    return matched_items(
+        numbered_items(frame, items, "statement"), judged, "statement", fields, name
+    )
+
+
+def _counted(frame: pl.DataFrame) -> pl.DataFrame:
+    """The factual detail of each row from its matched statements: tp, fp, fn, f1, error."""
+    # Both verdict arrays are pinned to their counts and their indices checked (1..n, each
+    # once), so the judge has already re-asked any answer that leaves a statement unjudged.
+    error = pl.coalesce(
+        "answer_error",
+        "truth_error",
+        "classify_error",
+        pl.when((pl.col("n_a") == 0) & (pl.col("n_g") == 0)).then(
+            pl.lit("no factual statements found in the answer or the ground truth")
+        ),
+    )
+    verdict = pl.element().struct.field("verdict")
+    counts = {
+        "tp": pl.col("answer_statements").list.eval((verdict == "TP").cast(pl.Int64)).list.sum(),
+        "fp": pl.col("answer_statements").list.eval((verdict == "FP").cast(pl.Int64)).list.sum(),
+        "fn": pl.col("ground_truth_statements")
+        .list.eval((~pl.element().struct.field("covered")).cast(pl.Int64))
+        .list.sum(),
+    }
+    empty_a = pl.lit([], dtype=pl.List(ANSWER_STATEMENT))
+    empty_g = pl.lit([], dtype=pl.List(GROUND_TRUTH_STATEMENT))
+    return (
+        frame.with_columns(
+            # Extracted but empty lists explode to nothing: give them back as [].
+            pl.when(pl.col("claims").is_not_null())
+            .then(pl.col("answer_statements").fill_null(empty_a))
+            .alias("answer_statements"),
+            pl.when(pl.col("statements").is_not_null())
+            .then(pl.col("ground_truth_statements").fill_null(empty_g))
+            .alias("ground_truth_statements"),
+            error.alias("error"),
         )
-        verdict = pl.element().struct.field("verdict")
-        counts = {
-            "tp": pl.col("answer_statements")
-            .list.eval((verdict == "TP").cast(pl.Int64))
-            .list.sum(),
-            "fp": pl.col("answer_statements")
-            .list.eval((verdict == "FP").cast(pl.Int64))
-            .list.sum(),
-            "fn": pl.col("ground_truth_statements")
-            .list.eval((~pl.element().struct.field("covered")).cast(pl.Int64))
-            .list.sum(),
-        }
-        empty_a = pl.lit([], dtype=pl.List(ANSWER_STATEMENT))
-        empty_g = pl.lit([], dtype=pl.List(GROUND_TRUTH_STATEMENT))
-        return (
-            frame.join(answer_items, on=ROW_ID, how="left")
-            .join(truth_items, on=ROW_ID, how="left")
-            .with_columns(
-                # Extracted but empty lists explode to nothing: give them back as [].
-                pl.when(pl.col("claims").is_not_null())
-                .then(pl.col("answer_statements").fill_null(empty_a))
-                .alias("answer_statements"),
-                pl.when(pl.col("statements").is_not_null())
-                .then(pl.col("ground_truth_statements").fill_null(empty_g))
-                .alias("ground_truth_statements"),
-                error.alias("error"),
-            )
-            .with_columns(
-                pl.when(pl.col("error").is_null()).then(expr).alias(name)
-                for name, expr in counts.items()
-            )
-            .with_columns(
-                (pl.col("tp") / (pl.col("tp") + 0.5 * (pl.col("fp") + pl.col("fn")))).alias("f1")
-            )
-            .select(ROW_ID, *_FACTUAL, "error")
+        .with_columns(
+            pl.when(pl.col("error").is_null()).then(expr).alias(name)
+            for name, expr in counts.items()
         )
+        .with_columns(
+            (pl.col("tp") / (pl.col("tp") + 0.5 * (pl.col("fp") + pl.col("fn")))).alias("f1")
+        )
+        .select(ROW_ID, *_FACTUAL, "error")
+    )
 
 
 async def _nothing() -> None:
@@ -356,16 +318,9 @@ async def _similarity(rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
 
     One embedding call set for the whole column; each distinct text is embedded once.
     """
-    answers = rows.get_column("answer").to_list()
-    truths = rows.get_column("ground_truth").to_list()
-    texts = list(dict.fromkeys([*answers, *truths]))
-    index = {text: i for i, text in enumerate(texts)}
-    matrix = await ctx.embed(texts)
-    cosine = np.einsum(
-        "ij,ij->i", matrix[[index[t] for t in answers]], matrix[[index[t] for t in truths]]
-    ).astype(np.float64)
-    errors = ctx.embedding_errors(texts)
-    reasons = [errors[index[a]] or errors[index[t]] for a, t in zip(answers, truths, strict=True)]
+    cosine, reasons = await ctx.cosine(
+        rows.get_column("answer").to_list(), rows.get_column("ground_truth").to_list()
+    )
     return rows.select(ROW_ID).with_columns(
         pl.Series("similarity", cosine, dtype=pl.Float64).fill_nan(None).clip(0.0, 1.0),
         pl.Series("similarity_error", reasons, dtype=pl.String),

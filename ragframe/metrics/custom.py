@@ -16,6 +16,7 @@ import polars as pl
 
 from ragframe.columns import ALIASES, ROW_ID
 from ragframe.errors import ConfigError
+from ragframe.judge.schema import Spec, array, integer, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence, fence_items, prompt
 from ragframe.prompts import load
@@ -84,13 +85,7 @@ class RubricLevel:
 STEPS = Task(
     name="g_eval.steps",
     system=load("g_eval_steps"),
-    schema={
-        "type": "object",
-        "properties": {
-            "steps": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 8}
-        },
-        "required": ["steps"],
-    },
+    schema=obj(steps=array(string(), min_items=3, max_items=8)),
     max_tokens=768,
 )
 
@@ -125,6 +120,9 @@ class GEval(Metric):
        renormalised, raw = sum(p * s). That rewards the judge's uncertainty between levels
        instead of rounding it away. When the endpoint returns no logprobs, or the score token
        cannot be isolated (digits split over tokens), raw = the integer; `method` says which.
+       With `require_logprobs=True` there is no such fallback: such a row is null with the
+       reason, and `needs_logprobs` lets a run be refused before any request on a judge known
+       not to return logprobs.
 
     Formula: (raw - lo) / (hi - lo) with (lo, hi) = score_range.
     Requests per row: 1 (+ 1 per run to write the steps, when `criteria` is given instead of
@@ -132,7 +130,8 @@ class GEval(Metric):
     Inputs: `inputs` picks which of question, answer, contexts, ground_truth the judge sees
     (deepeval's evaluation_params; their aliases are accepted); they are the metric's
     `requires`.
-    Empty input: a missing or empty input gives null with the reason and no request.
+    Empty input: a missing or empty input gives null with the reason and no request; blank
+    contexts are dropped before judging (base.py's rule), all blank is missing input.
     Detail: `reason`, `raw_score` (on the score_range scale), `integer_score` (what the judge
     wrote), `method` ("logprobs" | "integer"), `distribution` (the renormalised probability
     of each score when method is "logprobs"; raw_score is its mean).
@@ -165,6 +164,7 @@ class GEval(Metric):
         rubric: list[RubricLevel] | None = None,
         score_range: tuple[int, int] = (1, 5),
         top_logprobs: int = 20,
+        require_logprobs: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise ConfigError("GEval needs a non-empty name")
@@ -194,6 +194,13 @@ class GEval(Metric):
         if not 0 <= top_logprobs <= 20:
             raise ConfigError(f"{name}: top_logprobs must lie in 0..20 (0 turns logprobs off)")
         self.top_logprobs = top_logprobs
+        if require_logprobs and top_logprobs == 0:
+            raise ConfigError(
+                f"{name}: require_logprobs=True needs top_logprobs > 0 (the score is weighted "
+                "by the logprobs of the score token); raise top_logprobs or drop require_logprobs"
+            )
+        self.require_logprobs = bool(require_logprobs)
+        self.needs_logprobs = self.require_logprobs
         self._steps: list[str] | None = given
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
@@ -233,6 +240,7 @@ class GEval(Metric):
             ],
             "score_range": list(self.score_range),
             "top_logprobs": self.top_logprobs,
+            "require_logprobs": self.require_logprobs,
         }
 
     def _score_task(self, steps: list[str]) -> Task:
@@ -263,14 +271,8 @@ class GEval(Metric):
         return Task(
             name="g_eval.score",
             system=system,
-            schema={
-                "type": "object",
-                "properties": {
-                    "reason": {"type": "string"},
-                    "score": {"type": "integer", "minimum": lo, "maximum": hi},
-                },
-                "required": ["reason", "score"],
-            },
+            # The reason first: the judge reasons before it scores.
+            schema=obj(reason=string(), score=integer(minimum=lo, maximum=hi)),
             max_tokens=512,
             top_logprobs=self.top_logprobs,
         )
@@ -321,16 +323,19 @@ class GEval(Metric):
         integer = pl.col("answer").struct.field("score")
         if "logprobs" in judged.columns:
             weighted = score_distribution(judged, lo, hi)
+            has_logprobs = pl.col("logprobs").list.len().fill_null(0) > 0
         else:
             weighted = pl.DataFrame(
                 schema={ROW_ID: pl.UInt32, "distribution": pl.List(DISTRIBUTION), "raw": pl.Float64}
             )
+            has_logprobs = pl.lit(False)
         return (
             judged.select(
                 ROW_ID,
                 pl.col("answer").struct.field("reason").alias("reason"),
                 integer.alias("integer_score"),
                 "error",
+                has_logprobs.alias("has_logprobs"),
             )
             .join(weighted, on=ROW_ID, how="left", maintain_order="left")
             .with_columns(
@@ -343,6 +348,7 @@ class GEval(Metric):
                 pl.coalesce("raw", pl.col("integer_score").cast(pl.Float64)).alias("raw_score"),
             )
             .with_columns(((pl.col("raw_score") - lo) / (hi - lo)).alias("score"))
+            .with_columns(self._missing_logprobs())
             .select(
                 ROW_ID,
                 "score",
@@ -354,6 +360,30 @@ class GEval(Metric):
                 "error",
             )
         )
+
+    def _missing_logprobs(self) -> pl.Expr:
+        """`error`, extended with why a row has no weighted score when logprobs are required."""
+        if not self.require_logprobs:
+            return pl.col("error")
+        why = (
+            pl.when(pl.col("has_logprobs"))
+            .then(pl.lit("the score's digits are not one token of the returned logprobs"))
+            .otherwise(pl.lit("the judge returned no logprobs"))
+        )
+        return pl.coalesce(
+            "error",
+            pl.when(pl.col("method") == "integer").then(
+                pl.concat_str(
+                    pl.lit(f"{self.name}: "),
+                    why,
+                    pl.lit(
+                        " and require_logprobs=True; use a judge that returns logprobs "
+                        "(OpenAI chat models do) or set require_logprobs=False to fall back "
+                        "to the integer score"
+                    ),
+                )
+            ),
+        ).alias("error")
 
 
 def score_distribution(judged: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
@@ -430,6 +460,11 @@ DEFAULT_RUBRIC: dict[int, str] = {
 }
 
 
+def rubric_answer(levels: list[int] | None = None) -> Spec:
+    """The reason, then one of the rubric's `levels`."""
+    return obj(reason=string(), level=integer(enum=levels))
+
+
 class RubricScore(Metric):
     """Rubric-based criteria scoring: the judge picks the rubric level that fits the output
     (higher is better).
@@ -442,14 +477,17 @@ class RubricScore(Metric):
     Requests per row: 1.
     Inputs: `inputs` picks which of question, answer, contexts, ground_truth the judge sees
     (default question, answer, ground_truth).
-    Empty input: a missing or empty input gives null with the reason and no request.
+    Empty input: a missing or empty input gives null with the reason and no request; blank
+    contexts are dropped before judging (base.py's rule), all blank is missing input.
     Detail: `level` (as the judge chose it), `reason`.
     Source: ragas Rubric Score / rubric-based criteria scoring (seed 004).
     """
 
     name = "rubric_score"
     requires: ClassVar[tuple[str, ...]] = ("question", "ground_truth", "answer")
-    detail_fields: ClassVar[dict[str, pl.DataType]] = {"level": pl.Int64(), "reason": pl.String()}
+    detail_fields: ClassVar[dict[str, pl.DataType]] = dict(
+        rubric_answer().struct("level", "reason").to_schema()
+    )
     info = MetricInfo(
         formula="(level - min level) / (max level - min level)",
         requests_per_row="1",
@@ -496,14 +534,7 @@ class RubricScore(Metric):
         return Task(
             name="rubric_score.score",
             system=system,
-            schema={
-                "type": "object",
-                "properties": {
-                    "reason": {"type": "string"},
-                    "level": {"type": "integer", "enum": levels},
-                },
-                "required": ["reason", "level"],
-            },
+            schema=rubric_answer(levels),
             max_tokens=512,
         )
 

@@ -8,33 +8,32 @@ import polars as pl
 
 from ragframe.columns import ROW_ID
 from ragframe.errors import ConfigError
+from ragframe.judge.schema import boolean, indexed_verdict
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence_items, prompt
-from ragframe.metrics.statements import CLAIMS, answer_claims, explode_items
+from ragframe.metrics.statements import MAX_CLAIMS, answer_claims, check_max_claims, claims_task
+from ragframe.metrics.verdicts import (
+    matched_items,
+    numbered_items,
+    verdict_task,
+    verdicts_by_index,
+)
 from ragframe.prompts import load
 
-VERIFY = Task(
-    name="faithfulness.verify",
-    system=load("faithfulness_verify"),
-    schema={
-        "type": "object",
-        "properties": {
-            "verdicts": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {"reason": {"type": "string"}, "supported": {"type": "boolean"}},
-                    "required": ["reason", "supported"],
-                },
-            }
-        },
-        "required": ["verdicts"],
-    },
-    counted="verdicts",
-    max_tokens=1024,
-)
+#: The judge's verdict on one claim; the claim is matched to it by its number (`index`).
+VERDICT = indexed_verdict(supported=boolean())
+# Room for a whole row's claims (up to MAX_CLAIMS) in one answer: see verdicts_per_request.
+VERIFY = verdict_task("faithfulness.verify", load("faithfulness_verify"), VERDICT, max_tokens=3072)
 
-CLAIM = pl.Struct({"claim": pl.String(), "supported": pl.Boolean(), "reason": pl.String()})
+#: Completion tokens one verdict may take: {"index": k, "reason": one sentence, "supported": b}.
+VERDICT_TOKENS = 64
+#: Completion tokens of the answer around its verdicts.
+ANSWER_OVERHEAD_TOKENS = 32
+#: Claim text sent in one verification prompt, in tokens (characters / 4); the contexts come
+#: on top, once per request, so fewer requests per row mean fewer prompt tokens.
+CLAIM_PROMPT_TOKENS = 4000
+
+CLAIM = VERDICT.struct("claim", "supported", "reason", claim=pl.String())
 
 
 class Faithfulness(Metric):
@@ -42,8 +41,14 @@ class Faithfulness(Metric):
 
     Formula: supported claims / claims.
     Requests per row: 1 to extract the claims (shared with answer_relevancy_llm and
-    answer_correctness), then ceil(claims / batch_size) to verify them: at most
-    1 + ceil(claims / batch_size).
+    answer_correctness), then 1 to verify them all (the contexts sent once): a row's claims
+    are split only when their verdicts would not fit the verify answer's max_tokens (3,072, or
+    the judge's lower `max_tokens`, at 64 tokens a verdict: 47 claims, more than the 40 the
+    extraction allows) or their text passes 4,000 tokens, and then into the fewest, evenly
+    sized requests. `batch_size=k` forces ceil(claims / k) requests of k claims instead.
+    Ragas and deepeval also verify all claims in one call.
+    Caps: at most `max_claims` claims (40) per answer, 6 with the embedded judge's
+    `output_bounds`; a list that reaches its cap may have been cut, and `truncated` says so.
     Empty input: a null or empty answer, question or contexts gives null with the reason and
     sends nothing; an answer with no factual claim gives null ("no factual claims"), never 1.0.
     Source: llm4s Faithfulness (seed 000), deepeval's definition (seed 003).
@@ -51,34 +56,68 @@ class Faithfulness(Metric):
 
     name = "faithfulness"
     requires = ("question", "answer", "contexts")
-    detail_fields: ClassVar[dict[str, pl.DataType]] = {"claims": pl.List(CLAIM)}
+    detail_fields: ClassVar[dict[str, pl.DataType]] = {
+        "claims": pl.List(CLAIM),
+        "truncated": pl.Boolean(),
+    }
     info = MetricInfo(
         formula="supported claims / claims",
-        requests_per_row="1 + ceil(claims / batch_size)",
+        requests_per_row="2 (claims, shared; one verification of all claims); "
+        "1 + ceil(claims / batch_size) with batch_size",
         empty_input="null: missing input, or no factual claims in the answer",
         source="llm4s Faithfulness (000), deepeval (003)",
     )
 
-    def __init__(self, batch_size: int = 5) -> None:
-        if batch_size < 1:
-            raise ConfigError(f"faithfulness batch_size must be at least 1, got {batch_size}")
+    def __init__(self, batch_size: int | None = None, max_claims: int = MAX_CLAIMS) -> None:
+        if batch_size is not None and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+        ):
+            raise ConfigError(
+                f"faithfulness batch_size must be a positive integer or None (as many claims "
+                f"per request as fit), got {batch_size!r}"
+            )
         self.batch_size = batch_size
+        self.max_claims = check_max_claims("faithfulness", max_claims)
 
     def tasks(self) -> list[Task]:
-        return [CLAIMS, VERIFY]
+        return [claims_task(self.max_claims), VERIFY]
 
     def config(self) -> dict[str, Any]:
-        return {"batch_size": self.batch_size}
+        return {"batch_size": self.batch_size, "max_claims": self.max_claims}
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        stated = await answer_claims(ctx, rows)
-        ok = stated.filter(pl.col("error").is_null() & (pl.col("claims").list.len() > 0))
-        claims = explode_items(ok, "claims", "claim").with_columns(
-            (pl.col("pos") // self.batch_size).alias("batch")
+    def verdicts_per_request(self, ctx: Context) -> int:
+        """How many claims one verification may hold: `batch_size` when forced, else as many
+        verdicts as fit the verify answer's max_tokens (the judge's cap applied)."""
+        if self.batch_size is not None:
+            return self.batch_size
+        cap = ctx.session.judge.max_tokens_cap
+        max_tokens = min(VERIFY.max_tokens, cap) if cap else VERIFY.max_tokens
+        return max(1, (max_tokens - ANSWER_OVERHEAD_TOKENS) // VERDICT_TOKENS)
+
+    def _batched(self, claims: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        """`claims` (ROW_ID, claim, pos) with `batch` (which request of the row) and `index`
+        (the claim's 1-based number in that request's prompt)."""
+        per_request = self.verdicts_per_request(ctx)
+        if self.batch_size is not None:
+            batch = pl.col("pos") // per_request
+        else:
+            n = pl.len().over(ROW_ID)
+            claim_tokens = (pl.col("claim").str.len_chars() / 4).sum().over(ROW_ID)
+            requests = pl.max_horizontal(
+                (n / per_request).ceil(), (claim_tokens / CLAIM_PROMPT_TOKENS).ceil(), pl.lit(1)
+            ).cast(pl.Int64)
+            # The fewest requests, evenly sized (never more than per_request claims each).
+            batch = pl.col("pos") * requests // n
+        return claims.with_columns(batch.cast(pl.Int64).alias("batch")).with_columns(
+            (pl.col("pos") - pl.col("pos").min().over(ROW_ID, "batch") + 1).alias("index")
         )
+
+    async def _verify(self, claims: pl.DataFrame, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        """Per row with claims: `claims` (each claim with its verdict, matched by index),
+        `score` and `verify_error`, the first error of its requests."""
         batches = (
             claims.group_by(ROW_ID, "batch", maintain_order=True)
-            .agg("claim")
+            .agg(pl.col("claim").sort_by("index"))
             .join(rows.select(ROW_ID, "contexts"), on=ROW_ID, how="left")
             .with_columns(
                 prompt(
@@ -91,32 +130,37 @@ class Faithfulness(Metric):
         judged = await ctx.ask(
             VERIFY, batches.select(ROW_ID, "batch", "prompt", "n"), count_col="n"
         )
-        verdicts = claims.join(
-            judged.select(ROW_ID, "batch", "answer", "error"), on=[ROW_ID, "batch"], how="left"
-        ).with_columns(
-            pl.col("answer")
-            .struct.field("verdicts")
-            .list.get(pl.col("pos") - pl.col("batch") * self.batch_size, null_on_oob=True)
-            .alias("verdict")
+        verdicts = verdicts_by_index(
+            judged, pl.col("answer").struct.field("verdicts"), keys=(ROW_ID, "batch")
         )
-        per_row = verdicts.group_by(ROW_ID).agg(
-            pl.struct(
-                "claim",
-                pl.col("verdict").struct.field("supported"),
-                pl.col("verdict").struct.field("reason"),
-            )
-            .sort_by("pos")
-            .alias("claims"),
-            pl.col("verdict").struct.field("supported").cast(pl.Float64).mean().alias("score"),
-            pl.col("error").drop_nulls().first().alias("verify_error"),
-        )
+        supported = pl.element().struct.field("supported").cast(pl.Float64)
         return (
-            stated.select(ROW_ID, pl.col("error").alias("extract_error"))
+            matched_items(
+                claims, verdicts, "claim", ("supported", "reason"), "claims", on=(ROW_ID, "batch")
+            )
+            .with_columns(pl.col("claims").list.eval(supported).list.mean().alias("score"))
+            .join(
+                judged.group_by(ROW_ID).agg(
+                    pl.col("error").drop_nulls().first().alias("verify_error")
+                ),
+                on=ROW_ID,
+                how="left",
+            )
+        )
+
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        stated = await answer_claims(ctx, rows, self.max_claims)
+        ok = stated.filter(pl.col("error").is_null() & (pl.col("claims").list.len() > 0))
+        claims = self._batched(numbered_items(ok, "claims", "claim"), ctx)
+        per_row = await self._verify(claims, rows, ctx)
+        return (
+            stated.select(ROW_ID, "truncated", pl.col("error").alias("extract_error"))
             .join(per_row, on=ROW_ID, how="left")
             .select(
                 ROW_ID,
                 "score",
                 "claims",
+                "truncated",
                 pl.coalesce(
                     "extract_error",
                     "verify_error",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import polars as pl
@@ -19,7 +19,14 @@ from rapidfuzz.distance import Levenshtein
 
 from ragframe.columns import ROW_ID
 from ragframe.errors import ConfigError
-from ragframe.metrics.base import USAGE_FIELDS, Context, Metric, MetricInfo, average_precision
+from ragframe.metrics.base import (
+    CONTEXT_POSITIONS,
+    USAGE_FIELDS,
+    Context,
+    Metric,
+    MetricInfo,
+    average_precision,
+)
 
 #: Inputs of the two text metrics; equal on purpose, so both see the same valid rows and can
 #: share one table of similarities per run.
@@ -40,15 +47,18 @@ def _indexed(rows: pl.DataFrame, column: str, item: str, index: str) -> pl.DataF
 async def similarity_pairs(rows: pl.DataFrame) -> pl.DataFrame:
     """Every (retrieved context, reference context) pair of each row, with its similarity.
 
-    Columns: ROW_ID, `context_index`, `reference_index` (1-based), `similarity` (Float64,
-    rapidfuzz `Levenshtein.normalized_similarity` = 1 - distance / max(len), as ragas's
-    NonLLMStringSimilarity), and zero usage columns (no tokens are spent).
-    A blank or null reference item is no reference and is left out; a blank retrieved context
-    stays in the ranking (it is a retrieved slot) and matches nothing.
+    Columns: ROW_ID, `context_index`, `reference_index` (1-based input positions),
+    `similarity` (Float64, rapidfuzz `Levenshtein.normalized_similarity` = 1 - distance /
+    max(len), as ragas's NonLLMStringSimilarity), and zero usage columns (no tokens are spent).
+    Blank or null items are left out on both sides: `rows` comes with blank contexts already
+    dropped (base.py's rule for every metric) and CONTEXT_POSITIONS giving their input
+    positions; blank reference items are dropped here.
     """
-    retrieved = _indexed(rows, "contexts", "context", "context_index").with_columns(
-        pl.col("context").fill_null("")
-    )
+    retrieved = rows.select(
+        ROW_ID,
+        pl.col("contexts").alias("context"),
+        pl.col(CONTEXT_POSITIONS).alias("context_index"),
+    ).explode(["context", "context_index"])
     reference = _indexed(rows, "reference_contexts", "reference", "reference_index").filter(
         pl.col("reference").str.strip_chars().str.len_chars() > 0
     )
@@ -94,10 +104,16 @@ REFERENCE_MATCH = pl.Struct(
 
 
 class _TextOverlap(Metric):
-    """Shared settings of the two text metrics."""
+    """Shared computation of the two text metrics: each item of `side` (named by its index
+    column) gets its best match among the items of `other` and `flag` (that match reaches the
+    threshold), listed in the detail `into`; `score` turns the flags into the row's score."""
 
     requires: ClassVar[tuple[str, ...]] = TEXT_INPUTS
     uses_llm: ClassVar[bool] = False
+    side: ClassVar[str]
+    other: ClassVar[str]
+    flag: ClassVar[str]
+    into: ClassVar[str]
 
     def __init__(self, threshold: float = 0.5) -> None:
         self.threshold = _check_threshold(threshold)
@@ -105,8 +121,37 @@ class _TextOverlap(Metric):
     def config(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "similarity": "levenshtein normalized_similarity"}
 
+    def score(self, flags: pl.Expr) -> pl.Expr:
+        """The row's score from its List(Boolean) of flags, in `side`'s order."""
+        raise NotImplementedError
+
     async def pairs(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
         return await ctx.once("nonllm.levenshtein_pairs", lambda: similarity_pairs(rows))
+
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        pairs = await self.pairs(rows, ctx)
+        best_other = f"best_{self.other}"
+        best = (
+            pairs.group_by(ROW_ID, self.side)
+            .agg(
+                pl.col("similarity").max().alias("best_similarity"),
+                pl.col(self.other).get(pl.col("similarity").arg_max()).alias(best_other),
+            )
+            .with_columns((pl.col("best_similarity") >= self.threshold).alias(self.flag))
+        )
+        per_row = best.group_by(ROW_ID).agg(
+            pl.struct(self.side, "best_similarity", best_other, self.flag)
+            .sort_by(self.side)
+            .alias(self.into)
+        )
+        flags = pl.col(self.into).list.eval(pl.element().struct.field(self.flag))
+        return (
+            rows.select(ROW_ID)
+            .join(per_row, on=ROW_ID, how="left")
+            .with_columns(
+                self.score(flags).alias("score"), pl.lit(None, dtype=pl.String).alias("error")
+            )
+        )
 
 
 class ContextPrecisionNonLLM(_TextOverlap):
@@ -118,11 +163,14 @@ class ContextPrecisionNonLLM(_TextOverlap):
     relevant (ragas adds 1e-10 to the denominator, hence its 0.9999999999 for 1).
     Requests per row: 0 (no LLM).
     Empty input: null or empty contexts or reference_contexts (or only blank items) give null
-    with the reason, never 1.0.
+    with the reason, never 1.0. Blank contexts are dropped before ranking (ragas would rank an
+    empty string as an irrelevant slot); `context_index` in the detail is the 1-based position
+    in the input list, blanks included.
     Source: ragas NonLLMContextPrecisionWithReference (seed 002).
     """
 
     name = "context_precision_nonllm"
+    side, other, flag, into = "context_index", "reference_index", "relevant", "contexts"
     detail_fields: ClassVar[dict[str, pl.DataType]] = {"contexts": pl.List(CONTEXT_MATCH)}
     info = MetricInfo(
         formula="average precision of (best Levenshtein similarity to a reference >= threshold)",
@@ -131,33 +179,8 @@ class ContextPrecisionNonLLM(_TextOverlap):
         source="ragas NonLLMContextPrecisionWithReference (002)",
     )
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        pairs = await self.pairs(rows, ctx)
-        best = (
-            pairs.group_by(ROW_ID, "context_index")
-            .agg(
-                pl.col("similarity").max().alias("best_similarity"),
-                pl.col("reference_index")
-                .get(pl.col("similarity").arg_max())
-                .alias("best_reference_index"),
-            )
-            .with_columns((pl.col("best_similarity") >= self.threshold).alias("relevant"))
-        )
-        per_row = best.group_by(ROW_ID).agg(
-            pl.struct("context_index", "best_similarity", "best_reference_index", "relevant")
-            .sort_by("context_index")
-            .alias("contexts")
-        )
-        return (
-            rows.select(ROW_ID)
-            .join(per_row, on=ROW_ID, how="left")
-            .with_columns(
-                average_precision(
-                    pl.col("contexts").list.eval(pl.element().struct.field("relevant"))
-                ).alias("score"),
-                pl.lit(None, dtype=pl.String).alias("error"),
-            )
-        )
+    def score(self, flags: pl.Expr) -> pl.Expr:
+        return average_precision(flags)
 
 
 class ContextRecallNonLLM(_TextOverlap):
@@ -169,11 +192,13 @@ class ContextRecallNonLLM(_TextOverlap):
     here, so one threshold means the same thing in both.
     Requests per row: 0 (no LLM).
     Empty input: null or empty contexts or reference_contexts (or only blank items) give null
-    with the reason, never 1.0. Blank reference items are not counted.
+    with the reason, never 1.0. Blank reference items are not counted; blank contexts are
+    dropped before matching (`best_context_index` is the 1-based input position).
     Source: ragas NonLLMContextRecall (seed 002).
     """
 
     name = "context_recall_nonllm"
+    side, other, flag, into = "reference_index", "context_index", "matched", "references"
     detail_fields: ClassVar[dict[str, pl.DataType]] = {"references": pl.List(REFERENCE_MATCH)}
     info = MetricInfo(
         formula="reference contexts with a retrieved context >= threshold similar / references",
@@ -182,29 +207,8 @@ class ContextRecallNonLLM(_TextOverlap):
         source="ragas NonLLMContextRecall (002)",
     )
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        pairs = await self.pairs(rows, ctx)
-        best = (
-            pairs.group_by(ROW_ID, "reference_index")
-            .agg(
-                pl.col("similarity").max().alias("best_similarity"),
-                pl.col("context_index")
-                .get(pl.col("similarity").arg_max())
-                .alias("best_context_index"),
-            )
-            .with_columns((pl.col("best_similarity") >= self.threshold).alias("matched"))
-        )
-        per_row = best.group_by(ROW_ID).agg(
-            pl.struct("reference_index", "best_similarity", "best_context_index", "matched")
-            .sort_by("reference_index")
-            .alias("references"),
-            pl.col("matched").cast(pl.Float64).mean().alias("score"),
-        )
-        return (
-            rows.select(ROW_ID)
-            .join(per_row, on=ROW_ID, how="left")
-            .with_columns(pl.lit(None, dtype=pl.String).alias("error"))
-        )
+    def score(self, flags: pl.Expr) -> pl.Expr:
+        return flags.list.eval(pl.element().cast(pl.Float64)).list.mean()
 
 
 def clean_ids(column: str) -> pl.Expr:
@@ -235,7 +239,35 @@ def _flag_members(rows: pl.DataFrame, items: str, other: str, flag: str) -> pl.D
     )
 
 
-class ContextPrecisionIDs(Metric):
+class _IDOverlap(Metric):
+    """Shared computation of the two ID metrics: the share of `side`'s distinct IDs that the
+    other side holds, and each of them flagged (`flag`) in the detail named `side`."""
+
+    requires: ClassVar[tuple[str, ...]] = ID_INPUTS
+    uses_llm: ClassVar[bool] = False
+    side: ClassVar[Literal["retrieved", "reference"]]
+    flag: ClassVar[str]
+
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        ids = rows.select(
+            ROW_ID,
+            clean_ids("retrieved_context_ids").alias("retrieved_ids"),
+            clean_ids("reference_context_ids").alias("reference_ids"),
+        )
+        mine = f"{self.side}_ids"
+        theirs = "reference_ids" if self.side == "retrieved" else "retrieved_ids"
+        flagged = _flag_members(ids, mine, theirs, self.flag)
+        return ids.join(flagged, on=ROW_ID, how="left", maintain_order="left").select(
+            ROW_ID,
+            pl.col("flagged").alias(self.side),
+            (pl.col(mine).list.set_intersection(theirs).list.len() / pl.col(mine).list.len()).alias(
+                "score"
+            ),
+            pl.lit(None, dtype=pl.String).alias("error"),
+        )
+
+
+class ContextPrecisionIDs(_IDOverlap):
     """Share of the retrieved context IDs that are reference IDs (higher is better).
 
     Formula: |retrieved ∩ reference| / |retrieved|, over distinct IDs (stripped; blanks
@@ -248,8 +280,7 @@ class ContextPrecisionIDs(Metric):
     """
 
     name = "context_precision_ids"
-    requires: ClassVar[tuple[str, ...]] = ID_INPUTS
-    uses_llm: ClassVar[bool] = False
+    side, flag = "retrieved", "relevant"
     detail_fields: ClassVar[dict[str, pl.DataType]] = {"retrieved": pl.List(RETRIEVED_ID)}
     info = MetricInfo(
         formula="|retrieved ids ∩ reference ids| / |retrieved ids| (distinct ids)",
@@ -258,25 +289,8 @@ class ContextPrecisionIDs(Metric):
         source="ragas IDBasedContextPrecision (002)",
     )
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        ids = rows.select(
-            ROW_ID,
-            clean_ids("retrieved_context_ids").alias("retrieved"),
-            clean_ids("reference_context_ids").alias("reference"),
-        )
-        flagged = _flag_members(ids, "retrieved", "reference", "relevant")
-        return ids.join(flagged, on=ROW_ID, how="left", maintain_order="left").select(
-            ROW_ID,
-            pl.col("flagged").alias("retrieved"),
-            (
-                pl.col("retrieved").list.set_intersection("reference").list.len()
-                / pl.col("retrieved").list.len()
-            ).alias("score"),
-            pl.lit(None, dtype=pl.String).alias("error"),
-        )
 
-
-class ContextRecallIDs(Metric):
+class ContextRecallIDs(_IDOverlap):
     """Share of the reference context IDs that were retrieved (higher is better).
 
     Formula: |retrieved ∩ reference| / |reference|, over distinct IDs (stripped; blanks
@@ -288,8 +302,7 @@ class ContextRecallIDs(Metric):
     """
 
     name = "context_recall_ids"
-    requires: ClassVar[tuple[str, ...]] = ID_INPUTS
-    uses_llm: ClassVar[bool] = False
+    side, flag = "reference", "retrieved"
     detail_fields: ClassVar[dict[str, pl.DataType]] = {"reference": pl.List(REFERENCE_ID)}
     info = MetricInfo(
         formula="|retrieved ids ∩ reference ids| / |reference ids| (distinct ids)",
@@ -297,23 +310,6 @@ class ContextRecallIDs(Metric):
         empty_input="null: missing retrieved_context_ids or reference_context_ids",
         source="ragas IDBasedContextRecall (002)",
     )
-
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        ids = rows.select(
-            ROW_ID,
-            clean_ids("retrieved_context_ids").alias("retrieved"),
-            clean_ids("reference_context_ids").alias("reference_ids"),
-        )
-        flagged = _flag_members(ids, "reference_ids", "retrieved", "retrieved")
-        return ids.join(flagged, on=ROW_ID, how="left", maintain_order="left").select(
-            ROW_ID,
-            pl.col("flagged").alias("reference"),
-            (
-                pl.col("retrieved").list.set_intersection("reference_ids").list.len()
-                / pl.col("reference_ids").list.len()
-            ).alias("score"),
-            pl.lit(None, dtype=pl.String).alias("error"),
-        )
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,14 @@
 Each asks two differently worded judge templates for a bare rating (no reason: a few output
 tokens, which is why these metrics suit small judges), scales each rating into [0, 1] and
 averages the valid ones. A rating that fails (a request error, or a number off the scale) drops
-out of the average instead of failing the row; only when both fail is the row null.
+out of the average instead of failing the row, as NVIDIA's own code does (seed 004: "if both
+ratings are valid, the final score is the average ...; if only one is valid, that score is
+used"); never silently: the detail's `partial` then names the failed template and its reason.
+Only when both fail is the row null.
+
+The templates rate the contexts (or the answer) as a whole, not item by item, so their answers
+carry no per-item `index`. Blank contexts are dropped before the prompt is built (base.py's
+rule), also for the verbatim shortcuts.
 """
 
 from __future__ import annotations
@@ -14,15 +21,9 @@ from typing import Any, ClassVar
 import polars as pl
 
 from ragframe.columns import ROW_ID
+from ragframe.judge.schema import integer, obj
 from ragframe.judge.task import Task
-from ragframe.metrics.base import (
-    Context,
-    Metric,
-    MetricInfo,
-    fence,
-    fence_items,
-    prompt,
-)
+from ragframe.metrics.base import Context, Metric, MetricInfo, fence, fence_items, prompt
 from ragframe.prompts import load
 
 #: Enough for `{"rating": 4}` with some whitespace; the templates ask for the rating only.
@@ -34,11 +35,7 @@ def rating_task(name: str, prompt_name: str, scale: tuple[int, ...]) -> Task:
     return Task(
         name=name,
         system=load(prompt_name),
-        schema={
-            "type": "object",
-            "properties": {"rating": {"type": "integer", "enum": list(scale)}},
-            "required": ["rating"],
-        },
+        schema=obj(rating=integer(enum=list(scale))),
         max_tokens=RATING_MAX_TOKENS,
     )
 
@@ -64,6 +61,8 @@ class DualJudge(Metric):
         "template_2_error": pl.String(),
         # Set when the row was decided without asking (ragas's verbatim-text shortcuts).
         "shortcut": pl.String(),
+        # Set when the score rests on one template alone: which one failed, and why.
+        "partial": pl.String(),
     }
 
     def prompts(self) -> tuple[pl.Expr, pl.Expr]:
@@ -127,6 +126,7 @@ class DualJudge(Metric):
                 "template_1_error",
                 "template_2_error",
                 "shortcut",
+                self._partial(),
                 pl.coalesce("shortcut_score", valid.list.mean()).alias("score"),
                 pl.when(pl.col("shortcut").is_null() & valid.list.len().eq(0))
                 .then(
@@ -139,6 +139,26 @@ class DualJudge(Metric):
                 )
                 .alias("error"),
             )
+        )
+
+    def _partial(self) -> pl.Expr:
+        """`partial`: when exactly one template rated, the other's name and failure reason."""
+        (name_1, _), (name_2, _) = self.templates
+
+        def failed(name: str, error: str, other: str) -> pl.Expr:
+            return pl.concat_str(
+                pl.lit(f"template {name} failed ("),
+                pl.col(error),
+                pl.lit(f"); scored from template {other} alone"),
+            )
+
+        rated_1, rated_2 = pl.col("rating_1").is_not_null(), pl.col("rating_2").is_not_null()
+        return (
+            pl.when(rated_1 & ~rated_2)
+            .then(failed(name_2, "template_2_error", name_1))
+            .when(rated_2 & ~rated_1)
+            .then(failed(name_1, "template_1_error", name_2))
+            .alias("partial")
         )
 
     async def _rate(self, ctx: Context, task: Task, frame: pl.DataFrame) -> pl.DataFrame:
@@ -179,7 +199,9 @@ class AnswerAccuracy(DualJudge):
     Formula: mean over the valid ratings of rating / 4, each rating 0, 2 or 4; template 1 grades
     the answer against the ground truth, template 2 the same question with the two swapped
     (the ground truth graded against the answer), so a partial answer and an over-long one are
-    both caught. One valid rating alone gives the score; none gives null with both reasons.
+    both caught. One valid rating alone gives the score, with `partial` naming the failed
+    template and its reason (NVIDIA averages only valid ratings); none gives null with both
+    reasons.
     Requests per row: 2 (one per template; both columns go out concurrently).
     Empty input: a null or empty question, answer or ground_truth gives null with the reason
     and sends nothing.
@@ -224,17 +246,48 @@ def joined_contexts() -> pl.Expr:
     return pl.col("contexts").list.join("\n").str.strip_chars()
 
 
-class ContextRelevance(DualJudge):
+class _VerbatimShortcut(DualJudge):
+    """A dual judge whose two templates see the same user message, with ragas's verbatim-text
+    shortcut: a row where `verbatim()` holds scores `shortcut_score` without a request
+    (`shortcuts=False` always asks)."""
+
+    shortcut_score: ClassVar[float]
+
+    def __init__(self, shortcuts: bool = True) -> None:
+        self.shortcuts = shortcuts
+
+    def config(self) -> dict[str, Any]:
+        return {**super().config(), "shortcuts": self.shortcuts}
+
+    def verbatim(self) -> pl.Expr:
+        """True where the row is decided without asking."""
+        raise NotImplementedError
+
+    def user_prompt(self) -> pl.Expr:
+        """The user message of both templates."""
+        raise NotImplementedError
+
+    def shortcut(self) -> tuple[pl.Expr, float] | None:
+        return (self.verbatim(), self.shortcut_score) if self.shortcuts else None
+
+    def prompts(self) -> tuple[pl.Expr, pl.Expr]:
+        both = self.user_prompt()
+        return both, both
+
+
+class ContextRelevance(_VerbatimShortcut):
     """Do the retrieved contexts hold what the question needs? NVIDIA's dual judge (higher is
     better).
 
     Formula: mean over the valid ratings of rating / 2, each rating 0, 1 or 2 for all the
     contexts of the row together, from two differently worded templates. One valid rating alone
-    gives the score; none gives null with both reasons.
+    gives the score, with `partial` naming the failed template and its reason (NVIDIA averages
+    only valid ratings); none gives null with both reasons.
     Requests per row: 2; 0 when the contexts, joined, appear verbatim in the question (ragas
     scores that 0.0 without asking: the retriever only echoed the question; `shortcuts=False`
     always asks).
-    Empty input: a null or empty question or contexts gives null with the reason (ragas: 0.0).
+    Empty input: a null or empty question or contexts gives null with the reason (ragas: 0.0);
+    blank contexts are dropped before judging, all blank is missing input.
     Source: NVIDIA ContextRelevance via ragas (seed 004); ragas's first implementation sent
     template 1 twice, here each template is asked once.
     """
@@ -244,6 +297,7 @@ class ContextRelevance(DualJudge):
     scale = RELEVANCE_SCALE
     templates = (("direct", RELEVANCE_1), ("rephrased", RELEVANCE_2))
     shortcut_reason = "the contexts appear verbatim in the question"
+    shortcut_score = 0.0
     info = MetricInfo(
         formula="mean of valid ratings / 2 over two templates (0, 1 or 2 each)",
         requests_per_row="2 (0 when the contexts only repeat the question)",
@@ -251,25 +305,13 @@ class ContextRelevance(DualJudge):
         source="NVIDIA ContextRelevance via ragas (004)",
     )
 
-    def __init__(self, shortcuts: bool = True) -> None:
-        self.shortcuts = shortcuts
+    def verbatim(self) -> pl.Expr:
+        return pl.col("question").str.strip_chars().str.contains(joined_contexts(), literal=True)
 
-    def config(self) -> dict[str, Any]:
-        return {**super().config(), "shortcuts": self.shortcuts}
-
-    def shortcut(self) -> tuple[pl.Expr, float] | None:
-        if not self.shortcuts:
-            return None
-        return (
-            pl.col("question").str.strip_chars().str.contains(joined_contexts(), literal=True),
-            0.0,
-        )
-
-    def prompts(self) -> tuple[pl.Expr, pl.Expr]:
-        both = prompt(
+    def user_prompt(self) -> pl.Expr:
+        return prompt(
             fence("question", pl.col("question")), fence_items("context", pl.col("contexts"))
         )
-        return both, both
 
 
 GROUNDEDNESS_SCALE = (0, 1, 2)
@@ -281,16 +323,18 @@ GROUNDEDNESS_2 = rating_task(
 )
 
 
-class ResponseGroundedness(DualJudge):
+class ResponseGroundedness(_VerbatimShortcut):
     """Is the answer supported by the retrieved contexts? NVIDIA's dual judge (higher is
     better).
 
     Formula: mean over the valid ratings of rating / 2, each rating 0, 1 or 2 for the whole
     answer against all the contexts of the row, from two differently worded templates. One
-    valid rating alone gives the score; none gives null with both reasons.
+    valid rating alone gives the score, with `partial` naming the failed template and its
+    reason (NVIDIA averages only valid ratings); none gives null with both reasons.
     Requests per row: 2; 0 when the answer appears verbatim in the joined contexts (ragas
     scores that 1.0 without asking; `shortcuts=False` always asks).
-    Empty input: a null or empty answer or contexts gives null with the reason (ragas: 0.0).
+    Empty input: a null or empty answer or contexts gives null with the reason (ragas: 0.0);
+    blank contexts are dropped before judging, all blank is missing input.
     Source: NVIDIA ResponseGroundedness via ragas (seed 004).
     """
 
@@ -299,6 +343,7 @@ class ResponseGroundedness(DualJudge):
     scale = GROUNDEDNESS_SCALE
     templates = (("direct", GROUNDEDNESS_1), ("rephrased", GROUNDEDNESS_2))
     shortcut_reason = "the answer appears verbatim in the contexts"
+    shortcut_score = 1.0
     info = MetricInfo(
         formula="mean of valid ratings / 2 over two templates (0, 1 or 2 each)",
         requests_per_row="2 (0 when the answer is quoted verbatim from the contexts)",
@@ -306,20 +351,8 @@ class ResponseGroundedness(DualJudge):
         source="NVIDIA ResponseGroundedness via ragas (004)",
     )
 
-    def __init__(self, shortcuts: bool = True) -> None:
-        self.shortcuts = shortcuts
+    def verbatim(self) -> pl.Expr:
+        return joined_contexts().str.contains(pl.col("answer").str.strip_chars(), literal=True)
 
-    def config(self) -> dict[str, Any]:
-        return {**super().config(), "shortcuts": self.shortcuts}
-
-    def shortcut(self) -> tuple[pl.Expr, float] | None:
-        if not self.shortcuts:
-            return None
-        return (
-            joined_contexts().str.contains(pl.col("answer").str.strip_chars(), literal=True),
-            1.0,
-        )
-
-    def prompts(self) -> tuple[pl.Expr, pl.Expr]:
-        both = prompt(fence_items("context", pl.col("contexts")), fence("answer", pl.col("answer")))
-        return both, both
+    def user_prompt(self) -> pl.Expr:
+        return prompt(fence_items("context", pl.col("contexts")), fence("answer", pl.col("answer")))

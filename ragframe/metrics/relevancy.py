@@ -2,90 +2,57 @@
 hallucination (the guide, seed 003).
 
 Each sends one request per row where deepeval sends one per context or per stage: every
-context (or statement) of a row is judged at once, with the array's length pinned by the schema.
+context (or statement) of a row is judged at once, with the array's length pinned by the schema
+and each verdict naming the `index` of the item it judges (checked to be exactly 1..n and
+re-asked once when not), so verdicts are matched to items by index, never by position.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import polars as pl
 
 from ragframe.columns import ROW_ID
+from ragframe.judge.schema import array, boolean, indexed_verdict, integer, obj, string
 from ragframe.judge.task import Task
-from ragframe.metrics.base import Context, Metric, MetricInfo, fence, fence_items, prompt
-from ragframe.metrics.statements import CLAIMS, answer_claims, explode_items
+from ragframe.metrics.base import ERROR, Context, Metric, MetricInfo, fence, fence_items, prompt
+from ragframe.metrics.statements import (
+    MAX_CLAIMS,
+    answer_claims,
+    check_max_claims,
+    claims_task,
+    effective_cap,
+)
+from ragframe.metrics.verdicts import (
+    ask_about_contexts,
+    judged_contexts,
+    matched_items,
+    numbered_items,
+    per_context,
+    verdict_task,
+    verdicts_by_index,
+)
 from ragframe.prompts import load
-
-# -------------------------------------------------------------------------------- shared parts
-
-
-def _kept_contexts(rows: pl.DataFrame) -> pl.DataFrame:
-    """ROW_ID, `kept` (the row's non-blank contexts) and `context_index` (their 1-based
-    positions in the input), so a blank item is neither judged nor counted, and every verdict
-    still names the context the user passed."""
-    return (
-        rows.select(
-            ROW_ID,
-            pl.col("contexts").alias("kept"),
-            pl.int_ranges(1, pl.col("contexts").list.len() + 1, dtype=pl.Int32).alias(
-                "context_index"
-            ),
-        )
-        .explode(["kept", "context_index"])
-        .filter(pl.col("kept").str.strip_chars().str.len_chars() > 0)
-        .group_by(ROW_ID, maintain_order=True)
-        .agg("kept", "context_index")
-    )
-
-
-def _per_context(judged: pl.DataFrame, verdicts: pl.Expr) -> pl.DataFrame:
-    """One row per judged context of the rows that got an answer: ROW_ID, `context_index`,
-    `verdict` (the judge's item for that context, matched by position)."""
-    return (
-        judged.filter(pl.col("error").is_null())
-        .select(ROW_ID, "context_index", verdicts.alias("verdict"))
-        .explode(["context_index", "verdict"])
-    )
-
 
 # ------------------------------------------------------------------------ contextual relevancy
 
+#: A context split into statements, each judged; the context named by number (`index`).
+STATEMENT_VERDICT = obj(statement=string(), reason=string(), relevant=boolean())
+CONTEXT_VERDICT = obj(index=integer(), statements=array(STATEMENT_VERDICT))
 RELEVANCY = Task(
     name="contextual_relevancy.statements",
     system=load("contextual_relevancy"),
-    schema={
-        "type": "object",
-        "properties": {
-            "contexts": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "statements": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "statement": {"type": "string"},
-                                    "reason": {"type": "string"},
-                                    "relevant": {"type": "boolean"},
-                                },
-                                "required": ["statement", "reason", "relevant"],
-                            },
-                        }
-                    },
-                    "required": ["statements"],
-                },
-            }
-        },
-        "required": ["contexts"],
-    },
+    schema=obj(contexts=array(CONTEXT_VERDICT)),
     counted="contexts",
+    indexed=("contexts",),
     max_tokens=4096,
 )
 
-STATEMENT = pl.Struct({"statement": pl.String(), "relevant": pl.Boolean(), "reason": pl.String()})
+#: No schema cap on a context's statements: only a judge's `output_bounds` cut them.
+UNCAPPED = 1 << 30
+
+STATEMENT = STATEMENT_VERDICT.struct("statement", "relevant", "reason")
 CONTEXT_STATEMENTS = pl.Struct({"context_index": pl.Int32(), "statements": pl.List(STATEMENT)})
 
 
@@ -97,14 +64,21 @@ class ContextualRelevancy(Metric):
     Requests per row: 1 (every context split and judged in one request, the number of contexts
     pinned by the schema; deepeval sends one per context plus one for its reason).
     Empty input: a null or empty question or contexts gives null with the reason and sends
-    nothing; blank context items are skipped; contexts with no statement at all give null
-    ("no statements"), never 0/0.
+    nothing; blank contexts are dropped before judging (neither judged nor counted); contexts
+    with no statement at all give null ("no statements"), never 0/0.
+    Detail: `contexts`, one entry per judged context; `context_index` is the 1-based position
+    of that context in the input list (blanks included). `truncated` is true when some
+    context's statement list reached a judge's `output_bounds` (the embedded judge: 6), so it
+    may have been cut; the schema itself sets no cap.
     Source: the guide's Contextual Relevancy (seed 003, worked example 9/11 = 0.8182).
     """
 
     name = "contextual_relevancy"
     requires: ClassVar[tuple[str, ...]] = ("question", "contexts")
-    detail_fields: ClassVar[dict[str, pl.DataType]] = {"contexts": pl.List(CONTEXT_STATEMENTS)}
+    detail_fields: ClassVar[dict[str, pl.DataType]] = {
+        "contexts": pl.List(CONTEXT_STATEMENTS),
+        "truncated": pl.Boolean(),
+    }
     info = MetricInfo(
         formula="relevant statements / statements, over all contexts",
         requests_per_row="1",
@@ -116,22 +90,17 @@ class ContextualRelevancy(Metric):
         return [RELEVANCY]
 
     async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        kept = _kept_contexts(rows).join(rows.select(ROW_ID, "question"), on=ROW_ID)
-        judged = await ctx.ask(
+        judged = await ask_about_contexts(
+            ctx,
             RELEVANCY,
-            kept.select(
-                ROW_ID,
-                "context_index",
-                prompt(
-                    fence("question", pl.col("question")),
-                    fence_items("context", pl.col("kept")),
-                ).alias("prompt"),
-                pl.col("kept").list.len().alias("n"),
+            rows,
+            prompt(
+                fence("question", pl.col("question")), fence_items("context", pl.col("contexts"))
             ),
-            count_col="n",
         )
         statements = pl.col("verdict").struct.field("statements")
-        per_context = _per_context(judged, pl.col("answer").struct.field("contexts")).with_columns(
+        contexts = pl.col("answer").struct.field("contexts")
+        per_context = judged_contexts(judged, contexts).with_columns(
             statements.list.eval(
                 pl.struct(
                     pl.element().struct.field("statement"),
@@ -148,6 +117,9 @@ class ContextualRelevancy(Metric):
             .list.sum()
             .sum()
             .alias("relevant"),
+            (pl.col("statements").list.len().max() >= effective_cap(ctx, UNCAPPED)).alias(
+                "truncated"
+            ),
         )
         return (
             judged.select(ROW_ID, "error")
@@ -155,6 +127,7 @@ class ContextualRelevancy(Metric):
             .select(
                 ROW_ID,
                 "contexts",
+                "truncated",
                 pl.when(pl.col("total") > 0)
                 .then(pl.col("relevant") / pl.col("total"))
                 .alias("score"),
@@ -170,33 +143,13 @@ class ContextualRelevancy(Metric):
 
 # ---------------------------------------------------------------------- answer relevancy (LLM)
 
-VERDICTS = Task(
-    name="answer_relevancy_llm.verdicts",
-    system=load("answer_relevancy_llm"),
-    schema={
-        "type": "object",
-        "properties": {
-            "verdicts": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "reason": {"type": "string"},
-                        "verdict": {"type": "string", "enum": ["yes", "no", "idk"]},
-                    },
-                    "required": ["reason", "verdict"],
-                },
-            }
-        },
-        "required": ["verdicts"],
-    },
-    counted="verdicts",
-    max_tokens=2048,
+#: The judge's verdict on one statement of the answer, which it names by number (`index`).
+RELEVANT = indexed_verdict(verdict=string(enum=["yes", "no", "idk"]))
+VERDICTS = verdict_task(
+    "answer_relevancy_llm.verdicts", load("answer_relevancy_llm"), RELEVANT, max_tokens=2048
 )
 
-ANSWER_STATEMENT = pl.Struct(
-    {"statement": pl.String(), "verdict": pl.String(), "reason": pl.String()}
-)
+ANSWER_STATEMENT = RELEVANT.struct("statement", "verdict", "reason", statement=pl.String())
 
 
 class AnswerRelevancyLLM(Metric):
@@ -209,15 +162,23 @@ class AnswerRelevancyLLM(Metric):
     Requests per row: 1 to extract the statements (the claims stage shared with faithfulness
     and answer_correctness: one extraction per row between them) + 1 judging every statement
     (their number pinned by the schema; deepeval sends 3).
+    Each verdict carries the `index` of the statement it judges and is matched to it by that
+    index (checked 1..n, re-asked once when wrong).
     Empty input: a null or empty question or answer gives null with the reason and sends
     nothing; an answer with no statement gives null ("no statements"), never deepeval's 1.0.
     Note: the shared stage extracts factual claims, so greetings and hedges are not judged.
+    `truncated` (from the shared stage) is true when the statement list reached its cap
+    (`max_claims`, default 40, or a judge's `output_bounds`), so later statements may not have
+    been judged; metrics with the same `max_claims` share one extraction per row.
     Source: the guide's LLM-based Answer Relevancy (seed 003, worked example 2/2 = 1.0).
     """
 
     name = "answer_relevancy_llm"
     requires: ClassVar[tuple[str, ...]] = ("question", "answer")
-    detail_fields: ClassVar[dict[str, pl.DataType]] = {"statements": pl.List(ANSWER_STATEMENT)}
+    detail_fields: ClassVar[dict[str, pl.DataType]] = {
+        "statements": pl.List(ANSWER_STATEMENT),
+        "truncated": pl.Boolean(),
+    }
     info = MetricInfo(
         formula='statements with verdict != "no" / statements ("idk" counts as relevant)',
         requests_per_row="1 (shared claims extraction) + 1",
@@ -225,11 +186,17 @@ class AnswerRelevancyLLM(Metric):
         source="guide LLM-based Answer Relevancy (003), deepeval",
     )
 
+    def __init__(self, max_claims: int = MAX_CLAIMS) -> None:
+        self.max_claims = check_max_claims(self.name, max_claims)
+
     def tasks(self) -> list[Task]:
-        return [CLAIMS, VERDICTS]
+        return [claims_task(self.max_claims), VERDICTS]
+
+    def config(self) -> dict[str, Any]:
+        return {"max_claims": self.max_claims}
 
     async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        stated = await answer_claims(ctx, rows)
+        stated = await answer_claims(ctx, rows, self.max_claims)
         ok = stated.filter(pl.col("error").is_null() & (pl.col("claims").list.len() > 0))
         judged = await ctx.ask(
             VERDICTS,
@@ -243,38 +210,24 @@ class AnswerRelevancyLLM(Metric):
             ),
             count_col="n",
         )
-        items = explode_items(ok, "claims", "statement").join(
-            judged.select(ROW_ID, "answer", "error"), on=ROW_ID, how="left"
+        # Each verdict names the statement it judges (`index`, 1-based): matched by it.
+        verdicts = verdicts_by_index(
+            judged.filter(pl.col(ERROR).is_null()), pl.col("answer").struct.field("verdicts")
         )
-        verdict = (
-            pl.col("answer").struct.field("verdicts").list.get(pl.col("pos"), null_on_oob=True)
-        )
-        per_row = (
-            items.filter(pl.col("error").is_null())
-            .with_columns(verdict.alias("v"))
-            .group_by(ROW_ID)
-            .agg(
-                pl.struct(
-                    "statement",
-                    pl.col("v").struct.field("verdict"),
-                    pl.col("v").struct.field("reason"),
-                )
-                .sort_by("pos")
-                .alias("statements"),
-                (pl.col("v").struct.field("verdict") != "no")
-                .cast(pl.Float64)
-                .mean()
-                .alias("score"),
-            )
-        )
+        statements = numbered_items(ok, "claims", "statement")
+        relevant = (pl.element().struct.field("verdict") != "no").cast(pl.Float64)
+        per_row = matched_items(
+            statements, verdicts, "statement", ("verdict", "reason"), "statements", how="inner"
+        ).with_columns(pl.col("statements").list.eval(relevant).list.mean().alias("score"))
         return (
-            stated.select(ROW_ID, pl.col("error").alias("extract_error"))
+            stated.select(ROW_ID, pl.col("error").alias("extract_error"), "truncated")
             .join(judged.select(ROW_ID, "error"), on=ROW_ID, how="left", maintain_order="left")
             .join(per_row, on=ROW_ID, how="left", maintain_order="left")
             .select(
                 ROW_ID,
                 "score",
                 "statements",
+                "truncated",
                 pl.coalesce(
                     "extract_error",
                     "error",
@@ -288,32 +241,14 @@ class AnswerRelevancyLLM(Metric):
 
 # -------------------------------------------------------------------------------- hallucination
 
-HALLUCINATION = Task(
-    name="hallucination.contexts",
-    system=load("hallucination"),
-    schema={
-        "type": "object",
-        "properties": {
-            "verdicts": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "reason": {"type": "string"},
-                        "contradicted": {"type": "boolean"},
-                    },
-                    "required": ["reason", "contradicted"],
-                },
-            }
-        },
-        "required": ["verdicts"],
-    },
-    counted="verdicts",
-    max_tokens=1536,
+#: The judge's verdict on one context, which it names by number (`index`).
+CONTRADICTED = indexed_verdict(contradicted=boolean())
+HALLUCINATION = verdict_task(
+    "hallucination.contexts", load("hallucination"), CONTRADICTED, max_tokens=1536
 )
 
-CONTRADICTION = pl.Struct(
-    {"context_index": pl.Int32(), "contradicted": pl.Boolean(), "reason": pl.String()}
+CONTRADICTION = CONTRADICTED.struct(
+    "context_index", "contradicted", "reason", context_index=pl.Int32()
 )
 
 
@@ -326,7 +261,9 @@ class Hallucination(Metric):
     Requests per row: 1 (every context judged in one request, their number pinned by the
     schema).
     Empty input: a null or empty answer or contexts gives null with the reason and sends
-    nothing; blank context items are skipped (neither judged nor counted).
+    nothing; blank contexts are dropped before judging (neither judged nor counted).
+    Detail: `contexts`, one verdict per judged context; `context_index` is the 1-based position
+    of that context in the input list (blanks included), matched by the verdict's `index`.
     Inputs: answer and contexts. deepeval judges against `context` (ground-truth passages);
     to do so here, map that column: columns={"contexts": "context"}.
     Source: the guide's Hallucination Check (seed 003, worked example 0/2 = 0.0).
@@ -347,35 +284,16 @@ class Hallucination(Metric):
         return [HALLUCINATION]
 
     async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        kept = _kept_contexts(rows).join(rows.select(ROW_ID, "answer"), on=ROW_ID)
-        judged = await ctx.ask(
+        judged = await ask_about_contexts(
+            ctx,
             HALLUCINATION,
-            kept.select(
-                ROW_ID,
-                "context_index",
-                # Contexts first: the part a row may share with other requests.
-                prompt(
-                    fence_items("context", pl.col("kept")),
-                    fence("answer", pl.col("answer")),
-                ).alias("prompt"),
-                pl.col("kept").list.len().alias("n"),
-            ),
-            count_col="n",
+            rows,
+            # Contexts first: the part a row may share with other requests.
+            prompt(fence_items("context", pl.col("contexts")), fence("answer", pl.col("answer"))),
         )
-        verdict = pl.col("verdict")
-        per_row = (
-            _per_context(judged, pl.col("answer").struct.field("verdicts"))
-            .group_by(ROW_ID)
-            .agg(
-                pl.struct(
-                    "context_index",
-                    verdict.struct.field("contradicted"),
-                    verdict.struct.field("reason"),
-                )
-                .sort_by("context_index")
-                .alias("contexts"),
-                verdict.struct.field("contradicted").cast(pl.Float64).mean().alias("score"),
-            )
+        contradicted = pl.element().struct.field("contradicted").cast(pl.Float64)
+        per_row = per_context(judged, ("contradicted", "reason"), "contexts").with_columns(
+            pl.col("contexts").list.eval(contradicted).list.mean().alias("score")
         )
         return judged.select(ROW_ID, "error").join(
             per_row, on=ROW_ID, how="left", maintain_order="left"

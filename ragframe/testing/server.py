@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 from urllib.parse import parse_qs
 
+from ragframe.judge.schema import first_branch, kind_of, merge_all_of, numeric_bounds, resolve
+
 __all__ = [
     "STATUS_CLIENT_GONE",
     "STATUS_DROPPED",
@@ -191,53 +193,14 @@ def schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _resolve_ref(ref: str, root: Any) -> Any:
-    """Follow a local ``#/...`` JSON pointer (pydantic puts nested models under ``$defs``)."""
-    if not ref.startswith("#"):
-        return {}
-    node = root
-    for part in ref[1:].split("/"):
-        if not part:
-            continue
-        part = part.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return {}
-    return node
-
-
-def _is_null_schema(s: Any) -> bool:
-    return isinstance(s, dict) and s.get("type") == "null"
-
-
-def _merge_all_of(schema: dict[str, Any], root: Any) -> dict[str, Any]:
-    merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
-    for sub in schema["allOf"]:
-        if isinstance(sub, dict) and "$ref" in sub:
-            sub = _resolve_ref(sub["$ref"], root)
-        if not isinstance(sub, dict):
-            continue
-        for key, value in sub.items():
-            if key == "properties" and isinstance(value, dict):
-                merged["properties"] = {**merged.get("properties", {}), **value}
-            elif key == "required" and isinstance(value, list):
-                merged["required"] = [*merged.get("required", []), *value]
-            else:
-                merged.setdefault(key, value)
-    return merged
-
-
 def _bounds(schema: dict[str, Any], integer: bool) -> tuple[float, float]:
-    lo: float | None = schema.get("minimum")
-    hi: float | None = schema.get("maximum")
+    """The range to draw a number from: the schema's bounds (exclusive ones one step in),
+    100 wide where a side is open."""
+    lo, hi, emin, emax = numeric_bounds(schema)
     step = 1 if integer else 1e-3
-    emin, emax = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-    if isinstance(emin, int | float) and not isinstance(emin, bool):
+    if emin is not None:
         lo = emin + step if lo is None else max(lo, emin + step)
-    if isinstance(emax, int | float) and not isinstance(emax, bool):
+    if emax is not None:
         hi = emax - step if hi is None else min(hi, emax - step)
     if lo is None and hi is None:
         lo, hi = 0, 100
@@ -284,94 +247,105 @@ def synthesize(schema: Any, rng: random.Random, *, root: Any = None, depth: int 
     ``allOf``, local ``$ref`` (``$defs``), numeric bounds, string lengths and formats, and
     array ``minItems``/``maxItems`` (1..3 items when unbounded). Deep recursive schemas stop
     growing: past depth 6 arrays take their minimum length and objects only required keys.
+    The schema is read through `ragframe.judge.schema`, leniently: a ref that leads nowhere
+    allows anything.
     """
     if root is None:
         root = schema
     if not isinstance(schema, dict):
         return None if schema is False else rng.choice(_WORDS)
-    if "$ref" in schema:
-        return synthesize(_resolve_ref(schema["$ref"], root), rng, root=root, depth=depth + 1)
+    if isinstance(schema.get("$ref"), str):
+        return synthesize(resolve(schema, root, strict=False), rng, root=root, depth=depth + 1)
     if "const" in schema:
         return schema["const"]
     enum = schema.get("enum")
     if isinstance(enum, list) and enum:
         return rng.choice(enum)
-    for key in ("anyOf", "oneOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            pick = next((o for o in options if not _is_null_schema(o)), options[0])
-            if isinstance(pick, dict):
-                rest = {k: v for k, v in schema.items() if k != key}
-                pick = {**rest, **pick}
-            return synthesize(pick, rng, root=root, depth=depth)
+    if any(isinstance(schema.get(key), list) and schema[key] for key in ("anyOf", "oneOf")):
+        return synthesize(first_branch(schema, root), rng, root=root, depth=depth)
     if isinstance(schema.get("allOf"), list):
-        return synthesize(_merge_all_of(schema, root), rng, root=root, depth=depth)
+        return synthesize(merge_all_of(schema, root), rng, root=root, depth=depth)
+    make = _MAKERS.get(kind_of(schema))
+    return rng.choice(_WORDS) if make is None else make(schema, rng, root, depth)
 
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind is None:
-        if "properties" in schema:
-            kind = "object"
-        elif "items" in schema:
-            kind = "array"
-        else:
-            kind = "string"
-    deep = depth > 6
 
-    if kind == "object":
-        props = schema.get("properties")
-        props = props if isinstance(props, dict) else {}
-        required = schema.get("required")
-        required = required if isinstance(required, list) else []
-        out: dict[str, Any] = {}
-        for name, sub in props.items():
-            if deep and name not in required:
-                continue
-            out[name] = synthesize(sub, rng, root=root, depth=depth + 1)
-        for name in required:
-            if name not in out:
-                out[name] = rng.choice(_WORDS)
-        return out
-    if kind == "array":
-        lo, hi = schema.get("minItems"), schema.get("maxItems")
-        lo_n = lo if isinstance(lo, int) else None
-        hi_n = hi if isinstance(hi, int) else None
-        if lo_n is None and hi_n is None:
-            lo_n, hi_n = 1, 3
-        elif lo_n is None:
-            lo_n = min(1, hi_n)  # type: ignore[type-var]
-        elif hi_n is None:
-            hi_n = lo_n + 2
-        assert lo_n is not None and hi_n is not None
-        n = lo_n if deep else rng.randint(lo_n, max(lo_n, hi_n))
-        items = schema.get("items", {})
-        values: list[Any] = []
-        for _ in range(n):
-            value = synthesize(items, rng, root=root, depth=depth + 1)
-            if schema.get("uniqueItems"):
-                for _ in range(20):
-                    if value not in values:
-                        break
-                    value = synthesize(items, rng, root=root, depth=depth + 1)
-            values.append(value)
-        return values
-    if kind == "string":
-        return _words(rng, schema)
-    if kind == "boolean":
-        return rng.random() < 0.5
-    if kind == "integer":
-        lo_f, hi_f = _bounds(schema, integer=True)
-        lo_i, hi_i = math.ceil(lo_f), math.floor(hi_f)
-        return lo_i if lo_i >= hi_i else rng.randint(lo_i, hi_i)
-    if kind == "number":
-        lo_f, hi_f = _bounds(schema, integer=False)
-        if lo_f >= hi_f:
-            return lo_f
-        return min(max(round(rng.uniform(lo_f, hi_f), 3), lo_f), hi_f)
-    if kind == "null":
-        return None
-    return rng.choice(_WORDS)
+def _object(schema: dict[str, Any], rng: random.Random, root: Any, depth: int) -> Any:
+    props = schema.get("properties")
+    props = props if isinstance(props, dict) else {}
+    required = schema.get("required")
+    required = required if isinstance(required, list) else []
+    out: dict[str, Any] = {}
+    for name, sub in props.items():
+        if depth > 6 and name not in required:
+            continue
+        out[name] = synthesize(sub, rng, root=root, depth=depth + 1)
+    for name in required:
+        if name not in out:
+            out[name] = rng.choice(_WORDS)
+    if out.get("covered") is False and "source_context" in out:
+        out["source_context"] = None  # a fact not covered names no source (context_recall)
+    return out
+
+
+def _array(schema: dict[str, Any], rng: random.Random, root: Any, depth: int) -> Any:
+    lo, hi = schema.get("minItems"), schema.get("maxItems")
+    lo_n = lo if isinstance(lo, int) else None
+    hi_n = hi if isinstance(hi, int) else None
+    if lo_n is None and hi_n is None:
+        lo_n, hi_n = 1, 3
+    elif lo_n is None:
+        lo_n = min(1, hi_n)  # type: ignore[type-var]
+    elif hi_n is None:
+        hi_n = lo_n + 2
+    assert lo_n is not None and hi_n is not None
+    n = lo_n if depth > 6 else rng.randint(lo_n, max(lo_n, hi_n))
+    items = schema.get("items", {})
+    indexed = _has_index(items, root)
+    values: list[Any] = []
+    for position in range(n):
+        value = synthesize(items, rng, root=root, depth=depth + 1)
+        if indexed and isinstance(value, dict):
+            value["index"] = position + 1  # verdicts name the item they judge, 1..n
+        if schema.get("uniqueItems"):
+            for _ in range(20):
+                if value not in values:
+                    break
+                value = synthesize(items, rng, root=root, depth=depth + 1)
+        values.append(value)
+    return values
+
+
+def _integer(schema: dict[str, Any], rng: random.Random, root: Any, depth: int) -> Any:
+    lo_f, hi_f = _bounds(schema, integer=True)
+    lo_i, hi_i = math.ceil(lo_f), math.floor(hi_f)
+    return lo_i if lo_i >= hi_i else rng.randint(lo_i, hi_i)
+
+
+def _number(schema: dict[str, Any], rng: random.Random, root: Any, depth: int) -> Any:
+    lo_f, hi_f = _bounds(schema, integer=False)
+    if lo_f >= hi_f:
+        return lo_f
+    return min(max(round(rng.uniform(lo_f, hi_f), 3), lo_f), hi_f)
+
+
+#: How a value of each kind is made: (schema, rng, root, depth) -> value.
+_MAKERS: dict[str, Callable[[dict[str, Any], random.Random, Any, int], Any]] = {
+    "object": _object,
+    "array": _array,
+    "string": lambda schema, rng, root, depth: _words(rng, schema),
+    "boolean": lambda schema, rng, root, depth: rng.random() < 0.5,
+    "integer": _integer,
+    "number": _number,
+    "null": lambda schema, rng, root, depth: None,
+}
+
+
+def _has_index(items: Any, root: Any) -> bool:
+    """Array items that are objects with an integer `index` (the item a verdict judges)."""
+    items = resolve(items, root, strict=False)
+    props = items.get("properties") if isinstance(items, dict) else None
+    index = props.get("index") if isinstance(props, dict) else None
+    return isinstance(index, dict) and index.get("type") == "integer"
 
 
 def _canonical(value: Any) -> bytes:
@@ -1389,13 +1363,9 @@ class FakeServer:
             filename, data = fields["file"]
             purpose = fields.get("purpose", (None, b"batch"))[1].decode("utf-8")
             return _Out(200, self._add_file(data, filename or "upload", purpose))
-        if not rest and method == "GET":
-            return _Out(200, self._page(list(self._files.values()), query))
-        meta = self._files.get(rest[0]) if rest else None
-        if meta is None:
-            return _Out(404, error_body(404, f"no such file: {rest[0] if rest else ''}"))
-        if len(rest) == 1 and method == "GET":
-            return _Out(200, meta)
+        meta = self._listed_or_found(self._files, "file", method, rest, query)
+        if isinstance(meta, _Out):
+            return meta
         if len(rest) == 1 and method == "DELETE":
             del self._files[rest[0]]
             self._file_data.pop(rest[0], None)
@@ -1403,6 +1373,20 @@ class FakeServer:
         if len(rest) == 2 and rest[1] == "content" and method == "GET":
             return _Out(200, self._file_data[rest[0]], content_type="application/octet-stream")
         return _Out(404, error_body(404, f"no route for {method} /files/{'/'.join(rest)}"))
+
+    def _listed_or_found(
+        self, store: dict[str, dict[str, Any]], noun: str, method: str, rest: list[str], query: str
+    ) -> _Out | dict[str, Any]:
+        """The answer to a GET of the collection (a page) or of one item, or a 404 for an
+        unknown item; else the item `rest[0]` names, for the route to act on."""
+        if not rest and method == "GET":
+            return _Out(200, self._page(list(store.values()), query))
+        item = store.get(rest[0]) if rest else None
+        if item is None:
+            return _Out(404, error_body(404, f"no such {noun}: {rest[0] if rest else ''}"))
+        if len(rest) == 1 and method == "GET":
+            return _Out(200, item)
+        return item
 
     @staticmethod
     def _page(items: list[dict[str, Any]], query: str) -> dict[str, Any]:
@@ -1463,13 +1447,9 @@ class FakeServer:
             self._batch_cancel[batch_id] = asyncio.Event()
             self._spawn(self._run_batch(batch))
             return _Out(200, batch)
-        if not rest and method == "GET":
-            return _Out(200, self._page(list(self._batches.values()), query))
-        found = self._batches.get(rest[0]) if rest else None
-        if found is None:
-            return _Out(404, error_body(404, f"no such batch: {rest[0] if rest else ''}"))
-        if len(rest) == 1 and method == "GET":
-            return _Out(200, found)
+        found = self._listed_or_found(self._batches, "batch", method, rest, query)
+        if isinstance(found, _Out):
+            return found
         if len(rest) == 2 and rest[1] == "cancel" and method == "POST":
             if found["status"] in ("validating", "in_progress", "finalizing"):
                 found["status"] = "cancelling"

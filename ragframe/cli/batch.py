@@ -1,4 +1,5 @@
-"""`ragframe batch ...`: score a Parquet log through the OpenAI Batch API, or vllm run-batch.
+"""`ragframe batch ...`: score a log (Parquet, JSON Lines or CSV) through the OpenAI Batch API,
+or vllm run-batch.
 
     ragframe batch submit IN.parquet --manifest M.json --metrics faithfulness,context_recall
     ragframe batch status --manifest M.json
@@ -9,18 +10,22 @@
 
 All state is in the manifest and the answer cache, so any command can be repeated after a crash
 or on another day: nothing answered is paid for twice, no batch is submitted twice.
+
+Exit status: 0 done (or this step done); 2 a configuration, input or endpoint error, on one
+line; 3 `run` stopped waiting (resume with collect); 4 the job finished but some metric failed
+on every row that had its inputs (the output is written all the same).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ragframe.errors import ConfigError, RagframeError
-
-CORE_METRICS = "faithfulness,answer_relevancy,context_precision,context_recall"
+from ragframe.cli import common
+from ragframe.errors import RagframeError
 
 
 def _judge_options(p: argparse.ArgumentParser) -> None:
@@ -37,11 +42,11 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
 
 
 def _job_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--metrics", default=CORE_METRICS, help="comma-separated metric names")
+    p.add_argument("--metrics", default=common.CORE_METRICS, help="comma-separated metric names")
     p.add_argument("--columns", help="rename inputs: question=my_prompt,answer=my_output")
 
 
-def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `batch` and its subcommands to the `ragframe` parser's subparsers."""
     batch = subparsers.add_parser(
         "batch",
@@ -49,10 +54,11 @@ def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    batch.set_defaults(handler=cmd_batch)
     sub = batch.add_subparsers(dest="batch_command", required=True)
 
     submit = sub.add_parser("submit", help="submit the requests the cache lacks as batches")
-    submit.add_argument("input", help="input Parquet file")
+    submit.add_argument("input", help="input log: .parquet, .jsonl / .ndjson or .csv")
     submit.add_argument("--manifest", required=True, help="the job's manifest (JSON)")
     _job_options(submit)
     _judge_options(submit)
@@ -71,7 +77,7 @@ def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
     _judge_options(collect)
 
     run = sub.add_parser("run", help="submit, poll and collect until done, in one process")
-    run.add_argument("input", help="input Parquet file")
+    run.add_argument("input", help="input log: .parquet, .jsonl / .ndjson or .csv")
     run.add_argument("-o", "--output", required=True, help="output Parquet file")
     run.add_argument("--manifest", required=True)
     run.add_argument("--overwrite", action="store_true", help="replace an existing output")
@@ -86,7 +92,7 @@ def add_batch_parser(subparsers: Any) -> argparse.ArgumentParser:
     _judge_options(run)
 
     export = sub.add_parser("export", help="write the missing requests as JSONL (vllm run-batch)")
-    export.add_argument("input", help="input Parquet file")
+    export.add_argument("input", help="input log: .parquet, .jsonl / .ndjson or .csv")
     export.add_argument("--jsonl", required=True, help="the request file to write")
     export.add_argument("--manifest", help="the job's manifest (default: JSONL.manifest.json)")
     _job_options(export)
@@ -110,6 +116,7 @@ def _manifest_judge(path: Path) -> dict[str, Any]:
 
 
 def _judge(args: argparse.Namespace, manifest: Path) -> Any:
+    """The judge for this command: the flags given, else what the manifest recorded."""
     from ragframe.judge import Judge
 
     recorded = _manifest_judge(manifest)
@@ -123,13 +130,119 @@ def _judge(args: argparse.Namespace, manifest: Path) -> Any:
     )
 
 
-def _print_done(progress: Any) -> None:
-    from ragframe.cli import format_summary
+def cmd_batch(args: argparse.Namespace) -> int:
+    """Run one `ragframe batch` subcommand.
+
+    Exit status: 0 when it did its part; 3 when `run` stopped waiting (resume with collect);
+    4 when the job finished but some metric failed on every row that had its inputs (the
+    output is written all the same). Errors are RagframeError (the caller prints them on one
+    line and exits 2); an endpoint that cannot serve the job is named with the fix.
+    """
+    from ragframe.judge.batch import BatchJob
+
+    if args.batch_command == "export" and not args.manifest:
+        args.manifest = f"{args.jsonl}.manifest.json"
+    manifest = Path(args.manifest)
+    judge = _judge(args, manifest)
+    with common.endpoint_named(judge):
+        job = BatchJob(manifest, judge, max_attempts=args.max_attempts)
+        action = ACTIONS.get(args.batch_command)
+        if action is None:
+            raise RagframeError(f"unknown batch command {args.batch_command!r}")
+        return action(args, job)
+
+
+def _job_inputs(args: argparse.Namespace) -> tuple[list[str], dict[str, str] | None]:
+    """The metric names and column renames of a command that reads the input (an output
+    that would overwrite the input is refused)."""
+    metrics = common.parse_metrics(args.metrics)
+    columns = common.parse_columns(args.columns)
+    common.refuse_input_as_output(
+        args.input, getattr(args, "output", None), getattr(args, "jsonl", None)
+    )
+    common.refuse_non_parquet_output(getattr(args, "output", None))
+    return metrics, columns
+
+
+def _submit(args: argparse.Namespace, job: Any) -> int:
+    metrics, columns = _job_inputs(args)
+    print(job.submit(args.input, metrics, columns).message())
+    return common.EXIT_OK
+
+
+def _status(args: argparse.Namespace, job: Any) -> int:
+    from ragframe.judge.batch import format_status
+
+    info = job.status()
+    print(json.dumps(info, indent=1) if args.json else format_status(info))
+    return common.EXIT_OK
+
+
+def _collect(args: argparse.Namespace, job: Any) -> int:
+    progress = job.collect(args.output, overwrite=args.overwrite)
+    print(progress.message())
+    return _print_done(progress)
+
+
+def _run(args: argparse.Namespace, job: Any) -> int:
+    metrics, columns = _job_inputs(args)
+    progress = job.run(
+        args.input,
+        metrics,
+        args.output,
+        columns=columns,
+        poll_interval=args.poll_interval,
+        timeout=args.wait,
+        overwrite=args.overwrite,
+        on_progress=_print_notes,
+    )
+    if progress.state != "done":
+        return common.EXIT_STOPPED_WAITING
+    return _print_done(progress)
+
+
+def _export(args: argparse.Namespace, job: Any) -> int:
+    metrics, columns = _job_inputs(args)
+    progress = job.export_jsonl(args.input, metrics, args.jsonl, columns)
+    print(progress.message())
+    if progress.state == "submitted":
+        print(
+            f"run it with: vllm run-batch -i {args.jsonl} -o results.jsonl --model "
+            f"{job.judge.model}; then: ragframe batch import --manifest {Path(args.manifest)} "
+            "results.jsonl"
+        )
+    return common.EXIT_OK
+
+
+def _import(args: argparse.Namespace, job: Any) -> int:
+    counts = job.import_results(args.results)
+    print(
+        f"imported {args.results}: {counts['answered']} answers stored, {counts['failed']} "
+        f"failed (retried by the next export), {counts['unknown']} lines not of this job"
+    )
+    return common.EXIT_OK
+
+
+ACTIONS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
+    "submit": _submit,
+    "status": _status,
+    "collect": _collect,
+    "run": _run,
+    "export": _export,
+    "import": _import,
+}
+"""What each `ragframe batch` subcommand does, given its arguments and the job."""
+
+
+def _print_done(progress: Any) -> int:
+    """Print the summary of a finished job; the exit status (4 when a metric failed on
+    every row that had its inputs, the output written all the same)."""
+    from ragframe.evaluate import failed_metrics
 
     if progress.result is None:
-        return
+        return common.EXIT_OK
     summary = progress.result.summary()
-    print(format_summary(summary, local=False))
+    print(common.format_summary(summary, local=False))
     info = summary["batch"]
     print(
         f"batches {len(info['batch_ids'])} over {info['stages']} stage(s): "
@@ -137,75 +250,12 @@ def _print_done(progress: Any) -> None:
         f"{info['given_up_requests']} given up; batch tokens {info['prompt_tokens']} prompt + "
         f"{info['completion_tokens']} completion"
     )
+    result = progress.result
+    failed = failed_metrics(result.frame, result.metrics, result.stats)
+    return common.report_failed_metrics(failed, str(progress.output) if progress.output else None)
 
 
 def _print_notes(progress: Any) -> None:
+    """Print what a running job has to say (called by `BatchJob.run` between polls)."""
     if progress.notes:
         print(progress.message(), flush=True)
-
-
-def cmd_batch(args: argparse.Namespace) -> int:
-    """Run one `ragframe batch` subcommand; 0 when it did its part, 3 when `run` stopped waiting.
-
-    Errors are RagframeError (the caller prints them and exits 2).
-    """
-    from ragframe.cli import _parse_columns
-    from ragframe.judge.batch import BatchJob, format_status
-
-    command = args.batch_command
-    if command == "export" and not args.manifest:
-        args.manifest = f"{args.jsonl}.manifest.json"
-    manifest = Path(args.manifest)
-    job = BatchJob(manifest, _judge(args, manifest), max_attempts=args.max_attempts)
-    if command in ("submit", "run", "export"):
-        metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-        columns = _parse_columns(args.columns)
-        for out in (getattr(args, "output", None), getattr(args, "jsonl", None)):
-            if out and Path(out).resolve() == Path(args.input).resolve():
-                raise ConfigError(
-                    "the output must not be the input file; the input is never written"
-                )
-    if command == "submit":
-        progress = job.submit(args.input, metrics, columns)
-        print(progress.message())
-        return 0
-    if command == "status":
-        info = job.status()
-        print(json.dumps(info, indent=1) if args.json else format_status(info))
-        return 0
-    if command == "collect":
-        progress = job.collect(args.output, overwrite=args.overwrite)
-        print(progress.message())
-        _print_done(progress)
-        return 0
-    if command == "run":
-        progress = job.run(
-            args.input,
-            metrics,
-            args.output,
-            columns=columns,
-            poll_interval=args.poll_interval,
-            timeout=args.wait,
-            overwrite=args.overwrite,
-            on_progress=_print_notes,
-        )
-        _print_done(progress)
-        return 0 if progress.state == "done" else 3
-    if command == "export":
-        progress = job.export_jsonl(args.input, metrics, args.jsonl, columns)
-        print(progress.message())
-        if progress.state == "submitted":
-            print(
-                f"run it with: vllm run-batch -i {args.jsonl} -o results.jsonl --model "
-                f"{job.judge.model}; then: ragframe batch import --manifest {manifest} "
-                "results.jsonl"
-            )
-        return 0
-    if command == "import":
-        counts = job.import_results(args.results)
-        print(
-            f"imported {args.results}: {counts['answered']} answers stored, {counts['failed']} "
-            f"failed (retried by the next export), {counts['unknown']} lines not of this job"
-        )
-        return 0
-    raise RagframeError(f"unknown batch command {command!r}")

@@ -1,0 +1,69 @@
+"""The `ragframe` command line, one module per subcommand.
+
+Each subcommand module has `add_parser(subparsers)`, which adds its arguments and sets the
+`handler` that runs it (`args` in, exit status out). What several subcommands share (exit
+statuses, the `--columns` and `--metrics` parsers, the run summary, the one-line endpoint error)
+is in `ragframe.cli.common`. A new subcommand is a new module listed in `SUBCOMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ragframe.cli import batch, score
+from ragframe.cli.batch import cmd_batch
+from ragframe.cli.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    endpoint_error,
+    format_summary,
+    one_line,
+    report_failed_metrics,
+)
+from ragframe.cli.score import cmd_score
+from ragframe.errors import RagframeError
+
+__all__ = [
+    "build_parser",
+    "cmd_batch",
+    "cmd_score",
+    "endpoint_error",
+    "format_summary",
+    "main",
+    "one_line",
+    "report_failed_metrics",
+]
+
+DESCRIPTION = "Command line: `ragframe score IN.parquet -o OUT.parquet --metrics ...`."
+SUBCOMMANDS = (score, batch)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `ragframe` parser, with every subcommand's arguments."""
+    parser = argparse.ArgumentParser(prog="ragframe", description=DESCRIPTION)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for module in SUBCOMMANDS:
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one `ragframe` command; the exit status (errors are printed on one line)."""
+    args = build_parser().parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        return EXIT_ERROR
+    try:
+        return int(handler(args))
+    except RagframeError as err:
+        print(f"ragframe: error: {one_line(str(err))}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(
+            "ragframe: interrupted. Answers received so far are in the cache; run the same "
+            "command again to resume without paying for them twice.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED

@@ -1,0 +1,166 @@
+"""`ragframe score IN -o OUT.parquet`: score a log (Parquet, JSON Lines or CSV), chunk by chunk."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ragframe.cli import common
+from ragframe.errors import RagframeError
+
+EXIT_STATUSES = (
+    "exit status: 0 scored; 2 a configuration, input or endpoint error (one line says what to "
+    "fix; nothing is sent when it can be known before the first request); 4 some metric "
+    "failed on every row that had its inputs (the output is written all the same); "
+    "130 interrupted (rerun to resume from the cache)"
+)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `score` to the `ragframe` parser's subparsers."""
+    score = subparsers.add_parser(
+        "score",
+        help="score a log (Parquet, JSON Lines or CSV) and write the scored Parquet file",
+        epilog=EXIT_STATUSES,
+    )
+    score.set_defaults(handler=cmd_score)
+    score.add_argument(
+        "input",
+        help="input log: .parquet, .jsonl / .ndjson or .csv (in CSV, list columns hold JSON lists)",
+    )
+    score.add_argument("-o", "--output", required=True, help="output Parquet file")
+    score.add_argument(
+        "--metrics",
+        default=common.CORE_METRICS,
+        help="comma-separated metric names (default: the four core metrics)",
+    )
+    score.add_argument("--model", help="judge model (default $RAGFRAME_MODEL)")
+    score.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+    score.add_argument("--embedding-model", help="embedding model for answer_relevancy")
+    score.add_argument("--columns", help="rename inputs: question=my_prompt,answer=my_output")
+    score.add_argument("--concurrency", type=int, default=16, help="HTTP requests in flight")
+    score.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    score.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    score.add_argument("--cache", help="cache file (default $RAGFRAME_CACHE or ~/.cache/ragframe)")
+    score.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    score.add_argument("--fail-fast", action="store_true", help="stop at the first failed request")
+    score.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    score.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=2000,
+        help="rows read, scored and written at a time (memory is bounded by this, not the file)",
+    )
+    score.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="estimate requests, tokens and cost without sending anything, then stop",
+    )
+    score.add_argument(
+        "--max-cost",
+        type=float,
+        help="dollars: refuse a run whose estimate exceeds it, and stop one that spends it",
+    )
+    score.add_argument(
+        "--price",
+        help="prompt,completion dollars per million tokens (default: ragframe.pricing)",
+    )
+    return score
+
+
+def parse_price(text: str | None) -> tuple[float, float] | None:
+    """`0.15,0.60` -> (0.15, 0.6): dollars per million prompt and completion tokens."""
+    if not text:
+        return None
+    try:
+        prompt_price, completion_price = (float(x) for x in text.split(","))
+    except ValueError:
+        raise RagframeError(f"--price expects two numbers like 0.15,0.60, got {text!r}") from None
+    return prompt_price, completion_price
+
+
+def _judge(args: argparse.Namespace) -> Any:
+    from ragframe.judge import Judge
+
+    cache: Any = False if args.no_cache else (args.cache or True)
+    return Judge(
+        args.model,
+        base_url=args.base_url,
+        embedding_model=args.embedding_model,
+        concurrency=args.concurrency,
+        timeout=args.timeout,
+        cache=cache,
+        fail_fast=args.fail_fast,
+        progress=not args.no_progress,
+        price=parse_price(args.price),
+        max_cost=args.max_cost,
+    )
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """`ragframe score`; stops with the endpoint named when the judge cannot serve the run."""
+    judge = _judge(args)
+    with common.endpoint_named(judge):
+        return _score(args, judge)
+
+
+def _score(args: argparse.Namespace, judge: Any) -> int:
+    from pathlib import Path
+
+    import polars as pl
+
+    from ragframe.evaluate import check_judge, failed_metrics
+    from ragframe.metrics import resolve
+    from ragframe.stream import score_file
+
+    if Path(args.output).exists() and not args.overwrite:
+        raise RagframeError(f"output {args.output!r} exists; add --overwrite to replace it")
+    common.refuse_input_as_output(args.input, args.output)
+    common.refuse_non_parquet_output(args.output)
+    metrics = resolve(common.parse_metrics(args.metrics))
+    # Before anything is read or sent: a judge that cannot serve a metric (no embedding model).
+    check_judge(judge, metrics)
+    columns = common.parse_columns(args.columns)
+    if args.chunk_rows < 1:
+        raise RagframeError(f"--chunk-rows must be at least 1, got {args.chunk_rows}")
+    if (args.dry_run or args.max_cost is not None) and _estimate_says_stop(
+        args, judge, metrics, columns
+    ):
+        return common.EXIT_OK
+    result = score_file(
+        args.input,
+        args.output,
+        metrics,
+        judge=judge,
+        columns=columns,
+        chunk_rows=args.chunk_rows,
+        overwrite=args.overwrite,
+    )
+    print(common.format_summary(result.summary(), result.judge.local))
+    print(f"wrote {args.output}")
+    failed = failed_metrics(pl.scan_parquet(args.output), result.metrics, result.stats)
+    return common.report_failed_metrics(failed, args.output)
+
+
+def _estimate_says_stop(
+    args: argparse.Namespace, judge: Any, metrics: list[Any], columns: dict[str, str] | None
+) -> bool:
+    """Print the estimate; True for a dry run (nothing more to do). A run whose estimate is
+    over --max-cost is refused here, before anything is sent."""
+    from ragframe.evaluate import estimate
+
+    guess = estimate(args.input, metrics, judge=judge, columns=columns, chunk_rows=args.chunk_rows)
+    dollars = "unknown price" if guess["cost_usd"] is None else f"${guess['cost_usd']:.4f}"
+    print(
+        f"estimate: {guess['requests']} requests, {guess['prompt_tokens']} prompt + "
+        f"{guess['completion_tokens']} completion tokens, {dollars} for {guess['rows']} rows "
+        f"on {guess['model']} (cached answers are free and not counted)"
+    )
+    if args.dry_run:
+        return True
+    if guess["cost_usd"] is not None and guess["cost_usd"] > args.max_cost:
+        raise RagframeError(
+            f"the estimate ${guess['cost_usd']:.4f} exceeds --max-cost ${args.max_cost:.4f}; "
+            "nothing was sent"
+        )
+    return False

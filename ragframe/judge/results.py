@@ -1,0 +1,95 @@
+"""What the judge gives back: one `Answer` per prompt, and the `RunStats` of the whole run."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def dumps(value: Any) -> str:
+    """The normalised JSON text answers are kept and cached as."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass
+class Answer:
+    """One validated answer (or why there is none) for one prompt.
+
+    The answer is kept as normalised JSON text: Polars decodes a whole column of it at once
+    (in Rust), and the cache stores the same text, so a warm rerun never re-validates.
+    """
+
+    json: str | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    requests: int = 0
+    cached: bool = False
+    logprobs: list[dict[str, Any]] | None = None
+
+    @property
+    def value(self) -> Any:
+        """The answer as Python objects (None when there is none)."""
+        return None if self.json is None else json.loads(self.json)
+
+
+@dataclass
+class RunStats:
+    """What a run cost and what went wrong, for the summary and the output metadata."""
+
+    # Requests sent, and what became of them.
+    requests: int = 0
+    answered: int = 0
+    by_task: Counter[str] = field(default_factory=Counter)
+    retries: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    repairs: int = 0
+    # Requests not sent: answered from the cache or this run, or asked twice in one column.
+    cache_hits: int = 0
+    deduplicated: int = 0
+    # What the requests sent cost.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    price: tuple[float, float] | None = None
+    embedding_requests: int = 0
+    #: Texts cut to the embedding model's input limit before they were sent.
+    embedding_texts_cut: int = 0
+    # How the endpoint held up: the pool's lowest limit, its pauses on 429s, and the
+    # structured-output mode the run ended in.
+    lowest_concurrency: int = 0
+    rate_limit_pauses: int = 0
+    rate_limit_paused_s: float = 0.0
+    #: Each run-wide step down of structured output: from, to, and the server's reason.
+    downgrades: list[dict[str, str]] = field(default_factory=list)
+    structured_mode: str = "json_schema"
+
+    @property
+    def cost(self) -> float | None:
+        """Dollars spent on the requests sent in this run (None when the price is unknown)."""
+        from ragframe.pricing import cost
+
+        return cost(self.price, self.prompt_tokens, self.completion_tokens)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cost_usd": None if self.cost is None else round(self.cost, 6),
+            "requests": self.requests,
+            "answered": self.answered,
+            "cache_hits": self.cache_hits,
+            "deduplicated": self.deduplicated,
+            "embedding_requests": self.embedding_requests,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "retries": dict(self.retries),
+            "failures": dict(self.failures),
+            "repairs": self.repairs,
+            "requests_by_task": dict(self.by_task),
+            "lowest_concurrency": self.lowest_concurrency,
+            "structured_mode": self.structured_mode,
+            "structured_downgrades": list(self.downgrades),
+            "rate_limit_pauses": self.rate_limit_pauses,
+            "rate_limit_paused_s": round(self.rate_limit_paused_s, 3),
+            "embedding_texts_cut": self.embedding_texts_cut,
+        }

@@ -1,0 +1,205 @@
+"""The answer store: where a session looks before it asks the judge anything.
+
+A request's key is a hash of everything that shapes its answer (model, endpoint, system
+prompt, schema, sampling parameters, user message). The store keeps, by key, this run's
+answers (the memo: a stage that several metrics share is paid for once even with the cache
+off), the requests in flight (asked twice at once, sent once), and reads and writes the
+SQLite cache (`AnswerCache`, whose reads and writes run off the event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ragframe.judge.cache import request_key
+from ragframe.judge.config import Judge
+from ragframe.judge.parse import AnswerError, parse_answer
+from ragframe.judge.results import Answer, RunStats, dumps
+from ragframe.judge.task import Task
+
+Count = int | tuple[int, ...] | None
+
+
+class Requests:
+    """The distinct requests of one column of prompts, by key; a request's messages and
+    schema are built on demand (answers the store holds never need them)."""
+
+    def __init__(self, task: Task, where: dict[str, tuple[str, dict[str, Any]]]) -> None:
+        self.task = task
+        self.where = where
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.where)
+
+    def __len__(self) -> int:
+        return len(self.where)
+
+    def schema(self, key: str) -> dict[str, Any]:
+        return self.where[key][1]
+
+    def __getitem__(self, key: str) -> dict[str, Any]:
+        user, schema = self.where[key]
+        return {
+            "messages": [
+                {"role": "system", "content": self.task.system},
+                {"role": "user", "content": user},
+            ],
+            "schema": schema,
+        }
+
+
+class AnswerStore:
+    """This run's answers, the requests in flight, and the cache; see the module docstring."""
+
+    def __init__(self, judge: Judge, stats: RunStats) -> None:
+        self.judge = judge
+        self.stats = stats
+        #: Requests under way, by key: a second ask for one joins it instead of sending again.
+        self.inflight: dict[str, asyncio.Future[Answer]] = {}
+        # Answers already given in this run. Cleared between chunks of a streamed file.
+        self._memo: dict[str, Answer] = {}
+        self._prefixes: dict[Any, tuple[bytes, dict[str, Any]]] = {}
+
+    # ----------------------------------------------------------------- keys
+    def requests(
+        self, task: Task, prompts: Sequence[str], counts: Sequence[Count]
+    ) -> tuple[list[str], Requests]:
+        """The key of each prompt (aligned with `prompts`), and the distinct requests."""
+        where: dict[str, tuple[str, dict[str, Any]]] = {}
+        keys: list[str] = []
+        for user, count in zip(prompts, counts, strict=True):
+            digest, schema = self._prefix(task, count)
+            key = hashlib.sha256(digest + user.encode()).hexdigest()
+            keys.append(key)
+            if key not in where:
+                where[key] = (user, schema)
+        self.stats.deduplicated += len(keys) - len(where)
+        return keys, Requests(task, where)
+
+    def _prefix(self, task: Task, count: Count) -> tuple[bytes, dict[str, Any]]:
+        """The digest of everything but the user message, and the prompt's schema.
+
+        A request's cache key is sha256(this digest + the user message): model, endpoint,
+        instructions, schema and sampling parameters all count, and a column of keys costs one
+        hash of each user message rather than one JSON encoding of each whole request.
+        """
+        memo = (task.name, task.prompt_hash, count)
+        known = self._prefixes.get(memo)
+        if known is not None:
+            return known
+        judge = self.judge
+        schema = task.schema_for(count)
+        head = {
+            "model": judge.model,
+            "endpoint": judge.endpoint_host,
+            "system": task.system,
+            "schema": schema,
+            "params": {
+                "temperature": judge.temperature,
+                "seed": judge.seed,
+                "max_tokens": judge.max_tokens_for(task),
+                "top_logprobs": task.top_logprobs,
+            },
+        }
+        digest = hashlib.sha256(request_key(head).encode()).digest()
+        self._prefixes[memo] = (digest, schema)
+        return digest, schema
+
+    def vector_keys(self, model: str, texts: Mapping[str, str]) -> dict[str, str]:
+        """Each text -> the cache key of its vector (`texts`: text -> the text as sent)."""
+        endpoint = self.judge.endpoint_host
+        return {
+            text: request_key({"embedding_model": model, "endpoint": endpoint, "text": sent})
+            for text, sent in texts.items()
+        }
+
+    # -------------------------------------------------------------- answers
+    async def recall(self, task: Task, requests: Requests) -> dict[str, Answer]:
+        """The answers this run or the cache already holds, by key."""
+        found: dict[str, Answer] = {k: self._memo[k] for k in requests if k in self._memo}
+        remembered = len(found)
+        cache = self.judge.cache
+        if cache is not None:
+            lookup = [k for k in requests if k not in found]
+            for key, stored in (await cache.aget_many(lookup)).items():
+                answer = _from_cache(stored, requests.schema(key), task)
+                if answer is not None:
+                    found[key] = answer
+        self.stats.cache_hits += len(found) - remembered
+        return found
+
+    def remember(self, answers: Iterable[tuple[str, Answer]]) -> None:
+        """Keep the answers without an error for the rest of the run."""
+        for key, answer in answers:
+            if answer.error is None:
+                self._memo[key] = answer
+
+    def forget(self) -> None:
+        """Drop this run's in-memory answers (the disk cache keeps them)."""
+        self._memo.clear()
+
+    def track(self, key: str, answering: Coroutine[Any, Any, Answer]) -> asyncio.Future[Answer]:
+        """Start answering `key`; until it is done, `inflight[key]` is its future."""
+        future = asyncio.ensure_future(self._until_done(key, answering))
+        self.inflight[key] = future
+        return future
+
+    async def _until_done(self, key: str, answering: Coroutine[Any, Any, Answer]) -> Answer:
+        try:
+            return await answering
+        finally:
+            self.inflight.pop(key, None)
+
+    async def save(self, key: str, answer: Answer, content: str) -> None:
+        """Commit a fresh answer to the cache (resumes once a crash can no longer lose it)."""
+        cache = self.judge.cache
+        if cache is not None:
+            stored = {
+                "value": answer.json,
+                "content": content,
+                "logprobs": answer.logprobs,
+                "usage": {
+                    "prompt_tokens": answer.prompt_tokens,
+                    "completion_tokens": answer.completion_tokens,
+                },
+            }
+            await cache.aput(key, self.judge.model, stored)
+
+    # -------------------------------------------------------------- vectors
+    async def vectors(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """The cached vectors among `keys`, by key."""
+        cache = self.judge.cache
+        wanted = list(keys)
+        if cache is None or not wanted:
+            return {}
+        found = await cache.aget_vectors(wanted)
+        return {key: np.frombuffer(blob, dtype=np.float32) for key, blob in found.items()}
+
+    async def save_vectors(self, model: str, fresh: list[tuple[str, np.ndarray]]) -> None:
+        cache = self.judge.cache
+        if cache is not None:
+            await cache.aput_vectors(model, [(k, v.tobytes()) for k, v in fresh])
+
+
+def _from_cache(stored: dict[str, Any], schema: dict[str, Any], task: Task) -> Answer | None:
+    """A cached answer: its normalised JSON as stored, or (for answers stored raw, as the
+    Batch API collector does) the raw content validated now."""
+    normalised = stored.get("value")
+    if normalised is None:
+        try:
+            normalised = dumps(task.finish(parse_answer(stored["content"], schema)))
+        except AnswerError:
+            return None
+    usage = stored.get("usage") or {}
+    return Answer(
+        json=normalised,
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        completion_tokens=int(usage.get("completion_tokens", 0)),
+        cached=True,
+        logprobs=stored.get("logprobs"),
+    )
