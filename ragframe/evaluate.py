@@ -33,16 +33,13 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
-        """Per metric: mean, rows scored, rows failed; then requests and tokens."""
-        per_metric = {}
-        for metric in self.metrics:
-            scores = self.frame.get_column(metric.name)
-            per_metric[metric.name] = {
-                "mean": scores.mean(),
-                "scored": scores.len() - scores.null_count(),
-                "failed": scores.null_count(),
-                "direction": metric.direction,
-            }
+        """Per metric: mean with its interval, rows scored, rows failed; then requests and
+        tokens (and, for a sample, how many of the log's rows it holds)."""
+        from ragframe.summary import metric_summary
+
+        per_metric = {
+            m.name: metric_summary(self.frame.get_column(m.name), m.direction) for m in self.metrics
+        }
         return {
             "rows": self.frame.height,
             "seconds": round(self.seconds, 3),
@@ -71,10 +68,22 @@ class RunResult:
             "summary": self.summary(),
         }
 
-    def write_parquet(self, path: str | Path, *, overwrite: bool = True) -> None:
+    def write_parquet(self, path: str | Path, *, overwrite: bool = False) -> None:
+        """Write the scored frame with its metadata, atomically. An existing file is refused
+        unless `overwrite=True`: the same rule as `ragframe score` without `--overwrite`."""
         from ragframe.io import write_parquet
 
         write_parquet(self.frame, path, self.metadata(), overwrite=overwrite)
+
+    def __str__(self) -> str:
+        from ragframe.summary import format_summary
+
+        return format_summary(self.summary(), self.judge.local)
+
+    def _repr_html_(self) -> str:
+        from ragframe.summary import summary_html
+
+        return summary_html(self.summary(), self.judge.local)
 
 
 def check_output_names(frame: pl.DataFrame, metrics: list[Metric | RagasScore]) -> None:
@@ -195,8 +204,10 @@ async def score_frame(
     session: JudgeSession,
     columns: Mapping[str, str] | None = None,
 ) -> pl.DataFrame:
-    """Score one frame with a judge session: the input plus two columns per metric."""
-    scorers = [m for m in metrics if isinstance(m, Metric)]
+    """Score one frame with a judge session: the input plus two columns per metric.
+
+    A metric whose `reasons` is unset asks for reasons as the judge says (`Judge.reasons`)."""
+    scorers = [m for m in _with_reasons(metrics, session.judge.reasons) if isinstance(m, Metric)]
     inputs = select_inputs(
         frame,
         {m.name: m.requires for m in scorers},
@@ -211,18 +222,51 @@ async def score_frame(
     return scored
 
 
+def prepare_metrics(
+    metrics: Iterable[str | Metric | RagasScore], judge: Judge, reasons: bool | None
+) -> list[Metric | RagasScore]:
+    """The run's metric instances, each asking for reasons or not: the metric's own setting,
+    else the run's (`reasons=`), else the judge's (`Judge.reasons`)."""
+    return _with_reasons(resolve(metrics), judge.reasons if reasons is None else reasons)
+
+
+def _with_reasons(metrics: Any, default: bool) -> Any:  # TEMPORARY until metrics.with_reasons
+    try:
+        from ragframe.metrics import with_reasons  # type: ignore[attr-defined]
+    except ImportError:
+        return list(metrics)
+    return with_reasons(metrics, default)
+
+
+def sampled_frame(
+    data: Any, sample: int | None, seed: int, columns: Mapping[str, str] | None
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """The frame to score: all of `data`, or a uniform random sample of `sample` rows of it
+    (with `row_index`, each row's position in the log) and what the sample was."""
+    if sample is None:
+        return load_frame(data, columns), {}
+    from ragframe.sample import draw_sample
+
+    drawn = draw_sample(data, sample, seed=seed, columns=columns)
+    return load_frame(drawn.frame, columns), {"sample": drawn.describe()}
+
+
 async def arun(
     data: Any,
     metrics: Iterable[str | Metric | RagasScore],
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
 ) -> RunResult:
     """Score `data` and return the frame with the run's statistics (async)."""
-    metric_list = resolve(metrics)
-    frame = load_frame(data, columns)
-    uses_judge = needs_judge(metric_list)
+    resolved = resolve(metrics)
+    uses_judge = needs_judge(resolved)
     judge = judge if judge is not None else Judge(cache=uses_judge)
+    metric_list = prepare_metrics(resolved, judge, reasons)
+    frame, extra = sampled_frame(data, sample, seed, columns)
     # Validate every column and the judge before any request (or starting a local judge).
     check_run(frame, metric_list, columns, judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -234,7 +278,8 @@ async def arun(
             scored = await score_frame(frame, metric_list, session, columns)
     else:  # string- and ID-based metrics only: no endpoint, no local model started
         scored = await score_frame(frame, metric_list, session, columns)
-    return RunResult(scored, metric_list, judge, session.stats, loop.time() - t0, started)
+    seconds = loop.time() - t0
+    return RunResult(scored, metric_list, judge, session.stats, seconds, started, extra)
 
 
 async def aestimate(
@@ -244,6 +289,9 @@ async def aestimate(
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
     chunk_rows: int = 2000,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
 ) -> dict[str, Any]:
     """What scoring `data` would send, without sending anything (a dry run).
 
@@ -256,16 +304,19 @@ async def aestimate(
     """
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
-    metric_list = resolve(metrics)
+    judge = judge if judge is not None else Judge()
+    metric_list = prepare_metrics(metrics, judge, reasons)
     # `head`: what validation looks at (the columns and types; rows are not needed).
-    if isinstance(data, str | Path):
+    if sample is not None:
+        head, _ = sampled_frame(data, sample, seed, columns)
+        chunks: Iterable[pl.DataFrame] = [head]
+    elif isinstance(data, str | Path):
         source = open_input(data, list_columns=list_columns(columns))
         head = source.schema_frame()
-        chunks: Iterable[pl.DataFrame] = source.chunks(chunk_rows)
+        chunks = source.chunks(chunk_rows)
     else:
         head = load_frame(data, columns)
         chunks = [head]
-    judge = judge if judge is not None else Judge()
     check_run(head, metric_list, columns, judge)
     session = judge.session(backend="dry")
     rows = 0
@@ -297,10 +348,22 @@ def estimate(
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
     chunk_rows: int = 2000,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
 ) -> dict[str, Any]:
     """Estimate requests, tokens and cost before any request is sent (`--dry-run`)."""
     return run_sync(  # type: ignore[no-any-return]
-        aestimate(data, metrics, judge=judge, columns=columns, chunk_rows=chunk_rows)
+        aestimate(
+            data,
+            metrics,
+            judge=judge,
+            columns=columns,
+            chunk_rows=chunk_rows,
+            sample=sample,
+            seed=seed,
+            reasons=reasons,
+        )
     )
 
 
@@ -310,9 +373,15 @@ async def aevaluate(
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
 ) -> pl.DataFrame:
     """Async twin of `evaluate`, for callers already inside an event loop."""
-    return (await arun(data, metrics, judge=judge, columns=columns)).frame
+    result = await arun(
+        data, metrics, judge=judge, columns=columns, sample=sample, seed=seed, reasons=reasons
+    )
+    return result.frame
 
 
 def run_sync(coro: Any) -> Any:
@@ -332,9 +401,14 @@ def run(
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
 ) -> RunResult:
     """Score `data`; return the frame with the run's statistics and metadata."""
-    return run_sync(arun(data, metrics, judge=judge, columns=columns))
+    return run_sync(  # type: ignore[no-any-return]
+        arun(data, metrics, judge=judge, columns=columns, sample=sample, seed=seed, reasons=reasons)
+    )
 
 
 def evaluate(
@@ -343,11 +417,26 @@ def evaluate(
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
 ) -> pl.DataFrame:
     """Score a RAG log: every input column and row unchanged, plus `{metric}` (Float64 in
     [0, 1], null when not computable) and `{metric}_detail` (typed verdicts, reasons, error).
 
     `data` is a Polars DataFrame or LazyFrame, a pandas DataFrame or the path of a Parquet,
     JSON Lines or CSV file; works as `df.pipe(evaluate, metrics=[...])`.
+
+    sample : score a uniform random sample of this many rows of `data` instead of all of it,
+        drawn while streaming (a file is never loaded whole) and reproducible for `seed`. The
+        sample's rows keep their order and gain `row_index`, their 0-based position in
+        `data`, so they join back to the log; the run summary says the figures come from a
+        sample of N of the log's rows, each mean with its interval.
+    reasons : False to ask the judge for verdicts without a written reason each (fewer
+        completion tokens; the detail keeps its reason fields, null). Default: the judge's
+        setting (`Judge.reasons`: on, except for the embedded judge). A metric's own
+        `reasons=` wins over both.
     """
-    return run(data, metrics, judge=judge, columns=columns).frame
+    return run(
+        data, metrics, judge=judge, columns=columns, sample=sample, seed=seed, reasons=reasons
+    ).frame

@@ -532,9 +532,10 @@ def check_writable(schema: pl.Schema) -> None:
 
 
 def write_parquet(
-    frame: pl.DataFrame, path: str | Path, metadata: dict[str, Any], *, overwrite: bool = True
+    frame: pl.DataFrame, path: str | Path, metadata: dict[str, Any], *, overwrite: bool = False
 ) -> None:
-    """Write `frame` with ragframe's metadata, atomically."""
+    """Write `frame` with ragframe's metadata, atomically; an existing file only with
+    `overwrite=True`."""
     check_writable(frame.schema)
     writer = AtomicParquetWriter(path, frame.to_arrow().schema, metadata, overwrite=overwrite)
     try:

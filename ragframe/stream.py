@@ -86,7 +86,7 @@ class StreamResult(RunResult):
             **self.extra,
         }
 
-    def write_parquet(self, path: str | Path, *, overwrite: bool = True) -> None:
+    def write_parquet(self, path: str | Path, *, overwrite: bool = False) -> None:
         raise ConfigError(
             f"a streamed run is written as it goes, to {str(self.output)!r}; read that file"
         )

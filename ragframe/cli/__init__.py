@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ragframe import __version__
 from ragframe.cli import batch, score
 from ragframe.cli.batch import cmd_batch
 from ragframe.cli.common import (
@@ -43,6 +44,7 @@ SUBCOMMANDS = (score, batch)
 def build_parser() -> argparse.ArgumentParser:
     """The `ragframe` parser, with every subcommand's arguments."""
     parser = argparse.ArgumentParser(prog="ragframe", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"ragframe {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS:
         module.add_parser(subparsers)

@@ -13,6 +13,7 @@ from typing import Any
 
 from ragframe.errors import ConfigError, EndpointError, JudgeError, RagframeError
 from ragframe.evaluate import EXIT_METRIC_FAILED
+from ragframe.summary import LOCAL_WARNING, format_summary
 
 EXIT_OK = 0
 """Done: scored, or this batch step done."""
@@ -45,10 +46,6 @@ __all__ = [
 ]
 
 CORE_METRICS = "faithfulness,answer_relevancy,context_precision,context_recall"
-LOCAL_WARNING = (
-    "note: scored by the embedded local judge (SmolLM2-135M): fine for trying ragframe out, "
-    "not for trustworthy scores. Point --base-url/--model at a real judge for that."
-)
 
 
 def parse_columns(text: str | None) -> dict[str, str] | None:
@@ -95,57 +92,6 @@ def refuse_non_parquet_output(output: str | None) -> None:
 def one_line(text: str) -> str:
     """An error message as one line (servers' messages may hold newlines)."""
     return " ".join(str(text).split())
-
-
-def format_summary(summary: dict[str, Any], local: bool) -> str:
-    """A plain-text table: one line per metric, then the run's requests and tokens."""
-    lines = [f"{'metric':<38} {'mean':>7} {'scored':>7} {'failed':>7}"]
-    for name, m in summary["metrics"].items():
-        mean = "-" if m["mean"] is None else f"{m['mean']:.4f}"
-        arrow = "(lower is better)" if m["direction"] == "lower" else ""
-        lines.append(f"{name:<38} {mean:>7} {m['scored']:>7} {m['failed']:>7} {arrow}".rstrip())
-    lines.append("")
-    lines.append(
-        f"rows {summary['rows']}  |  requests {summary['requests']} "
-        f"(cache hits {summary['cache_hits']}, deduplicated {summary['deduplicated']})  |  "
-        f"tokens {summary['prompt_tokens']} prompt + {summary['completion_tokens']} completion"
-        f"  |  {summary['seconds']:.1f} s"
-    )
-    lines.extend(_run_notes(summary))
-    if local:
-        lines.append(LOCAL_WARNING)
-    return "\n".join(lines)
-
-
-def _run_notes(summary: dict[str, Any]) -> list[str]:
-    """The summary's lines about what went wrong or cost something; none for a clean run."""
-    lines = []
-    if summary.get("cost_usd") is not None:
-        lines.append(f"cost ${summary['cost_usd']:.4f} (requests sent in this run)")
-    if summary["retries"]:
-        lines.append(
-            "retries by cause: " + ", ".join(f"{k} {v}" for k, v in summary["retries"].items())
-        )
-    if summary["failures"]:
-        lines.append(
-            "failed requests by cause: "
-            + ", ".join(f"{k} {v}" for k, v in summary["failures"].items())
-        )
-    for change in summary.get("structured_downgrades") or []:
-        lines.append(
-            f"structured output downgraded for the run: {change['from']} -> {change['to']} "
-            f"({one_line(change['reason'])[:160]})"
-        )
-    if summary.get("rate_limit_pauses"):
-        lines.append(
-            f"rate limited: the pool paused {summary['rate_limit_pauses']} times, "
-            f"{summary['rate_limit_paused_s']:.1f} s in all"
-        )
-    if summary.get("embedding_texts_cut"):
-        lines.append(
-            f"embedding texts cut to the embedding model's limit: {summary['embedding_texts_cut']}"
-        )
-    return lines
 
 
 def endpoint_error(err: JudgeError, judge: Any) -> JudgeError:

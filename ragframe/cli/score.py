@@ -7,6 +7,7 @@ from typing import Any
 
 from ragframe.cli import common
 from ragframe.errors import RagframeError
+from ragframe.judge.cache import default_cache_path
 
 EXIT_STATUSES = (
     "exit status: 0 scored; 2 a configuration, input or endpoint error (one line says what to "
@@ -32,16 +33,57 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     score.add_argument(
         "--metrics",
         default=common.CORE_METRICS,
-        help="comma-separated metric names (default: the four core metrics)",
+        help=f"comma-separated metric names (default: {common.CORE_METRICS})",
     )
-    score.add_argument("--model", help="judge model (default $RAGFRAME_MODEL)")
+    score.add_argument(
+        "--model",
+        help="judge model (default $RAGFRAME_MODEL, else gpt-4o-mini when $OPENAI_API_KEY is set; "
+        "with no --model, --base-url or API key, the embedded local judge runs)",
+    )
     score.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-    score.add_argument("--embedding-model", help="embedding model for answer_relevancy")
+    score.add_argument(
+        "--embedding-model",
+        help="embedding model for answer_relevancy (default $RAGFRAME_EMBEDDING_MODEL, else "
+        "text-embedding-3-small on OpenAI, else the local MiniLM embedder when installed)",
+    )
     score.add_argument("--columns", help="rename inputs: question=my_prompt,answer=my_output")
-    score.add_argument("--concurrency", type=int, default=16, help="HTTP requests in flight")
-    score.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    score.add_argument(
+        "--concurrency",
+        type=int,
+        default=16,
+        help="HTTP requests in flight (default: 16; the embedded judge: its slots)",
+    )
+    score.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds per request (default: 120)"
+    )
     score.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    score.add_argument("--cache", help="cache file (default $RAGFRAME_CACHE or ~/.cache/ragframe)")
+    score.add_argument(
+        "--cache",
+        help=f"cache file (default: {default_cache_path()}; from $RAGFRAME_CACHE or "
+        "$XDG_CACHE_HOME when set)",
+    )
+    score.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="send again the requests the cache remembers as failed for good (cut off at "
+        "max_tokens, or never fitting their schema); by default a rerun does not pay for them",
+    )
+    score.add_argument(
+        "--no-reasons",
+        action="store_true",
+        help="do not ask the judge for a reason per verdict (fewer completion tokens; the "
+        "detail's reason fields are null). Default: reasons on, off for the embedded judge",
+    )
+    score.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="score a uniform random sample of N rows (with their row_index in the log), and "
+        "print the estimate for the whole log beside what the sample cost",
+    )
+    score.add_argument(
+        "--seed", type=int, default=0, help="the sample's seed (default: 0; same seed, same rows)"
+    )
     score.add_argument("--overwrite", action="store_true", help="replace an existing output")
     score.add_argument("--fail-fast", action="store_true", help="stop at the first failed request")
     score.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -49,7 +91,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--chunk-rows",
         type=int,
         default=2000,
-        help="rows read, scored and written at a time (memory is bounded by this, not the file)",
+        help="rows read, scored and written at a time (default: 2000; memory is bounded by "
+        "this, not by the file)",
     )
     score.add_argument(
         "--dry-run",
@@ -59,7 +102,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     score.add_argument(
         "--max-cost",
         type=float,
-        help="dollars: refuse a run whose estimate exceeds it, and stop one that spends it",
+        help="dollars: refuse a run whose estimate exceeds it, and stop one that spends it "
+        "(default: no limit)",
     )
     score.add_argument(
         "--price",

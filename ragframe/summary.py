@@ -1,0 +1,157 @@
+"""The run summary, in words: per metric its mean with an interval and the rows it rests on.
+
+One table serves the command line (`ragframe score` prints it), `str(result)` and Jupyter
+(`result._repr_html_()`), so a number never appears without its n and its interval. The
+summary itself is a plain dict (`RunResult.summary()`), written into the output's metadata.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+LEVEL = 0.95
+LOCAL_WARNING = (
+    "note: scored by the embedded local judge (SmolLM2-135M): fine for trying ragframe out, "
+    "not for trustworthy scores. Point --base-url/--model at a real judge for that."
+)
+
+
+def metric_summary(scores: pl.Series, direction: str, *, level: float = LEVEL) -> dict[str, Any]:
+    """One metric's line: mean, its interval (`ragframe.stats.mean_interval`), rows scored
+    and failed (null scores), direction."""
+    values = scores.drop_nulls().to_numpy().astype(np.float64, copy=False)
+    try:  # TEMPORARY until ragframe.stats lands
+        from ragframe.stats import mean_interval
+    except ImportError:
+        low = high = method = None
+    else:
+        interval = mean_interval(values, level)
+        low, high, method = interval.low, interval.high, interval.method
+    return {
+        "mean": float(values.mean()) if values.size else None,
+        "ci_low": low,
+        "ci_high": high,
+        "level": level,
+        "interval_method": method,
+        "scored": int(values.size),
+        "failed": scores.null_count(),
+        "direction": direction,
+    }
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _interval(m: dict[str, Any]) -> str:
+    if m.get("ci_low") is None or m.get("ci_high") is None:
+        return "-"
+    return f"[{m['ci_low']:.4f}, {m['ci_high']:.4f}]"
+
+
+def _level(summary: dict[str, Any]) -> float:
+    levels = [m.get("level") for m in summary["metrics"].values() if m.get("level")]
+    return float(levels[0]) if levels else LEVEL
+
+
+def sample_line(summary: dict[str, Any]) -> str | None:
+    """ "from a sample of N of M rows", when the run scored a sample of a log."""
+    sample = summary.get("sample")
+    if not sample:
+        return None
+    if sample["rows"] >= sample["of"]:
+        return f"every row of the log ({sample['of']} rows): sample size >= the log's rows"
+    return (
+        f"from a uniform random sample of {sample['rows']} of the log's {sample['of']} rows "
+        f"(seed {sample['seed']}); the intervals are for the whole log's means"
+    )
+
+
+def format_summary(summary: dict[str, Any], local: bool) -> str:
+    """A plain-text table: one line per metric, then the run's requests and tokens."""
+    pct = f"{_level(summary):.0%} interval"
+    lines = [f"{'metric':<34} {'mean':>7} {pct:>18} {'scored':>7} {'failed':>7}"]
+    for name, m in summary["metrics"].items():
+        arrow = "(lower is better)" if m["direction"] == "lower" else ""
+        lines.append(
+            f"{name:<34} {_number(m['mean']):>7} {_interval(m):>18} {m['scored']:>7} "
+            f"{m['failed']:>7} {arrow}".rstrip()
+        )
+    lines.append("")
+    sampled = sample_line(summary)
+    if sampled:
+        lines.append(sampled)
+    lines.append(
+        f"rows {summary['rows']}  |  requests {summary['requests']} "
+        f"(cache hits {summary['cache_hits']}, deduplicated {summary['deduplicated']})  |  "
+        f"tokens {summary['prompt_tokens']} prompt + {summary['completion_tokens']} completion"
+        f"  |  {summary['seconds']:.1f} s"
+    )
+    lines.extend(run_notes(summary))
+    if local:
+        lines.append(LOCAL_WARNING)
+    return "\n".join(lines)
+
+
+def run_notes(summary: dict[str, Any]) -> list[str]:
+    """The summary's lines about what went wrong or cost something; none for a clean run."""
+    lines = []
+    if summary.get("cost_usd") is not None:
+        lines.append(f"cost ${summary['cost_usd']:.4f} (requests sent in this run)")
+    if summary.get("retries"):
+        lines.append(
+            "retries by cause: " + ", ".join(f"{k} {v}" for k, v in summary["retries"].items())
+        )
+    if summary.get("failures"):
+        lines.append(
+            "failed requests by cause: "
+            + ", ".join(f"{k} {v}" for k, v in summary["failures"].items())
+        )
+    for change in summary.get("structured_downgrades") or []:
+        reason = " ".join(str(change["reason"]).split())[:160]
+        lines.append(
+            f"structured output downgraded for the run: {change['from']} -> {change['to']} "
+            f"({reason})"
+        )
+    if summary.get("rate_limit_pauses"):
+        lines.append(
+            f"rate limited: the pool paused {summary['rate_limit_pauses']} times, "
+            f"{summary['rate_limit_paused_s']:.1f} s in all"
+        )
+    if summary.get("embedding_texts_cut"):
+        lines.append(
+            f"embedding texts cut to the embedding model's limit: {summary['embedding_texts_cut']}"
+        )
+    return lines
+
+
+def summary_html(summary: dict[str, Any], local: bool) -> str:
+    """The same table as `format_summary`, as HTML for Jupyter."""
+    pct = f"{_level(summary):.0%} interval"
+    head = "".join(
+        f"<th>{h}</th>" for h in ("metric", "mean", html.escape(pct), "scored", "failed", "")
+    )
+    rows = []
+    for name, m in summary["metrics"].items():
+        arrow = "lower is better" if m["direction"] == "lower" else ""
+        cells = (name, _number(m["mean"]), _interval(m), m["scored"], m["failed"], arrow)
+        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    notes = [sample_line(summary)] if sample_line(summary) else []
+    notes.append(
+        f"rows {summary['rows']} · requests {summary['requests']} (cache hits "
+        f"{summary['cache_hits']}, deduplicated {summary['deduplicated']}) · tokens "
+        f"{summary['prompt_tokens']} prompt + {summary['completion_tokens']} completion · "
+        f"{summary['seconds']:.1f} s"
+    )
+    notes.extend(run_notes(summary))
+    if local:
+        notes.append(LOCAL_WARNING)
+    paragraphs = "".join(f"<p>{html.escape(str(n))}</p>" for n in notes if n)
+    return (
+        f"<div class='ragframe-summary'><table><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>{paragraphs}</div>"
+    )
