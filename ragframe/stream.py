@@ -32,10 +32,18 @@ import polars as pl
 
 from ragframe.columns import list_columns
 from ragframe.errors import ConfigError
-from ragframe.evaluate import RunResult, check_run, needs_judge, run_sync, score_frame
+from ragframe.evaluate import (
+    RunResult,
+    check_run,
+    needs_judge,
+    prepare_metrics,
+    run_sync,
+    score_frame,
+)
 from ragframe.io import AtomicParquetWriter, InputFile, check_writable, open_input
 from ragframe.judge.client import Judge, JudgeSession
 from ragframe.metrics import Metric, RagasScore, resolve
+from ragframe.summary import Tally
 
 
 @dataclass
@@ -49,35 +57,21 @@ class StreamResult(RunResult):
     output: Path = Path()
     rows: int = 0
     chunks: int = 0
-    #: Per metric: sum of the scores, rows scored, rows failed (null score).
-    totals: dict[str, list[float]] = field(default_factory=dict)
+    #: Per metric: its scores so far, folded in bounded memory.
+    tallies: dict[str, Tally] = field(default_factory=dict)
 
     def add_chunk(self, scored: pl.DataFrame) -> None:
-        """Fold one scored chunk into the running totals."""
-        names = [m.name for m in self.metrics]
-        row = scored.select(
-            *(pl.col(n).sum().alias(f"{n}:sum") for n in names),
-            *(pl.col(n).null_count().alias(f"{n}:null") for n in names),
-        ).row(0, named=True)
-        for name in names:
-            total = self.totals.setdefault(name, [0.0, 0, 0])
-            failed = int(row[f"{name}:null"])
-            total[0] += float(row[f"{name}:sum"] or 0.0)
-            total[1] += scored.height - failed
-            total[2] += failed
+        """Fold one scored chunk into the running tallies."""
+        for metric in self.metrics:
+            tally = self.tallies.setdefault(metric.name, Tally(metric.direction))
+            tally.add(scored.get_column(metric.name))
         self.rows += scored.height
         self.chunks += 1
 
     def summary(self) -> dict[str, Any]:
-        per_metric = {}
-        for metric in self.metrics:
-            total, scored, failed = self.totals.get(metric.name, [0.0, 0, 0])
-            per_metric[metric.name] = {
-                "mean": total / scored if scored else None,
-                "scored": int(scored),
-                "failed": int(failed),
-                "direction": metric.direction,
-            }
+        per_metric = {
+            m.name: self.tallies.get(m.name, Tally(m.direction)).summary() for m in self.metrics
+        }
         return {
             "rows": self.rows,
             "seconds": round(self.seconds, 3),
@@ -102,6 +96,7 @@ async def ascore_file(
     chunk_rows: int = 2000,
     overwrite: bool = False,
     chunks_in_flight: int = 2,
+    reasons: bool | None = None,
 ) -> StreamResult:
     """Async twin of `score_file`."""
     if chunk_rows < 1:
@@ -116,11 +111,12 @@ async def ascore_file(
         raise ConfigError(
             f"output {str(target)!r} exists; pass overwrite=True (--overwrite) to replace it"
         )
-    metric_list = resolve(metrics)
+    resolved = resolve(metrics)
     # Validate names and types on the file's schema: before reading a row or sending a request.
     empty = source_file.schema_frame()
-    uses_judge = needs_judge(metric_list)
+    uses_judge = needs_judge(resolved)
     judge = judge if judge is not None else Judge(cache=uses_judge)
+    metric_list = prepare_metrics(resolved, judge, reasons)
     # Inputs, output names and what the judge can serve: before a row is read or a request sent.
     check_run(empty, metric_list, columns, judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -261,6 +257,7 @@ def score_file(
     chunk_rows: int = 2000,
     overwrite: bool = False,
     chunks_in_flight: int = 2,
+    reasons: bool | None = None,
 ) -> StreamResult:
     """Score a Parquet, JSON Lines or CSV file chunk by chunk and write the scored Parquet
     file, in input order.
@@ -268,7 +265,7 @@ def score_file(
     The output holds what `ragframe.run(...).write_parquet(...)` would write for the same
     input (every input column and row, plus `{metric}` and `{metric}_detail`), with the run's
     metadata and summary; memory stays bounded by `chunk_rows` x `chunks_in_flight`. An
-    interrupted run resumes from the cache when run again.
+    interrupted run resumes from the cache when run again. `reasons` as in `evaluate`.
     """
     return run_sync(  # type: ignore[no-any-return]
         ascore_file(
@@ -280,5 +277,6 @@ def score_file(
             chunk_rows=chunk_rows,
             overwrite=overwrite,
             chunks_in_flight=chunks_in_flight,
+            reasons=reasons,
         )
     )

@@ -8,6 +8,9 @@ summary itself is a plain dict (`RunResult.summary()`), written into the output'
 from __future__ import annotations
 
 import html
+import math
+from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -41,6 +44,52 @@ def metric_summary(scores: pl.Series, direction: str, *, level: float = LEVEL) -
         "failed": scores.null_count(),
         "direction": direction,
     }
+
+
+#: A streamed run keeps each metric's scores for the interval up to this many rows; past it,
+#: only their count, sum and sum of squares (a normal interval, which is then accurate).
+KEPT_SCORES = 10_000
+
+
+@dataclass
+class Tally:
+    """One metric's scores, folded chunk by chunk in bounded memory (a streamed run)."""
+
+    direction: str
+    scored: int = 0
+    failed: int = 0
+    total: float = 0.0
+    squares: float = 0.0
+    kept: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, scores: pl.Series) -> None:
+        values = scores.drop_nulls().to_numpy().astype(np.float64, copy=False)
+        self.failed += scores.null_count()
+        self.scored += int(values.size)
+        self.total += float(values.sum())
+        self.squares += float(np.square(values).sum())
+        self.kept = [*self.kept, values] if self.scored <= KEPT_SCORES else []
+
+    def summary(self, level: float = LEVEL) -> dict[str, Any]:
+        if self.scored <= KEPT_SCORES:
+            kept = np.concatenate(self.kept) if self.kept else np.empty(0)
+            line = metric_summary(pl.Series(kept), self.direction, level=level)
+            return {**line, "failed": self.failed}
+        mean = self.total / self.scored
+        variance = (
+            max(self.squares / self.scored - mean * mean, 0.0) * self.scored / (self.scored - 1)
+        )
+        half = NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(variance / self.scored)
+        return {
+            "mean": mean,
+            "ci_low": max(0.0, mean - half),
+            "ci_high": min(1.0, mean + half),
+            "level": level,
+            "interval_method": "normal",
+            "scored": self.scored,
+            "failed": self.failed,
+            "direction": self.direction,
+        }
 
 
 def _number(value: float | None) -> str:

@@ -138,6 +138,8 @@ def _judge(args: argparse.Namespace) -> Any:
         progress=not args.no_progress,
         price=parse_price(args.price),
         max_cost=args.max_cost,
+        reasons=False if args.no_reasons else None,
+        retry_failed=args.retry_failed,
     )
 
 
@@ -171,6 +173,8 @@ def _score(args: argparse.Namespace, judge: Any) -> int:
         args, judge, metrics, columns
     ):
         return common.EXIT_OK
+    if args.sample is not None:
+        return _score_sample(args, judge, metrics, columns)
     result = score_file(
         args.input,
         args.output,
@@ -186,6 +190,43 @@ def _score(args: argparse.Namespace, judge: Any) -> int:
     return common.report_failed_metrics(failed, args.output)
 
 
+def _score_sample(
+    args: argparse.Namespace, judge: Any, metrics: list[Any], columns: dict[str, str] | None
+) -> int:
+    """Score a sample of the log, then print what the whole log would cost beside it."""
+    from ragframe.evaluate import estimate, failed_metrics, run
+
+    result = run(
+        args.input, metrics, judge=judge, columns=columns, sample=args.sample, seed=args.seed
+    )
+    result.write_parquet(args.output, overwrite=args.overwrite)
+    print(common.format_summary(result.summary(), result.judge.local))
+    print(f"wrote {args.output}")
+    sample = result.extra["sample"]
+    if sample["rows"] < sample["of"]:
+        whole = estimate(
+            args.input, metrics, judge=judge, columns=columns, chunk_rows=args.chunk_rows
+        )
+        print(_sample_cost_line(result.summary(), whole))
+    failed = failed_metrics(result.frame.lazy(), result.metrics, result.stats)
+    return common.report_failed_metrics(failed, args.output)
+
+
+def _dollars(value: float | None) -> str:
+    return "unknown price" if value is None else f"${value:.4f}"
+
+
+def _sample_cost_line(summary: dict[str, Any], whole: dict[str, Any]) -> str:
+    """What the sample cost, and the dry-run estimate for the rest of the log."""
+    return (
+        f"this sample: {summary['requests']} requests, {summary['prompt_tokens']} prompt + "
+        f"{summary['completion_tokens']} completion tokens, {_dollars(summary.get('cost_usd'))}"
+        f"\nthe whole log ({whole['rows']} rows, dry run; the sample's answers now cached are "
+        f"free): {whole['requests']} requests, {whole['prompt_tokens']} prompt + "
+        f"{whole['completion_tokens']} completion tokens, {_dollars(whole['cost_usd'])}"
+    )
+
+
 def _estimate_says_stop(
     args: argparse.Namespace, judge: Any, metrics: list[Any], columns: dict[str, str] | None
 ) -> bool:
@@ -193,12 +234,20 @@ def _estimate_says_stop(
     over --max-cost is refused here, before anything is sent."""
     from ragframe.evaluate import estimate
 
-    guess = estimate(args.input, metrics, judge=judge, columns=columns, chunk_rows=args.chunk_rows)
-    dollars = "unknown price" if guess["cost_usd"] is None else f"${guess['cost_usd']:.4f}"
+    guess = estimate(
+        args.input,
+        metrics,
+        judge=judge,
+        columns=columns,
+        chunk_rows=args.chunk_rows,
+        sample=args.sample,
+        seed=args.seed,
+    )
+    which = f"a sample of {guess['rows']}" if args.sample is not None else f"{guess['rows']}"
     print(
         f"estimate: {guess['requests']} requests, {guess['prompt_tokens']} prompt + "
-        f"{guess['completion_tokens']} completion tokens, {dollars} for {guess['rows']} rows "
-        f"on {guess['model']} (cached answers are free and not counted)"
+        f"{guess['completion_tokens']} completion tokens, {_dollars(guess['cost_usd'])} for "
+        f"{which} rows on {guess['model']} (cached answers are free and not counted)"
     )
     if args.dry_run:
         return True
