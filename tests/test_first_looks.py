@@ -1,0 +1,103 @@
+"""A first run's rough edges (issue 14): one overwrite rule, a readable summary with intervals,
+`--version`, help that shows the defaults, and sampling from the command line."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+import ragframe
+from ragframe.cli import main
+from ragframe.errors import ConfigError
+from ragframe.summary import KEPT_SCORES, Tally, metric_summary
+
+
+def rows(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "id": list(range(n)),
+            "question": [f"What is fact {i}?" for i in range(n)],
+            "answer": [f"Fact {i} is true." for i in range(n)],
+            "contexts": [[f"Fact {i} is true.", "Unrelated text."] for i in range(n)],
+            "ground_truth": [f"Fact {i} is true." for i in range(n)],
+        }
+    )
+
+
+def test_write_parquet_refuses_an_existing_file_like_the_cli(server, judge, tmp_path):
+    result = ragframe.run(rows(2), ["context_recall"], judge=judge)
+    target = tmp_path / "scored.parquet"
+    result.write_parquet(target)
+    with pytest.raises(ConfigError, match="exists"):
+        result.write_parquet(target)
+    result.write_parquet(target, overwrite=True)
+    assert pl.read_parquet(target).equals(result.frame)
+
+
+def test_summary_reads_as_a_table_in_text_and_html(server, judge):
+    result = ragframe.run(rows(6), ["context_recall", "context_precision"], judge=judge)
+    text = str(result)
+    assert "95% interval" in text.splitlines()[0]
+    line = next(x for x in text.splitlines() if x.startswith("context_recall"))
+    summary = result.summary()["metrics"]["context_recall"]
+    assert f"{summary['mean']:.4f}" in line and str(summary["scored"]) in line
+    html = result._repr_html_()
+    assert html.count("<tr>") == 3 and "context_precision" in html and "95% interval" in html
+
+
+def test_each_mean_has_its_interval_and_n(server, judge):
+    result = ragframe.run(rows(8), ["context_recall"], judge=judge)
+    line = result.summary()["metrics"]["context_recall"]
+    scores = result.frame["context_recall"].drop_nulls()
+    assert line["scored"] == scores.len() and line["level"] == 0.95
+    assert math.isclose(line["mean"], scores.mean())
+    if scores.n_unique() > 1:
+        assert line["ci_low"] < line["mean"] < line["ci_high"]
+    else:  # every score equal: the interval is that one value
+        assert line["ci_low"] == line["ci_high"] == line["mean"]
+
+
+def test_streamed_tally_matches_the_in_memory_summary_below_the_cut():
+    rng = np.random.default_rng(1)
+    values = pl.Series([*rng.random(300).tolist(), None, None])
+    tally = Tally("higher")
+    for start in range(0, values.len(), 50):
+        tally.add(values.slice(start, 50))
+    assert tally.summary() == metric_summary(values, "higher")
+
+
+def test_streamed_tally_past_the_cut_uses_a_normal_interval():
+    rng = np.random.default_rng(2)
+    values = rng.random(KEPT_SCORES + 5_000)
+    tally = Tally("lower")
+    for chunk in np.array_split(values, 7):
+        tally.add(pl.Series(chunk))
+    line = tally.summary()
+    half = 1.959964 * values.std(ddof=1) / math.sqrt(values.size)
+    assert line["interval_method"] == "normal" and line["scored"] == values.size
+    assert math.isclose(line["mean"], values.mean())
+    assert math.isclose(line["ci_high"] - line["mean"], half, rel_tol=1e-4)
+    assert tally.kept == []  # the scores are not held past the cut
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"ragframe {ragframe.__version__}"
+
+
+def test_score_help_shows_the_defaults(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("RAGFRAME_CACHE", str(tmp_path / "where.sqlite3"))
+    with pytest.raises(SystemExit):
+        main(["score", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 16;" in text and "(default: 120)" in text
+    # argparse wraps a long path anywhere: compare without the wrapping
+    unwrapped = "".join(text.split())
+    assert f"(default:{tmp_path / 'where.sqlite3'};" in unwrapped
+    assert "the embedded local judge runs" in text
+    assert "faithfulness,answer_relevancy,context_precision,context_recall" in unwrapped
