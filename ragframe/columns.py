@@ -134,6 +134,54 @@ def _castable_list_of_str(dtype: pl.DataType) -> bool:
     )
 
 
+#: Separators a text column of several contexts is commonly joined with, most specific first.
+_SEPARATORS = ("\n\n", "\n", " | ", "|", ";")
+
+
+def list_conversion(source: str, dtype: pl.DataType, example: str | None) -> str:
+    """Polars code that turns column `source` (of type `dtype`) into a List(String) column,
+    fitted to what its first non-null value (`example`) looks like.
+
+    Text cannot be cast to a list (Polars refuses: "casting from Utf8View to list type is not
+    supported"), so text is decoded (a JSON list), split (a separator it contains), or wrapped
+    (one context per row). Other types (lists of numbers, categoricals) are cast item by item.
+    """
+    col = f"pl.col({source!r})"
+    textual = dtype == pl.String or isinstance(dtype, pl.Categorical | pl.Enum)
+    if not textual:
+        return f"{col}.cast(pl.List(pl.String))"
+    if dtype != pl.String:
+        col += ".cast(pl.String)"
+    if example is not None and example.lstrip().startswith("["):
+        return f"{col}.str.json_decode(pl.List(pl.String))"
+    separator = next((s for s in _SEPARATORS if example and s in example), None)
+    if separator is not None:
+        return f"{col}.str.split({separator!r})"
+    return f"pl.concat_list({col})"
+
+
+def _list_hint(frame: pl.DataFrame, source: str) -> str:
+    """The end of the message for a list column given as something else: the conversion that
+    fits its data, as a line to paste."""
+    dtype = frame.schema[source]
+    example = None
+    if dtype == pl.String or isinstance(dtype, pl.Categorical | pl.Enum):
+        values = frame.get_column(source).cast(pl.String).drop_nulls()
+        example = values[0] if values.len() else None
+    code = list_conversion(source, dtype, example)
+    hint = f"a list of strings per row, e.g. df = df.with_columns({code})"
+    if code.endswith(".str.json_decode(pl.List(pl.String))"):
+        return hint + " (its values look like JSON lists)"
+    if ".str.split(" in code:
+        return hint + " (its values look like several texts joined by that separator)"
+    if code.startswith("pl.concat_list("):
+        return (
+            hint + " (one text per row, as one context; if each value joins several, split "
+            f"it instead, e.g. pl.col({source!r}).str.split('\\n'))"
+        )
+    return hint
+
+
 def truncate(expr: pl.Expr, max_chars: int) -> pl.Expr:
     """Cut a text longer than `max_chars` to that length plus a marker saying how much went."""
     length = expr.str.len_chars()
@@ -189,7 +237,7 @@ def select_inputs(
                 ok = _castable_list_of_str(dtype)
             if not ok:
                 hint = (
-                    f"a list of strings per row, e.g. pl.col({source!r}).cast(pl.List(pl.String))"
+                    _list_hint(frame, source)
                     if isinstance(expected, pl.List)
                     else f"a string per row, e.g. pl.col({source!r}).cast(pl.String)"
                 )
