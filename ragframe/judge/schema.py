@@ -335,6 +335,28 @@ def dtype_of(schema: Schema) -> pl.DataType:
     return _DTYPES.get(kind, pl.String())
 
 
+#: Fields the judge writes only to explain a verdict, never the verdict itself: left out of
+#: the schema when a run asks for no reasons (`Task(reasons=False)`).
+REASON_FIELDS = ("reason",)
+
+
+def without_reasons(schema: Schema) -> Schema:
+    """A copy of `schema` with no `REASON_FIELDS` in any object (nor in its `required`); the
+    schema itself when it has none, so a task without reasons keeps its exact bytes."""
+
+    def drop(node: Schema) -> Schema:
+        props = node.get("properties")
+        if not isinstance(props, dict) or not any(name in props for name in REASON_FIELDS):
+            return node
+        node["properties"] = {k: v for k, v in props.items() if k not in REASON_FIELDS}
+        if isinstance(node.get("required"), list):
+            node["required"] = [k for k in node["required"] if k not in REASON_FIELDS]
+        return node
+
+    stripped = transform(schema, drop)
+    return schema if stripped == schema else stripped  # type: ignore[no-any-return]
+
+
 def bounded(schema: Schema, max_items: int, max_chars: int) -> Schema:
     """A copy where open lists hold at most `max_items` and free strings at most
     `max_chars` characters, so a small grammar-constrained judge cannot run away; pinned

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
@@ -12,7 +13,8 @@ from typing import Any
 import polars as pl
 
 from ragframe.judge.parse import AnswerError
-from ragframe.judge.schema import Spec, dtype_of
+from ragframe.judge.schema import Spec, dtype_of, without_reasons
+from ragframe.prompts import for_reasons, has_reason_marks
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,15 @@ class Task:
     grammar-constrained servers return exactly that many, and a wrong count is a parse
     failure to retry, never silently zipped short. A tuple names several arrays, each pinned
     to its own count (the per-prompt count is then a tuple in the same order).
+
+    Reasons: `system` may mark the text that asks for a written reason (`[[reason: ...]]`, see
+    `ragframe.prompts`), and the schema may hold `reason` fields (`schema.REASON_FIELDS`).
+    A Task is one variant: `reasons=True` (the default) sends both as written; `reasons=False`
+    sends the instructions without the marked text and the schema without reason fields, so
+    the judge neither writes nor is asked for a reason. Either way `dtype` is the full
+    schema's, so answers decode to the same struct (null reasons) and details keep their
+    type; the two variants differ in `prompt_hash` and in every request, hence in cache keys.
+    `with_reasons` gives the other variant.
     """
 
     name: str
@@ -43,16 +54,39 @@ class Task:
     #: A consistency check on a validated answer that JSON Schema cannot say (e.g. "covered
     #: facts name their source"); returns the problem, fed back to the judge for a repair.
     check: Callable[[Any], str | None] | None = field(default=None, compare=False)
+    #: False: ask for no reasons (the marked text and the reason fields left out).
+    reasons: bool = True
     dtype: pl.DataType = field(init=False, compare=False, repr=False)
     #: Hash of the instructions and schema: recorded in the output metadata.
     prompt_hash: str = field(init=False, compare=False, repr=False)
 
+    #: The instructions and schema as given, both variants in them (see `with_reasons`).
+    source: tuple[str, dict[str, Any]] = field(init=False, compare=False, repr=False)
+
     def __post_init__(self) -> None:
         if isinstance(self.schema, Spec):  # one definition: the schema and its Polars type
             object.__setattr__(self, "schema", self.schema.schema)
+        object.__setattr__(self, "source", (self.system, self.schema))
         object.__setattr__(self, "dtype", dtype_of(self.schema))
+        object.__setattr__(self, "system", for_reasons(self.system, self.reasons))
+        if not self.reasons:
+            object.__setattr__(self, "schema", without_reasons(self.schema))
         blob = json.dumps([self.system, self.schema], sort_keys=True)
         object.__setattr__(self, "prompt_hash", hashlib.sha256(blob.encode()).hexdigest()[:16])
+
+    @property
+    def has_reasons(self) -> bool:
+        """True when this task's two variants differ: its instructions mark a reason, or its
+        schema has reason fields (the NVIDIA ratings, say, never ask for one)."""
+        system, schema = self.source
+        return has_reason_marks(system) or without_reasons(schema) != schema
+
+    def with_reasons(self, reasons: bool) -> Task:
+        """This task asking for reasons or not (itself when it already does as asked)."""
+        if reasons == self.reasons:
+            return self
+        system, schema = self.source
+        return dataclasses.replace(self, system=system, schema=schema, reasons=reasons)
 
     def schema_for(self, count: int | tuple[int, ...] | None) -> dict[str, Any]:
         """The schema for one prompt, with the counted array(s) pinned to their counts.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 
 from ragframe.errors import ConfigError
@@ -86,6 +87,27 @@ def resolve(metrics: Iterable[str | Metric | RagasScore]) -> list[Metric | Ragas
     return resolved
 
 
+def with_reasons(
+    metrics: Iterable[Metric | RagasScore], default: bool
+) -> list[Metric | RagasScore]:
+    """The metrics of a run, each `reasons=None` LLM metric replaced by a copy that asks for
+    reasons as `default` says (the run's setting, else the judge's).
+
+    A metric with its own `reasons` (True or False), a metric that sends no request and an
+    aggregate (`RagasScore`) are returned as they are; the instances given are never changed,
+    so one metric object can serve runs with different settings.
+    """
+    if not isinstance(default, bool):
+        raise ConfigError(f"reasons must be True or False for a run, got {default!r}")
+    resolved: list[Metric | RagasScore] = []
+    for metric in metrics:
+        if isinstance(metric, Metric) and metric.reasons is None and metric.uses_llm:
+            metric = copy.copy(metric)
+            metric.reasons = default
+        resolved.append(metric)
+    return resolved
+
+
 __all__ = [
     "CORE",
     "REGISTRY",
@@ -113,4 +135,5 @@ __all__ = [
     "RubricLevel",
     "RubricScore",
     "resolve",
+    "with_reasons",
 ]

@@ -55,7 +55,8 @@ class AnswerRelevancy(Metric):
         source="llm4s AnswerRelevancy (000), guide similarity-based (003)",
     )
 
-    def __init__(self, n_questions: int = 3) -> None:
+    def __init__(self, n_questions: int = 3, *, reasons: bool | None = None) -> None:
+        super().__init__(reasons=reasons)  # accepted for a uniform API: no reason is asked
         if n_questions < 1:
             raise ConfigError(f"answer_relevancy n_questions must be at least 1, got {n_questions}")
         self.n_questions = n_questions

@@ -11,11 +11,19 @@ counted; a row whose contexts are all blank is missing input (null, a reason, no
 Prompts number the kept contexts 1..m; `compute` also gets `context_positions`, the 1-based
 positions of those contexts in the input list, and every detail that names a context
 (`context_index`, `source_context`, ...) gives that input position, never the kept number.
+
+Reasons, one rule for every metric: `reasons=False` (on the metric, or for the run through
+`with_reasons`) sends every task of the metric in its variant without reasons
+(`Task.with_reasons`: no reason fields in the schema, no request for one in the
+instructions). `Context.ask` applies it, so no metric handles it; the answers decode to the
+same struct with null reasons, so details keep their type. `None` follows the run and counts
+as True when nothing set it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -24,6 +32,7 @@ import numpy as np
 import polars as pl
 
 from ragframe.columns import ROW_ID, WHITESPACE, missing_input_reason
+from ragframe.errors import ConfigError
 from ragframe.judge.client import JudgeSession
 from ragframe.judge.task import Task
 
@@ -142,16 +151,27 @@ class Context:
     """One run's shared services, seen from one metric: ask, embed, share a stage.
 
     Usage (tokens) of every answer a metric uses is recorded against that metric and row.
+    `reasons` is the metric's setting: every task it asks is sent in that variant.
     """
 
-    def __init__(self, session: JudgeSession, shared: dict[str, asyncio.Future[Any]]) -> None:
+    def __init__(
+        self,
+        session: JudgeSession,
+        shared: dict[str, asyncio.Future[Any]],
+        *,
+        reasons: bool = True,
+    ) -> None:
         self.session = session
         self._shared = shared
+        self.reasons = reasons
         self.usage: list[pl.DataFrame] = []
 
-    def view(self) -> Context:
-        """A fresh view for one metric (its own usage), sharing the run's stages."""
-        return Context(self.session, self._shared)
+    def view(self, *, reasons: bool | None = None) -> Context:
+        """A fresh view for one metric (its own usage), sharing the run's stages; asking for
+        reasons as `reasons` says (as this view does when None)."""
+        return Context(
+            self.session, self._shared, reasons=self.reasons if reasons is None else reasons
+        )
 
     async def ask(
         self,
@@ -168,7 +188,9 @@ class Context:
         success), and the answer's `prompt_tokens` / `completion_tokens`. `frame` must hold
         the ROW_ID column so usage is charged to the right rows. `count_col` names the column
         of per-prompt counts, or one column per array when `task.counted` is a tuple.
+        The task is sent with or without reasons as this view says (`reasons`).
         """
+        task = task.with_reasons(self.reasons)
         prompts = frame.get_column(prompt_col).to_list()
         counts: list[Any] | None = None
         if isinstance(count_col, str):
@@ -277,7 +299,15 @@ class MetricInfo:
 
 
 class Metric:
-    """Base class: subclasses set the class attributes and implement `compute`."""
+    """Base class: subclasses set the class attributes and implement `compute`.
+
+    `reasons`: False asks the judge for no written reasons (cheaper: fewer completion tokens),
+    True for them, None (the default) follows the run (`with_reasons`), True when nothing set
+    it. What a metric reports follows the setting with no code of its own: `tasks()` gives
+    the variants it sends (their prompt hashes go into the metadata) and `config()` says
+    `reasons` once set, when the metric has reasons to leave out (both wrapped in
+    `__init_subclass__`).
+    """
 
     name: str = ""
     requires: ClassVar[tuple[str, ...]] = ()
@@ -290,13 +320,33 @@ class Metric:
     #: The metric's own detail fields (the base adds `error` and the token counts).
     detail_fields: ClassVar[dict[str, pl.DataType]] = {}
     info: ClassVar[MetricInfo]
+    #: Ask for written reasons: True, False, or None to follow the run (see the class doc).
+    reasons: bool | None = None
+
+    def __init__(self, *, reasons: bool | None = None) -> None:
+        self.reasons = check_reasons(type(self).__name__, reasons)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Wrap a subclass's own `tasks` and `config` so they report the reasons setting."""
+        super().__init_subclass__(**kwargs)
+        for name, wrap in (("tasks", _asked_tasks), ("config", _recorded_config)):
+            own = cls.__dict__.get(name)
+            if callable(own) and not getattr(own, "_reports_reasons", False):
+                setattr(cls, name, wrap(own))
+
+    @property
+    def reasons_asked(self) -> bool:
+        """Whether this metric's requests ask for reasons: `reasons`, None counting as True."""
+        return self.reasons is not False
 
     def tasks(self) -> list[Task]:
-        """The judge tasks this metric may send (their prompt hashes go into the metadata)."""
+        """The judge tasks this metric may send, as it sends them (with or without reasons):
+        their prompt hashes go into the metadata."""
         return []
 
     def config(self) -> dict[str, Any]:
-        """Settings worth recording in the output metadata."""
+        """Settings worth recording in the output metadata (and `reasons`, once set, added for
+        every metric whose tasks have reasons to leave out)."""
         return {}
 
     async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
@@ -310,6 +360,7 @@ class Metric:
 
     async def run(self, inputs: pl.DataFrame, ctx: Context) -> pl.DataFrame:
         """Score every row of `inputs`: ROW_ID, `{name}`, `{name}_detail`, in row order."""
+        ctx = ctx.view(reasons=self.reasons_asked)
         reasons = inputs.select(ROW_ID, missing_input_reason(self.requires).alias("missing"))
         valid_ids = reasons.filter(pl.col("missing").is_null()).get_column(ROW_ID)
         valid = inputs.filter(pl.col(ROW_ID).is_in(valid_ids.implode()))
@@ -345,6 +396,44 @@ class Metric:
             pl.col(SCORE).alias(self.name),
             pl.struct(*self.detail_fields, ERROR, *USAGE_FIELDS).alias(f"{self.name}_detail"),
         )
+
+
+def check_reasons(metric: str, reasons: Any) -> bool | None:
+    """`reasons` as given when it is True, False or None; a ConfigError naming the metric."""
+    if reasons is not None and not isinstance(reasons, bool):
+        raise ConfigError(
+            f"{metric}: reasons must be True, False or None (follow the run), got {reasons!r}"
+        )
+    return reasons
+
+
+def _asked_tasks(tasks: Callable[[Any], list[Task]]) -> Callable[[Any], list[Task]]:
+    """A metric's `tasks` giving each task in the variant the metric sends."""
+
+    @functools.wraps(tasks)
+    def asked(self: Metric) -> list[Task]:
+        return [task.with_reasons(self.reasons_asked) for task in tasks(self)]
+
+    asked._reports_reasons = True  # type: ignore[attr-defined]
+    return asked
+
+
+def _recorded_config(config: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+    """A metric's `config` with `reasons` once set (a run sets it: `with_reasons`) when any
+    of its tasks has reasons to leave out; left unset, the metric follows the run."""
+
+    @functools.wraps(config)
+    def recorded(self: Metric) -> dict[str, Any]:
+        settings = dict(config(self))
+        if self.reasons is not None and any(task.has_reasons for task in self.tasks()):
+            settings["reasons"] = self.reasons
+        return settings
+
+    recorded._reports_reasons = True  # type: ignore[attr-defined]
+    return recorded
+
+
+Metric.config = _recorded_config(Metric.config)  # type: ignore[method-assign]
 
 
 def average_precision(flags: pl.Expr) -> pl.Expr:

@@ -96,8 +96,13 @@ class AnswerCorrectness(Metric):
     )
 
     def __init__(
-        self, weights: tuple[float, float] = (0.75, 0.25), max_claims: int = MAX_CLAIMS
+        self,
+        weights: tuple[float, float] = (0.75, 0.25),
+        max_claims: int = MAX_CLAIMS,
+        *,
+        reasons: bool | None = None,
     ) -> None:
+        super().__init__(reasons=reasons)
         try:
             w_f, w_s = (float(w) for w in weights)
         except (TypeError, ValueError):
@@ -194,7 +199,8 @@ async def _classify(sides: pl.DataFrame, ctx: Context) -> pl.DataFrame:
     `classify_error`, for rows whose two sides were extracted.
 
     A row with statements on both sides is classified by the judge; a row where one side has
-    none decides the counts alone (no request, fixed reasons).
+    none decides the counts alone (no request, fixed reasons; null ones when the metric asks
+    for no reasons, as every reason of such a run is).
     """
     extracted = pl.col("answer_error").is_null() & pl.col("truth_error").is_null()
     judgeable = sides.filter(extracted & (pl.col("n_a") > 0) & (pl.col("n_g") > 0))
@@ -218,17 +224,26 @@ async def _classify(sides: pl.DataFrame, ctx: Context) -> pl.DataFrame:
         count_col=("n_a", "n_g"),
     )
     number = pl.int_range(1, pl.len() + 1).alias("index")
+    no_truth, no_claim = (NO_TRUTH, NO_CLAIM) if ctx.reasons else (None, None)
     unjudged = sides.filter(extracted & ((pl.col("n_a") == 0) | (pl.col("n_g") == 0))).select(
         ROW_ID,
         pl.col("claims")
         .list.eval(
-            pl.struct(number, pl.lit(NO_TRUTH).alias("reason"), pl.lit("FP").alias("verdict"))
+            pl.struct(
+                number,
+                pl.lit(no_truth, dtype=pl.String).alias("reason"),
+                pl.lit("FP").alias("verdict"),
+            )
         )
         .cast(pl.List(A_VERDICT.dtype))
         .alias("a_verdicts"),
         pl.col("statements")
         .list.eval(
-            pl.struct(number, pl.lit(NO_CLAIM).alias("reason"), pl.lit(False).alias("covered"))
+            pl.struct(
+                number,
+                pl.lit(no_claim, dtype=pl.String).alias("reason"),
+                pl.lit(False).alias("covered"),
+            )
         )
         .cast(pl.List(G_VERDICT.dtype))
         .alias("g_verdicts"),

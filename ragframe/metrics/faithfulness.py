@@ -47,6 +47,8 @@ class Faithfulness(Metric):
     extraction allows) or their text passes 4,000 tokens, and then into the fewest, evenly
     sized requests. `batch_size=k` forces ceil(claims / k) requests of k claims instead.
     Ragas and deepeval also verify all claims in one call.
+    Verdicts per request are sized for verdicts with reasons, so `reasons=False` sends the
+    same requests, each asking for shorter answers.
     Caps: at most `max_claims` claims (40) per answer, 6 with the embedded judge's
     `output_bounds`; a list that reaches its cap may have been cut, and `truncated` says so.
     Empty input: a null or empty answer, question or contexts gives null with the reason and
@@ -68,7 +70,14 @@ class Faithfulness(Metric):
         source="llm4s Faithfulness (000), deepeval (003)",
     )
 
-    def __init__(self, batch_size: int | None = None, max_claims: int = MAX_CLAIMS) -> None:
+    def __init__(
+        self,
+        batch_size: int | None = None,
+        max_claims: int = MAX_CLAIMS,
+        *,
+        reasons: bool | None = None,
+    ) -> None:
+        super().__init__(reasons=reasons)
         if batch_size is not None and (
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
         ):

@@ -253,7 +253,8 @@ class _VerbatimShortcut(DualJudge):
 
     shortcut_score: ClassVar[float]
 
-    def __init__(self, shortcuts: bool = True) -> None:
+    def __init__(self, shortcuts: bool = True, *, reasons: bool | None = None) -> None:
+        super().__init__(reasons=reasons)  # accepted for a uniform API: ratings have no reason
         self.shortcuts = shortcuts
 
     def config(self) -> dict[str, Any]:

@@ -186,7 +186,8 @@ class AnswerRelevancyLLM(Metric):
         source="guide LLM-based Answer Relevancy (003), deepeval",
     )
 
-    def __init__(self, max_claims: int = MAX_CLAIMS) -> None:
+    def __init__(self, max_claims: int = MAX_CLAIMS, *, reasons: bool | None = None) -> None:
+        super().__init__(reasons=reasons)
         self.max_claims = check_max_claims(self.name, max_claims)
 
     def tasks(self) -> list[Task]:
