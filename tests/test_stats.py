@@ -128,6 +128,8 @@ def test_interval_stays_inside_the_bounds_and_refuses_values_outside() -> None:
     with pytest.raises(InputError, match=r"1 of 3 values lie outside \[0.0, 1.0\].*bounds=None"):
         mean_interval([0.5, 1.5, 0.2])
     assert mean_interval([0.5, 1.5, 0.2], bounds=None).high > 1.0 - 1e-9
+    # Rounding error at a bound is not an error: the score counts as the bound.
+    assert mean_interval([1.0 + 4e-16, 1.0, 1.0]).method == "exact-bound"
 
 
 def test_t_interval_from_stats_equals_mean_interval_past_the_bootstrap() -> None:
