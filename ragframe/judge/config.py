@@ -41,7 +41,12 @@ class Judge:
     base_url : any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp); default `$OPENAI_BASE_URL`.
     api_key : default `$OPENAI_API_KEY`. Never written to outputs, caches, logs or reprs.
     embedding_model : for answer_relevancy; default `$RAGFRAME_EMBEDDING_MODEL`, else
-        text-embedding-3-small on OpenAI, else the local MiniLM embedder when installed.
+        text-embedding-3-small on OpenAI itself, else (the embedded judge and any other
+        endpoint: vLLM, Ollama, llama.cpp) the local MiniLM embedder when installed
+        (`pip install 'ragframe[local]'`), run in this process. The output metadata records
+        which one embedded (`embedding_model`, and `embedder`: endpoint or local).
+    embedder : an object with `name` and `embed(texts) -> vectors`, used instead of an
+        endpoint's embedding model when `embedding_model` is None.
     concurrency : HTTP requests in flight at once, shared by every metric.
     timeout : seconds for one request (not for the whole run).
     max_attempts : tries per request on 5xx, timeouts, connection errors and 200 replies that
@@ -79,9 +84,13 @@ class Judge:
         completion tokens and say little). Without reasons the detail keeps its reason fields,
         null, and the requests are cached apart from those with reasons.
     retry_failed : send again the requests the cache remembers as failed for good (cut off at
-        max_tokens at temperature 0, or an answer that never fit its schema after repair). By
-        default such a request is not paid for twice: a rerun gives its rows the same error.
-        Transient failures (timeouts, 5xx, 429, refused connections) are never remembered.
+        max_tokens, or an answer that never fit its schema after its repairs, both at
+        temperature 0). By default such a request is not paid for twice: a rerun gives its rows
+        the same error, marked as remembered, and counts it in `remembered_failures`; one
+        asked with more `repair_attempts`, other `output_bounds` or another `structured` is
+        sent again. An answer to a request sent again replaces its failure. Transient failures
+        (timeouts, 5xx, 429, refused connections), and any at temperature > 0, are never
+        remembered.
     logprobs : False when the endpoint is known not to return token logprobs, so a metric
         that cannot score without them (`GEval(require_logprobs=True)`) is refused before any
         request; None (default) assumes it does, unless its host is known to ignore them.
@@ -133,7 +142,7 @@ class Judge:
         self.local = self.base_url is None and self._api_key is None
         self.model = self._pick_model(model)
         self.embedding_model = embedding_model or env.get("RAGFRAME_EMBEDDING_MODEL") or None
-        if self.embedding_model is None and not self.local and self.base_url is None:
+        if self.embedding_model is None and self.endpoint_host == "api.openai.com":
             self.embedding_model = OPENAI_DEFAULT_EMBEDDING
         self.embedder = embedder
         # What is asked, and how the answer is held to its schema.
@@ -253,11 +262,25 @@ class Judge:
         return {
             "model": self.model,
             "endpoint_host": self.endpoint_host,
-            "embedding_model": self.embedding_model or getattr(self.embedder, "name", None),
+            **self.embedding_choice(),
             "temperature": self.temperature,
             "seed": self.seed,
             "local": self.local,
         }
+
+    def embedding_choice(self) -> dict[str, str | None]:
+        """Which embedder answer_relevancy uses: `embedding_model` (its name) and `embedder`:
+        "endpoint" (the model named, sent to the endpoint), "local" (an embedder in this
+        process: the one given, else the local MiniLM when installed), or None for none."""
+        if self.embedding_model is not None:
+            return {"embedding_model": self.embedding_model, "embedder": "endpoint"}
+        if self.embedder is not None:
+            return {"embedding_model": getattr(self.embedder, "name", None), "embedder": "local"}
+        from ragframe import embed_local
+
+        if embed_local.local_embedder_available():
+            return {"embedding_model": embed_local.LOCAL_EMBEDDING_MODEL, "embedder": "local"}
+        return {"embedding_model": None, "embedder": None}
 
     def session(self, backend: BackendName = "live") -> JudgeSession:
         """A session for one run (`async with judge.session() as s:`); see `JudgeSession`."""

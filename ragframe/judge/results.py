@@ -49,6 +49,9 @@ class RunStats:
     # Requests not sent: answered from the cache or this run, or asked twice in one column.
     cache_hits: int = 0
     deduplicated: int = 0
+    #: Requests the cache remembers as failed for good (at temperature 0): their rows get
+    #: the same error again, unsent (`Judge(retry_failed=True)` sends them).
+    remembered_failures: int = 0
     # What the requests sent cost.
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -79,6 +82,7 @@ class RunStats:
             "answered": self.answered,
             "cache_hits": self.cache_hits,
             "deduplicated": self.deduplicated,
+            "remembered_failures": self.remembered_failures,
             "embedding_requests": self.embedding_requests,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,

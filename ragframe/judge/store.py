@@ -5,6 +5,16 @@ prompt, schema, sampling parameters, user message). The store keeps, by key, thi
 answers (the memo: a stage that several metrics share is paid for once even with the cache
 off), the requests in flight (asked twice at once, sent once), and reads and writes the
 SQLite cache (`AnswerCache`, whose reads and writes run off the event loop).
+
+Remembered failures. At temperature 0 a request whose answer was cut off at max_tokens, or
+never fit its schema after its repairs, would fail the same way if sent again: the store
+keeps that failure in the cache by the request's key (`save_failure`), and a rerun gives its
+rows the same error, marked as remembered, without sending it (`RunStats.remembered_failures`).
+`Judge(retry_failed=True)` (`--retry-failed`) sends such requests again, once a run, and an
+answer then replaces the failure. A failure is remembered only under the settings it
+happened with (`failure_conditions`): more repair attempts, other output bounds or another
+structured mode send it again. Transient failures (timeouts, 5xx, 429, connections) are
+never remembered: they are not saved here at all.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ragframe.errors import JudgeError
 from ragframe.judge.cache import request_key
 from ragframe.judge.config import Judge
 from ragframe.judge.parse import AnswerError, parse_answer
@@ -23,6 +34,12 @@ from ragframe.judge.results import Answer, RunStats, dumps
 from ragframe.judge.task import Task
 
 Count = int | tuple[int, ...] | None
+#: What a remembered failure's row error adds to the reason it failed with.
+REMEMBERED = (
+    " [remembered: this request failed this way before at temperature 0, with the same "
+    "settings, so it was not sent again; --retry-failed (Judge(retry_failed=True)) sends it "
+    "again]"
+)
 
 
 class Requests:
@@ -64,6 +81,10 @@ class AnswerStore:
         # Answers already given in this run. Cleared between chunks of a streamed file.
         self._memo: dict[str, Answer] = {}
         self._prefixes: dict[Any, tuple[bytes, dict[str, Any]]] = {}
+        # retry_failed: keys sent again although remembered as failed (an answer replaces the
+        # failure), and keys that failed for good in this session (not sent a third time).
+        self._retried: set[str] = set()
+        self._failed_here: set[str] = set()
 
     # ----------------------------------------------------------------- keys
     def requests(
@@ -111,8 +132,12 @@ class AnswerStore:
         return digest, schema
 
     def vector_keys(self, model: str, texts: Mapping[str, str]) -> dict[str, str]:
-        """Each text -> the cache key of its vector (`texts`: text -> the text as sent)."""
-        endpoint = self.judge.endpoint_host
+        """Each text -> the cache key of its vector (`texts`: text -> the text as sent).
+
+        Vectors of an in-process embedder (no `embedding_model` named) are keyed by its name
+        alone, whatever the chat endpoint: the local MiniLM's are shared by every judge."""
+        judge = self.judge
+        endpoint = judge.endpoint_host if judge.embedding_model is not None else "local"
         return {
             text: request_key({"embedding_model": model, "endpoint": endpoint, "text": sent})
             for text, sent in texts.items()
@@ -120,7 +145,8 @@ class AnswerStore:
 
     # -------------------------------------------------------------- answers
     async def recall(self, task: Task, requests: Requests) -> dict[str, Answer]:
-        """The answers this run or the cache already holds, by key."""
+        """The answers this run or the cache already holds, by key (remembered failures
+        included, as answers with their error; see the module docstring)."""
         found: dict[str, Answer] = {k: self._memo[k] for k in requests if k in self._memo}
         remembered = len(found)
         cache = self.judge.cache
@@ -130,8 +156,34 @@ class AnswerStore:
                 answer = _from_cache(stored, requests.schema(key), task)
                 if answer is not None:
                     found[key] = answer
-        self.stats.cache_hits += len(found) - remembered
+            self.stats.cache_hits += len(found) - remembered
+            missing = [k for k in lookup if k not in found]
+            if missing and self.judge.temperature == 0:
+                found.update(self._failed(await cache.aget_failures(missing)))
         return found
+
+    def _failed(self, stored: Mapping[str, dict[str, Any]]) -> dict[str, Answer]:
+        """The remembered failures to give rows instead of sending their requests again."""
+        judge = self.judge
+        now = failure_conditions(judge)
+        out: dict[str, Answer] = {}
+        for key, failure in stored.items():
+            if judge.retry_failed and key not in self._failed_here:
+                self._retried.add(key)
+                continue
+            if not _still_holds(failure["conditions"], now):
+                continue
+            usage = failure["usage"]
+            out[key] = Answer(
+                error=failure["reason"] + REMEMBERED,
+                prompt_tokens=int(usage["prompt_tokens"]),
+                completion_tokens=int(usage["completion_tokens"]),
+                cached=True,
+            )
+        self.stats.remembered_failures += len(out)
+        if out and judge.fail_fast:
+            raise JudgeError(next(iter(out.values())).error)
+        return out
 
     def remember(self, answers: Iterable[tuple[str, Answer]]) -> None:
         """Keep the answers without an error for the rest of the run."""
@@ -168,7 +220,30 @@ class AnswerStore:
                     "completion_tokens": answer.completion_tokens,
                 },
             }
-            await cache.aput(key, self.judge.model, stored)
+            retried = key in self._retried
+            await cache.aput(key, self.judge.model, stored, replaces_failure=retried)
+            self._retried.discard(key)
+
+    async def save_failure(self, key: str, answer: Answer, kind: str) -> None:
+        """Remember in the cache that `key` failed for good with `answer.error` (an answer cut
+        off at max_tokens, or one that never fit its schema): only at temperature 0, where
+        sending it again would fail the same way."""
+        judge = self.judge
+        cache = judge.cache
+        if judge.temperature != 0 or answer.error is None:
+            return
+        self._failed_here.add(key)
+        if cache is not None:
+            stored = {
+                "kind": kind,
+                "reason": answer.error,
+                "conditions": failure_conditions(judge),
+                "usage": {
+                    "prompt_tokens": answer.prompt_tokens,
+                    "completion_tokens": answer.completion_tokens,
+                },
+            }
+            await cache.aput_failure(key, judge.model, stored)
 
     # -------------------------------------------------------------- vectors
     async def vectors(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
@@ -184,6 +259,28 @@ class AnswerStore:
         cache = self.judge.cache
         if cache is not None:
             await cache.aput_vectors(model, [(k, v.tobytes()) for k, v in fresh])
+
+
+def failure_conditions(judge: Judge) -> dict[str, Any]:
+    """The settings a remembered failure depends on beyond its key (which holds the model,
+    endpoint, messages, schema, temperature and max_tokens): the repairs it was given, the
+    output bounds and the structured-output setting it was asked under."""
+    bounds = judge.output_bounds
+    return {
+        "repair_attempts": judge.repair_attempts,
+        "output_bounds": None if bounds is None else list(bounds),
+        "structured": judge.structured,
+    }
+
+
+def _still_holds(then: Mapping[str, Any], now: Mapping[str, Any]) -> bool:
+    """Whether a failure under the settings `then` would repeat under `now`: the same bounds
+    and structured setting, and no more repair attempts than it already had."""
+    return (
+        then.get("output_bounds") == now["output_bounds"]
+        and then.get("structured") == now["structured"]
+        and int(then.get("repair_attempts", 0)) >= now["repair_attempts"]
+    )
 
 
 def _from_cache(stored: dict[str, Any], schema: dict[str, Any], task: Task) -> Answer | None:

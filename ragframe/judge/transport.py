@@ -117,7 +117,10 @@ class Transport:
         self._fatal: Failure | None = None
 
     async def open(self) -> None:
-        """Start the embedded judge when it is the one used; open the client and the pool."""
+        """Start the embedded judge when it is the one used; open the client and the pool.
+
+        A judge with no embedding model named and no embedder given embeds with the local
+        MiniLM embedder when it is installed, whatever its chat endpoint (see `Judge`)."""
         from openai import AsyncOpenAI
 
         judge = self.judge
@@ -125,8 +128,8 @@ class Transport:
             from ragframe.judge.local import start_local_judge
 
             self._base_url = await asyncio.to_thread(start_local_judge)
-            if judge.embedder is None and judge.embedding_model is None:
-                judge.embedder = _local_embedder_or_none()
+        if judge.embedder is None and judge.embedding_model is None:
+            judge.embedder = _local_embedder_or_none()
         self._client = AsyncOpenAI(
             base_url=self._base_url,
             api_key=judge._api_key or "not-needed",

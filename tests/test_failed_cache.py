@@ -1,0 +1,223 @@
+"""Deterministic failures remembered in the cache, so an unchanged rerun does not pay again.
+
+At temperature 0 an answer cut off at max_tokens, or one that still does not fit its schema
+after its repairs, would fail the same way if sent again: the cache keeps the failure by the
+request's key, a rerun gives the row the same error (marked as remembered) without a request,
+and `retry_failed` sends it again. Timeouts, 5xx and failures at temperature > 0 are sent
+again on every rerun. The scripted server counts every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import judge_for, router
+
+import ragframe
+from ragframe.errors import JudgeError
+from ragframe.judge.batch import BatchJob
+from ragframe.judge.cache import AnswerCache
+from ragframe.judge.store import REMEMBERED
+from ragframe.testing.server import FakeServer, Reply
+
+METRIC = "context_recall"
+TASK = "context_recall_attribute"  # the json_schema name of its one task
+
+
+def rows(n: int = 2) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "question": [f"What is topic {i}?" for i in range(n)],
+            "answer": [f"Topic {i} is blue." for i in range(n)],
+            "contexts": [[f"Topic {i} is a blue thing."] for i in range(n)],
+            "ground_truth": [f"Topic {i} is blue." for i in range(n)],
+        },
+        schema_overrides={"contexts": pl.List(pl.String)},
+    )
+
+
+def errors(result: ragframe.RunResult) -> list[str | None]:
+    return result.frame[f"{METRIC}_detail"].struct.field("error").to_list()
+
+
+def cut_off(body: dict[str, Any]) -> Reply:
+    return Reply(content='{"verdicts": [{"index": 1, "attri', finish_reason="length")
+
+
+def scored(server: FakeServer, tmp_path: Path, **options: Any) -> ragframe.RunResult:
+    """One run of the metric over `rows()` against the shared cache file under tmp_path."""
+    judge = judge_for(server, tmp_path, cache=True, **options)
+    return ragframe.run(rows(), [METRIC], judge=judge)
+
+
+def test_a_cut_off_answer_is_not_paid_for_twice(server: FakeServer, tmp_path: Path) -> None:
+    server.handler = router(**{TASK: cut_off})
+    first = scored(server, tmp_path)
+    sent = server.count()
+    assert sent == 4  # two rows, each asked and repaired once
+    assert all("cut off at max_tokens" in e for e in errors(first))
+    assert first.stats.failures["invalid_length"] == 2 and first.stats.remembered_failures == 0
+
+    again = scored(server, tmp_path)
+    assert server.count() == sent  # nothing sent
+    assert errors(again) == [e + REMEMBERED for e in errors(first)]
+    assert "--retry-failed" in errors(again)[0] and "retry_failed=True" in errors(again)[0]
+    assert again.stats.remembered_failures == 2
+    assert again.stats.requests == 0 and dict(again.stats.failures) == {}
+    assert again.summary()["remembered_failures"] == 2
+
+    # retry_failed sends them again; still cut off, they are remembered anew.
+    retried = scored(server, tmp_path, retry_failed=True)
+    assert server.count() == sent + 4
+    assert errors(retried) == errors(first) and retried.stats.remembered_failures == 0
+
+    # The judge now answers: a retry's answer replaces the failure, for good.
+    server.handler = None  # the server's valid answers
+    fixed = scored(server, tmp_path, retry_failed=True)
+    assert server.count() == sent + 6 and errors(fixed) == [None, None]
+    later = scored(server, tmp_path)
+    assert server.count() == sent + 6 and later.stats.cache_hits == 2
+    assert later.frame[METRIC].null_count() == 0
+    assert later.frame[METRIC].to_list() == fixed.frame[METRIC].to_list()
+    with sqlite3.connect(tmp_path / "cache.sqlite3") as db:
+        assert db.execute("SELECT COUNT(*) FROM failures").fetchone() == (0,)
+
+
+def test_an_answer_that_never_fits_its_schema_is_remembered(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    server.handler = router(**{TASK: "I cannot answer that in JSON."})
+    first = scored(server, tmp_path)
+    sent = server.count()
+    assert sent == 4 and first.stats.repairs == 2
+    assert all("unusable answer" in e for e in errors(first))
+    again = scored(server, tmp_path)
+    assert server.count() == sent and again.stats.remembered_failures == 2
+    assert errors(again) == [e + REMEMBERED for e in errors(first)]
+    # More repair attempts than it had: it might succeed, so it is sent again.
+    more = scored(server, tmp_path, repair_attempts=2)
+    assert server.count() == sent + 6 and more.stats.remembered_failures == 0
+
+
+@pytest.mark.parametrize(
+    ("handler", "options"),
+    [
+        (lambda body: Reply(status=500, content="boom"), {"max_attempts": 1}),
+        (lambda body: Reply(content="{}", delay=2.0), {"max_attempts": 1, "timeout": 0.3}),
+        (cut_off, {"temperature": 0.7}),
+    ],
+    ids=["5xx", "timeout", "temperature>0"],
+)
+def test_transient_failures_and_sampled_answers_are_sent_again(
+    server: FakeServer,
+    tmp_path: Path,
+    handler: Callable[[dict[str, Any]], Reply],
+    options: dict[str, Any],
+) -> None:
+    server.handler = router(**{TASK: handler})
+    first = scored(server, tmp_path, **options)
+    sent = server.count()
+    assert sent >= 2 and all(e is not None for e in errors(first))
+    again = scored(server, tmp_path, **options)
+    assert server.count() == 2 * sent and again.stats.remembered_failures == 0
+    assert all(e is not None and REMEMBERED not in e for e in errors(again))
+
+
+def test_fail_fast_stops_on_a_remembered_failure(server: FakeServer, tmp_path: Path) -> None:
+    server.handler = router(**{TASK: cut_off})
+    scored(server, tmp_path)
+    sent = server.count()
+    with pytest.raises(JudgeError, match="remembered"):
+        scored(server, tmp_path, fail_fast=True)
+    assert server.count() == sent
+
+
+def test_a_dry_run_counts_remembered_failures_as_free(server: FakeServer, tmp_path: Path) -> None:
+    server.handler = router(**{TASK: cut_off})
+    scored(server, tmp_path)
+    judge = judge_for(server, tmp_path, cache=True)
+    assert ragframe.estimate(rows(), [METRIC], judge=judge)["requests"] == 0
+    retry = judge_for(server, tmp_path, cache=True, retry_failed=True)
+    assert ragframe.estimate(rows(), [METRIC], judge=retry)["requests"] == 2
+
+
+def test_the_batch_api_does_not_resubmit_a_remembered_failure(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    server.handler = router(**{TASK: cut_off})
+    scored(server, tmp_path)
+    judge = judge_for(server, tmp_path, cache=True)
+    nothing = BatchJob(tmp_path / "job.json", judge).export_jsonl(
+        rows(), [METRIC], tmp_path / "req.jsonl"
+    )
+    assert nothing.requests == 0
+    retry = judge_for(server, tmp_path, cache=True, retry_failed=True)
+    again = BatchJob(tmp_path / "job2.json", retry).export_jsonl(
+        rows(), [METRIC], tmp_path / "req2.jsonl"
+    )
+    assert again.requests == 2
+
+
+OLD_SCHEMA = """
+CREATE TABLE answers (key TEXT PRIMARY KEY, model TEXT NOT NULL, value TEXT,
+    content TEXT NOT NULL, logprobs TEXT, prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL, created REAL NOT NULL);
+CREATE TABLE embeddings (key TEXT PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL);
+"""
+#: The query an older ragframe reads answers with (its `AnswerCache.get_many`).
+OLD_READ = (
+    "SELECT key, value, CASE WHEN value IS NULL THEN content END, logprobs, "
+    "prompt_tokens, completion_tokens FROM answers WHERE key IN (?)"
+)
+
+
+def test_cache_files_of_either_version_open_and_an_old_reader_sees_no_answer(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """A cache file written before failures were kept opens and learns them; what an older
+    ragframe reads from a newer file holds no row for a failed request (it sends it again)."""
+    path = tmp_path / "cache.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.executescript(OLD_SCHEMA)
+    server.handler = router(**{TASK: cut_off})
+    scored(server, tmp_path)
+    sent = server.count()
+    scored(server, tmp_path)
+    assert server.count() == sent
+    with sqlite3.connect(path) as db:
+        keys = [k for (k,) in db.execute("SELECT key FROM failures")]
+        assert len(keys) == 2
+        assert all(db.execute(OLD_READ, (k,)).fetchall() == [] for k in keys)
+    cache = AnswerCache(path)
+    assert cache.get_many(keys) == {} and len(cache) == 0
+    failure = cache.get_failures(keys)[keys[0]]
+    assert failure["kind"] == "length" and "cut off" in failure["reason"]
+    assert failure["conditions"]["repair_attempts"] == 1
+    cache.close()
+
+
+def test_an_answer_wins_over_a_failure_of_its_key(tmp_path: Path) -> None:
+    """An answer for a key (written by any version, or by a batch collect) hides its failure."""
+    cache = AnswerCache(tmp_path / "cache.sqlite3")
+    failure = {"kind": "length", "reason": "cut off", "conditions": {"repair_attempts": 1}}
+    cache.put_failure("k", "m", failure)
+    assert set(cache.get_failures(["k"])) == {"k"}
+    cache.put("k", "m", {"content": "{}", "value": "{}"})
+    assert cache.get_failures(["k"]) == {}
+
+    async def replace() -> None:
+        await cache.aput_failure("j", "m", failure)
+        await cache.aput("j", "m", {"content": "{}", "value": "{}"}, replaces_failure=True)
+
+    asyncio.run(replace())
+    with sqlite3.connect(tmp_path / "cache.sqlite3") as db:
+        assert db.execute("SELECT key FROM failures").fetchall() == [("k",)]
+    assert json.loads(cache.get_many(["j"])["j"]["value"]) == {}
+    cache.close()
