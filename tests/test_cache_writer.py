@@ -395,3 +395,43 @@ def test_a_failed_commit_keeps_the_answers_of_the_run(
     again = ragframe.run(data, metrics, judge=judge_for(server, tmp_path, cache=path))
     assert server.count() + server.count("/embeddings") == before
     assert again.frame.select(metrics).equals(later.frame.select(metrics))
+
+
+@pytest.mark.parametrize("json1", [True, False], ids=["json1", "no-json1"])
+def test_failures_share_the_commit_of_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, json1: bool
+) -> None:
+    """A remembered failure is queued with answers like any row: one transaction commits
+    both, with or without JSON1, and an answer that replaces a failure deletes it there."""
+    if not json1:
+        monkeypatch.setattr(cache_module, "_has_json1", lambda db: False)
+    cache, statements = traced_cache(tmp_path / "cache.sqlite3", monkeypatch)
+    failure = {"kind": "length", "reason": "cut off", "conditions": {"repair_attempts": 1}}
+
+    async def main() -> None:
+        await cache.aput_failure("old", "m", failure)
+        await asyncio.gather(
+            *(cache.aput(f"k{i}", "m", payload(i)) for i in range(5)),
+            cache.aput_failure("f", "m", {**failure, "usage": {"prompt_tokens": 7}}),
+            cache.aput("old", "m", payload(9), replaces_failure=True),
+        )
+
+    asyncio.run(main())
+    assert set(cache.get_many([f"k{i}" for i in range(5)])) == {f"k{i}" for i in range(5)}
+    assert cache.get_failures(["f", "old"]) == {
+        "f": {
+            "kind": "length",
+            "reason": "cut off",
+            "conditions": {"repair_attempts": 1},
+            "usage": {"prompt_tokens": 7, "completion_tokens": 0},
+        }
+    }
+    cache.close()
+    # The writer's transactions: everything queued together went in one.
+    transactions = " ".join(statements).split("BEGIN IMMEDIATE")
+    gathered = [t for t in transactions if "k0" in t]
+    assert len(gathered) == 1 and "DELETE FROM failures" in gathered[0]
+    assert all(f"k{i}" in gathered[0] for i in range(5)) and "('f'," in gathered[0]
+    assert not [sql for sql in statements if "->" in sql]
+    with sqlite3.connect(tmp_path / "cache.sqlite3") as db:
+        assert db.execute("SELECT key FROM failures").fetchall() == [("f",)]
