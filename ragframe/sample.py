@@ -85,19 +85,23 @@ def draw_sample(
 ) -> Sample:
     """A uniform random sample of `n` rows of `data` (every row if it has no more than n).
 
-    `data`: a Polars DataFrame or LazyFrame, an opened `InputFile`, or the path of a log in
-    Parquet, JSON Lines or CSV. `seed`: a non-negative integer; the same seed gives the same
-    rows of the same log, in any of its formats. `columns`: the run's column mapping (it says
-    which CSV columns hold JSON lists, as in `evaluate`). `select`: keep only these columns
-    (a Parquet file then reads nothing else). `index_column`: the name of the position
-    column, for a log that already has a `row_index`. `chunk_rows`: rows read at a time
-    (memory, not the result, depends on it).
+    `data`: a Polars DataFrame or LazyFrame (or a pandas DataFrame), an opened `InputFile`,
+    or the path of a log in Parquet, JSON Lines or CSV. `seed`: an integer from 0 to
+    2**64 - 1; the same seed gives the same rows of the same log, in any of its formats.
+    `columns`: the run's column mapping (it says which CSV columns hold JSON lists, as in
+    `evaluate`). `select`: keep only these columns (a Parquet file then reads nothing else).
+    `index_column`: the name of the position column, for a log that already has a
+    `row_index`. `chunk_rows`: rows read at a time (memory depends on it, the rows do not).
     """
     _check(n, seed, chunk_rows)
     if isinstance(data, str | Path):
         from ragframe.columns import list_columns
 
         data = open_input(data, list_columns=list_columns(columns))
+    elif type(data).__module__.startswith("pandas"):
+        from ragframe.columns import load_frame
+
+        data = load_frame(data)  # already in memory: converted, then sampled as a frame
     if isinstance(data, pl.LazyFrame):
         return _sample_lazy(data, n, seed, select, index_column)
     if isinstance(data, pl.DataFrame):

@@ -351,17 +351,21 @@ def summarize(
     so a group's interval does not change when other groups are added or removed.
     """
     _check_options(level, seed, method)
-    frame, meta = _load_scored(data)
-    groups = [by] if isinstance(by, str) else list(by or [])
-    missing = [g for g in groups if g not in frame.columns]
-    if missing:
-        raise InputError(
-            f"by= names {missing}, which the frame lacks; its columns are {frame.columns}"
-        )
-    names = _metric_names(frame.schema, metrics, meta, groups)
-    frame = frame.select(
-        *groups, *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in names)
-    )
+    lazy, meta, where = _load_scored(data)
+    try:
+        schema = lazy.collect_schema()
+        groups = [by] if isinstance(by, str) else list(by or [])
+        missing = [g for g in groups if g not in schema]
+        if missing:
+            raise InputError(
+                f"by= names {missing}, which {where} lacks; its columns are {schema.names()}"
+            )
+        names = _metric_names(schema, metrics, meta, groups)
+        frame = lazy.select(
+            *groups, *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in names)
+        ).collect()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {where}: {exc}") from exc
     long = _cell_stats(frame, names, groups)
     intervals = _cell_intervals(frame, long, groups, level, seed, method)
     table = long.with_columns(
@@ -380,22 +384,23 @@ def summarize(
     return table
 
 
-def _load_scored(data: Any) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """The frame (a Parquet path scanned lazily, so only the needed columns are read later)
-    and the file's ragframe metadata ({} for a frame)."""
+def _load_scored(data: Any) -> tuple[pl.LazyFrame, dict[str, Any], str]:
+    """The scores as a LazyFrame (a Parquet file is scanned, so only the score and group
+    columns are read, never the details), the file's ragframe metadata ({} for a frame), and
+    what to call the source in a message."""
     from ragframe.io import INPUT_FORMATS, input_path, open_input, read_metadata
 
     if isinstance(data, pl.DataFrame):
-        return data, {}
+        return data.lazy(), {}, "the frame"
     if isinstance(data, pl.LazyFrame):
-        return data.collect(), {}
+        return data, {}, "the frame"
     if isinstance(data, str | Path):
         path = input_path(data)
         if INPUT_FORMATS.get(path.suffix.lower()) != "Parquet":
-            return open_input(path).read(), {}
+            return open_input(path).read().lazy(), {}, repr(str(path))
         try:
-            return pl.read_parquet(path), read_metadata(path)
-        except (pl.exceptions.PolarsError, OSError) as exc:
+            return pl.scan_parquet(path), read_metadata(path), repr(str(path))
+        except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
             raise InputError(f"cannot read {str(path)!r} as Parquet: {exc}") from exc
     raise InputError(
         f"cannot summarize a {type(data).__name__}: pass a polars DataFrame or LazyFrame, "

@@ -56,6 +56,8 @@ def test_same_seed_same_rows_in_every_format_and_chunk_size(tmp_path: Path) -> N
     )
     assert joined.sort(INDEX_COLUMN).drop(INDEX_COLUMN).equals(expected.frame.drop(INDEX_COLUMN))
     assert draw_sample(log.lazy(), 25, seed=9).frame.equals(expected.frame)
+    pandas = log.drop("contexts").to_pandas()
+    assert draw_sample(pandas, 25, seed=9).frame.equals(expected.frame.drop("contexts"))
     for fmt, path in _write_all(log, tmp_path).items():
         for chunk_rows in (7, 10_000):
             got = draw_sample(path, 25, seed=9, chunk_rows=chunk_rows)
