@@ -221,3 +221,19 @@ def test_an_answer_wins_over_a_failure_of_its_key(tmp_path: Path) -> None:
         assert db.execute("SELECT key FROM failures").fetchall() == [("k",)]
     assert json.loads(cache.get_many(["j"])["j"]["value"]) == {}
     cache.close()
+
+
+def test_a_stage_two_metrics_share_is_remembered_once(server: FakeServer, tmp_path: Path) -> None:
+    """faithfulness and answer_relevancy_llm both need the answer's claims: a claims request
+    cut off fails both metrics' rows, and a rerun sends nothing and counts it once."""
+    server.handler = router(answer_claims=cut_off)
+    metrics = ["faithfulness", "answer_relevancy_llm"]
+    judge = judge_for(server, tmp_path, cache=True)
+    first = ragframe.run(rows(), metrics, judge=judge)
+    sent = server.count()
+    assert first.stats.failures["invalid_length"] == 2
+    again = ragframe.run(rows(), metrics, judge=judge_for(server, tmp_path, cache=True))
+    assert server.count() == sent and again.stats.remembered_failures == 2
+    for metric in metrics:
+        details = again.frame[f"{metric}_detail"].struct.field("error").to_list()
+        assert all("cut off at max_tokens" in e and REMEMBERED in e for e in details)

@@ -81,10 +81,12 @@ class AnswerStore:
         # Answers already given in this run. Cleared between chunks of a streamed file.
         self._memo: dict[str, Answer] = {}
         self._prefixes: dict[Any, tuple[bytes, dict[str, Any]]] = {}
-        # retry_failed: keys sent again although remembered as failed (an answer replaces the
-        # failure), and keys that failed for good in this session (not sent a third time).
+        # Failures for good known in this run, with the cache on: those it remembered, and
+        # those that happened now (a stage asking one again gets it without a lookup, and
+        # retry_failed sends a request at most once a run). Kept across chunks: they are few.
+        self._failures: dict[str, Answer] = {}
+        # retry_failed: keys sent again although remembered as failed (an answer replaces it).
         self._retried: set[str] = set()
-        self._failed_here: set[str] = set()
 
     # ----------------------------------------------------------------- keys
     def requests(
@@ -147,7 +149,10 @@ class AnswerStore:
     async def recall(self, task: Task, requests: Requests) -> dict[str, Answer]:
         """The answers this run or the cache already holds, by key (remembered failures
         included, as answers with their error; see the module docstring)."""
-        found: dict[str, Answer] = {k: self._memo[k] for k in requests if k in self._memo}
+        memo, failures = self._memo, self._failures
+        found: dict[str, Answer] = {k: memo[k] for k in requests if k in memo}
+        if failures:
+            found.update((k, failures[k]) for k in requests if k in failures)
         remembered = len(found)
         cache = self.judge.cache
         if cache is not None:
@@ -168,7 +173,10 @@ class AnswerStore:
         now = failure_conditions(judge)
         out: dict[str, Answer] = {}
         for key, failure in stored.items():
-            if judge.retry_failed and key not in self._failed_here:
+            if key in self._failures:  # another stage read it meanwhile: counted there
+                out[key] = self._failures[key]
+                continue
+            if judge.retry_failed:
                 self._retried.add(key)
                 continue
             if not _still_holds(failure["conditions"], now):
@@ -180,9 +188,11 @@ class AnswerStore:
                 completion_tokens=int(usage["completion_tokens"]),
                 cached=True,
             )
-        self.stats.remembered_failures += len(out)
-        if out and judge.fail_fast:
-            raise JudgeError(next(iter(out.values())).error)
+        fresh = {k: a for k, a in out.items() if k not in self._failures}
+        self.stats.remembered_failures += len(fresh)
+        self._failures.update(fresh)
+        if fresh and judge.fail_fast:
+            raise JudgeError(next(iter(fresh.values())).error)
         return out
 
     def remember(self, answers: Iterable[tuple[str, Answer]]) -> None:
@@ -232,8 +242,8 @@ class AnswerStore:
         cache = judge.cache
         if judge.temperature != 0 or answer.error is None:
             return
-        self._failed_here.add(key)
         if cache is not None:
+            self._failures[key] = answer
             stored = {
                 "kind": kind,
                 "reason": answer.error,
