@@ -17,7 +17,7 @@ from ragframe.columns import ROW_ID, list_columns, load_frame, select_inputs
 from ragframe.errors import ConfigError
 from ragframe.io import open_input
 from ragframe.judge.client import Judge, JudgeSession, RunStats
-from ragframe.metrics import Context, Metric, RagasScore, resolve
+from ragframe.metrics import Context, Metric, RagasScore, resolve, with_reasons
 
 
 @dataclass
@@ -207,7 +207,7 @@ async def score_frame(
     """Score one frame with a judge session: the input plus two columns per metric.
 
     A metric whose `reasons` is unset asks for reasons as the judge says (`Judge.reasons`)."""
-    scorers = [m for m in _with_reasons(metrics, session.judge.reasons) if isinstance(m, Metric)]
+    scorers = [m for m in with_reasons(metrics, session.judge.reasons) if isinstance(m, Metric)]
     inputs = select_inputs(
         frame,
         {m.name: m.requires for m in scorers},
@@ -227,15 +227,7 @@ def prepare_metrics(
 ) -> list[Metric | RagasScore]:
     """The run's metric instances, each asking for reasons or not: the metric's own setting,
     else the run's (`reasons=`), else the judge's (`Judge.reasons`)."""
-    return _with_reasons(resolve(metrics), judge.reasons if reasons is None else reasons)
-
-
-def _with_reasons(metrics: Any, default: bool) -> Any:  # TEMPORARY until metrics.with_reasons
-    try:
-        from ragframe.metrics import with_reasons  # type: ignore[attr-defined]
-    except ImportError:
-        return list(metrics)
-    return with_reasons(metrics, default)
+    return with_reasons(resolve(metrics), judge.reasons if reasons is None else reasons)
 
 
 def sampled_frame(

@@ -10,11 +10,12 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import polars as pl
+
+from ragframe.stats import BOOTSTRAP_MAX_N, interval_from_stats, mean_interval
 
 LEVEL = 0.95
 LOCAL_WARNING = (
@@ -27,28 +28,23 @@ def metric_summary(scores: pl.Series, direction: str, *, level: float = LEVEL) -
     """One metric's line: mean, its interval (`ragframe.stats.mean_interval`), rows scored
     and failed (null scores), direction."""
     values = scores.drop_nulls().to_numpy().astype(np.float64, copy=False)
-    try:  # TEMPORARY until ragframe.stats lands
-        from ragframe.stats import mean_interval
-    except ImportError:
-        low = high = method = None
-    else:
-        interval = mean_interval(values, level)
-        low, high, method = interval.low, interval.high, interval.method
+    interval = mean_interval(values, level)
     return {
-        "mean": float(values.mean()) if values.size else None,
-        "ci_low": low,
-        "ci_high": high,
+        "mean": interval.mean,
+        "ci_low": interval.low,
+        "ci_high": interval.high,
         "level": level,
-        "interval_method": method,
+        "interval_method": interval.method,
         "scored": int(values.size),
         "failed": scores.null_count(),
         "direction": direction,
     }
 
 
-#: A streamed run keeps each metric's scores for the interval up to this many rows; past it,
-#: only their count, sum and sum of squares (a normal interval, which is then accurate).
-KEPT_SCORES = 10_000
+#: A streamed run keeps each metric's scores for the interval while they are few enough for a
+#: bootstrap; past that, only their count, sum, sum of squares, minimum and maximum (the same
+#: t interval `mean_interval` gives for that many scores).
+KEPT_SCORES = BOOTSTRAP_MAX_N
 
 
 @dataclass
@@ -60,33 +56,40 @@ class Tally:
     failed: int = 0
     total: float = 0.0
     squares: float = 0.0
+    minimum: float = math.inf
+    maximum: float = -math.inf
     kept: list[np.ndarray] = field(default_factory=list)
 
     def add(self, scores: pl.Series) -> None:
         values = scores.drop_nulls().to_numpy().astype(np.float64, copy=False)
         self.failed += scores.null_count()
+        if not values.size:
+            return
         self.scored += int(values.size)
         self.total += float(values.sum())
         self.squares += float(np.square(values).sum())
+        self.minimum = min(self.minimum, float(values.min()))
+        self.maximum = max(self.maximum, float(values.max()))
         self.kept = [*self.kept, values] if self.scored <= KEPT_SCORES else []
 
     def summary(self, level: float = LEVEL) -> dict[str, Any]:
         if self.scored <= KEPT_SCORES:
             kept = np.concatenate(self.kept) if self.kept else np.empty(0)
-            line = metric_summary(pl.Series(kept), self.direction, level=level)
+            line = metric_summary(pl.Series(kept, dtype=pl.Float64), self.direction, level=level)
             return {**line, "failed": self.failed}
-        mean = self.total / self.scored
-        variance = (
-            max(self.squares / self.scored - mean * mean, 0.0) * self.scored / (self.scored - 1)
+        n = self.scored
+        mean = self.total / n
+        variance = max(self.squares / n - mean * mean, 0.0) * n / (n - 1)
+        interval = interval_from_stats(
+            n, mean, math.sqrt(variance), minimum=self.minimum, maximum=self.maximum, level=level
         )
-        half = NormalDist().inv_cdf(0.5 + level / 2) * math.sqrt(variance / self.scored)
         return {
             "mean": mean,
-            "ci_low": max(0.0, mean - half),
-            "ci_high": min(1.0, mean + half),
+            "ci_low": interval.low,
+            "ci_high": interval.high,
             "level": level,
-            "interval_method": "normal",
-            "scored": self.scored,
+            "interval_method": interval.method,
+            "scored": n,
             "failed": self.failed,
             "direction": self.direction,
         }
