@@ -101,3 +101,36 @@ def test_score_help_shows_the_defaults(capsys, monkeypatch, tmp_path):
     assert f"(default:{tmp_path / 'where.sqlite3'};" in unwrapped
     assert "the embedded local judge runs" in text
     assert "faithfulness,answer_relevancy,context_precision,context_recall" in unwrapped
+
+
+def test_evaluate_scores_a_reproducible_sample_that_joins_back(server, judge):
+    log = rows(40)
+    first = ragframe.run(log, ["context_recall"], judge=judge, sample=7, seed=3)
+    again = ragframe.evaluate(log, ["context_recall"], judge=judge, sample=7, seed=3)
+    other = ragframe.evaluate(log, ["context_recall"], judge=judge, sample=7, seed=4)
+    sampled = first.frame
+    assert sampled.columns[0] == "row_index" and sampled.height == 7
+    assert sampled["row_index"].to_list() == again["row_index"].to_list()
+    assert sampled["row_index"].to_list() != other["row_index"].to_list()
+    # Every input column untouched: the sampled rows are the log's rows at row_index.
+    back = log.with_row_index("row_index").join(sampled.select("row_index"), on="row_index")
+    assert back.drop("row_index").equals(sampled.select(log.columns))
+    assert first.summary()["sample"] == {**first.extra["sample"], "rows": 7, "of": 40}
+    assert "from a uniform random sample of 7 of the log's 40 rows (seed 3)" in str(first)
+
+
+def test_score_sample_from_the_command_line(server, tmp_path, capsys):
+    source, target = tmp_path / "log.parquet", tmp_path / "sample.parquet"
+    rows(30).write_parquet(source)
+    argv = ["score", str(source), "-o", str(target), "--metrics", "context_recall"]
+    argv += ["--model", "fake-judge", "--base-url", server.base_url, "--no-progress"]
+    argv += ["--embedding-model", "fake-embedding", "--no-cache"]
+    assert main([*argv, "--sample", "5", "--seed", "11"]) == 0
+    out = capsys.readouterr().out
+    scored = pl.read_parquet(target)
+    assert scored.height == 5 and scored["row_index"].is_sorted()
+    assert ragframe.read_metadata(target)["summary"]["sample"]["of"] == 30
+    assert "sample of 5 of the log's 30 rows (seed 11)" in out
+    assert "the whole log (30 rows, dry run" in out
+    sent = len(server.chat_requests)
+    assert sent == 5  # the whole log's estimate sends nothing
