@@ -614,6 +614,8 @@ def test_generated_steps_are_not_part_of_the_identity(server, make_judge, tmp_pa
 
 def test_submit_without_an_embedding_model_sends_nothing(server, make_judge, tmp_path, monkeypatch):
     monkeypatch.delenv("RAGFRAME_EMBEDDING_MODEL", raising=False)
+    # With the local embedder installed it would serve; here it is not.
+    monkeypatch.setattr("ragframe.judge.capabilities._local_embedder_installed", lambda: False)
     manifest = tmp_path / "job.json"
     job = BatchJob(manifest, make_judge(cache=True, embedding_model=None))
     with pytest.raises(ConfigError, match="answer_relevancy needs an embedding model"):

@@ -65,7 +65,9 @@ def score_argv(server: FakeServer, tmp_path: Path, metrics: str, *extra: str) ->
 def test_no_embedding_model_stops_before_any_request(server, tmp_path, clean_env, capsys):
     """A custom endpoint with no embedding model: answer_relevancy (and answer_correctness with
     its embedding weight) is refused by run, estimate and the command line, dry run or not,
-    and the server sees nothing, not even the chat requests of the other metrics."""
+    and the server sees nothing, not even the chat requests of the other metrics. (With the
+    local embedder installed it would serve; here it is not.)"""
+    clean_env.setattr(capabilities, "_local_embedder_installed", lambda: False)
     judge = judge_for(server, tmp_path, embedding_model=None)
     metrics = ["faithfulness", "answer_relevancy"]
     with pytest.raises(ConfigError, match="answer_relevancy needs an embedding model"):
