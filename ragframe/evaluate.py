@@ -155,12 +155,13 @@ def failed_metrics(
 
     A metric failed on every row when at least one row had all its inputs (its error does not
     start with "missing input:"), none of those rows got a score, and the run had failed
-    requests (`stats.failures`): so a metric whose every answer legitimately has nothing to
-    score ("no factual claims found") in a run where the judge answered everything is not a
-    failure, and rows with missing inputs never count. Aggregates are not judged and are
+    requests (`stats.failures`, or failures remembered from an earlier run): so a metric
+    whose every answer legitimately has nothing to score ("no factual claims found") in a run
+    where the judge answered everything is not a failure, and rows with missing inputs never
+    count. Aggregates are not judged and are
     left out. `scored` may be a scan of the written output (only these columns are read).
     """
-    if not sum(stats.failures.values()):
+    if not sum(stats.failures.values()) and not stats.remembered_failures:
         return {}
     names = [m.name for m in metrics if isinstance(m, Metric)]
     if not names:
@@ -222,6 +223,18 @@ async def score_frame(
     return scored
 
 
+def work_plan(metrics: Iterable[Metric | RagasScore], rows: int) -> dict[str, int]:
+    """The prompts each task is expected to be asked, for the progress bar's total
+    (`JudgeSession.plan`): one per row per task of each metric. An estimate, refined as each
+    stage starts (rows with missing inputs, cached answers and repeats come off then)."""
+    plan: dict[str, int] = {}
+    for metric in metrics:
+        if isinstance(metric, Metric) and metric.uses_llm:
+            for task in metric.tasks():
+                plan[task.name] = plan.get(task.name, 0) + rows
+    return plan
+
+
 def prepare_metrics(
     metrics: Iterable[str | Metric | RagasScore], judge: Judge, reasons: bool | None
 ) -> list[Metric | RagasScore]:
@@ -265,6 +278,7 @@ async def arun(
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     session = judge.session()
+    session.plan(work_plan(metric_list, frame.height))
     if uses_judge:
         async with session:
             scored = await score_frame(frame, metric_list, session, columns)

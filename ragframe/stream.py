@@ -39,6 +39,7 @@ from ragframe.evaluate import (
     prepare_metrics,
     run_sync,
     score_frame,
+    work_plan,
 )
 from ragframe.io import AtomicParquetWriter, InputFile, check_writable, open_input
 from ragframe.judge.client import Judge, JudgeSession
@@ -121,6 +122,9 @@ async def ascore_file(
     check_run(empty, metric_list, columns, judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     session = judge.session()
+    rows = source_file.rows
+    if rows is not None:  # Parquet records its rows; other formats are planned chunk by chunk
+        session.plan(work_plan(metric_list, rows))
     # String- and ID-based metrics only: no endpoint, no local model started.
     async with session if uses_judge else contextlib.nullcontext():
         return await _stream(
@@ -188,8 +192,13 @@ async def _stream(
         session.forget()
 
     reader = _ChunkReader(source.chunks(chunk_rows))
+    # A format that does not record its rows: the plan grows with each chunk read.
+    planned_by_chunk, planned = source.rows is None, 0
     try:
         while (frame := await reader.next()) is not None:
+            if planned_by_chunk:
+                planned += frame.height
+                session.plan(work_plan(metrics, planned))
             running.append(asyncio.create_task(score_frame(frame, metrics, session, columns)))
             reader.read_ahead()  # the next chunk is decoded while this one is being scored
             if len(running) >= chunks_in_flight:

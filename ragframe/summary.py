@@ -158,6 +158,11 @@ def run_notes(summary: dict[str, Any]) -> list[str]:
         lines.append(
             "retries by cause: " + ", ".join(f"{k} {v}" for k, v in summary["retries"].items())
         )
+    if summary.get("remembered_failures"):
+        lines.append(
+            f"remembered failures (not sent again; --retry-failed sends them): "
+            f"{summary['remembered_failures']}"
+        )
     if summary.get("failures"):
         lines.append(
             "failed requests by cause: "

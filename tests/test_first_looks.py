@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
@@ -134,3 +135,71 @@ def test_score_sample_from_the_command_line(server, tmp_path, capsys):
     assert "the whole log (30 rows, dry run" in out
     sent = len(server.chat_requests)
     assert sent == 5  # the whole log's estimate sends nothing
+
+
+class FirstTotal:
+    """A stand-in for tqdm that keeps the totals shown before the first request finished."""
+
+    totals: ClassVar[list[int]] = []
+
+    def __init__(self, total: int, **options: Any) -> None:
+        self.total, self.n = total, 0
+        FirstTotal.totals.append(total)
+
+    def update(self, k: int) -> None:
+        self.n += k
+
+    def refresh(self) -> None:
+        if self.n == 0 and self.total != FirstTotal.totals[-1]:
+            FirstTotal.totals.append(self.total)
+
+    def close(self) -> None: ...
+
+
+@pytest.mark.parametrize("source", ["frame", "parquet", "jsonl"])
+def test_the_progress_bar_starts_at_the_runs_planned_total(
+    server, make_judge, tmp_path, monkeypatch, source
+):
+    """Every row's every stage is planned before the first request: 6 rows x (faithfulness's
+    claims and verification + context_recall) = 18, for a frame and a Parquet file (which
+    records its rows). JSON Lines does not: its plan grows chunk by chunk (4 rows first)."""
+    from ragframe.judge import backends
+    from ragframe.stream import score_file
+
+    FirstTotal.totals = []
+    monkeypatch.setattr(backends, "_bar_class", lambda: FirstTotal)
+    judge = make_judge(progress=True)
+    metrics = ["faithfulness", "context_recall"]
+    if source == "frame":
+        ragframe.run(rows(6), metrics, judge=judge)
+    else:
+        path = tmp_path / f"log.{source}"
+        rows(6).write_parquet(path) if source == "parquet" else rows(6).write_ndjson(path)
+        score_file(path, tmp_path / "out.parquet", metrics, judge=judge, chunk_rows=4)
+    shown = [total for total in FirstTotal.totals if total]  # the bar opens at 0, then plans
+    assert shown[0] == (12 if source == "jsonl" else 18) and shown[-1] == 18
+    assert server.count() == 18
+
+
+def test_a_rerun_of_remembered_failures_sends_nothing_and_still_exits_4(server, tmp_path, capsys):
+    """Every context_recall answer cut off at max_tokens: exit 4. Run again, unchanged: the
+    failures are remembered, nothing is sent, the summary says so, and the status is still 4."""
+    from ragframe.testing.server import Reply
+
+    server.handler = lambda body: Reply(content='{"facts": [{"fa', finish_reason="length")
+    source = tmp_path / "log.parquet"
+    rows(3).write_parquet(source)
+    argv = ["score", str(source), "-o", str(tmp_path / "out.parquet"), "--overwrite"]
+    argv += ["--metrics", "context_recall", "--model", "fake-judge", "--no-progress"]
+    argv += ["--base-url", server.base_url, "--cache", str(tmp_path / "cache.sqlite3")]
+    assert main(argv) == 4
+    sent = server.count()
+    assert sent == 6  # 3 rows, each asked and re-asked once (the repair)
+    capsys.readouterr()
+    assert main(argv) == 4
+    assert server.count() == sent
+    assert "remembered failures (not sent again; --retry-failed sends them): 3" in (
+        capsys.readouterr().out
+    )
+    assert main([*argv, "--retry-failed"]) == 4
+    assert server.count() == 2 * sent

@@ -35,6 +35,12 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", help="answer cache file (default: the manifest's, else ~/.cache)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per HTTP request")
     p.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="send again the requests the cache remembers as failed for good (cut off at "
+        "max_tokens, or never fitting their schema); by default they are not paid for twice",
+    )
+    p.add_argument(
         "--max-attempts",
         type=int,
         help="times a request may fail in batches before its rows report it (default 3)",
@@ -127,6 +133,7 @@ def _judge(args: argparse.Namespace, manifest: Path) -> Any:
         timeout=args.timeout,
         cache=args.cache or recorded.get("cache") or True,
         progress=False,
+        retry_failed=args.retry_failed,
     )
 
 
