@@ -1,0 +1,112 @@
+"""`ragframe compare A.parquet B.parquet --on id`: is run b better than run a, metric by metric."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ragframe.cli import common
+from ragframe.compare import Comparison, compare
+
+EXIT_STATUSES = (
+    "exit status: 0 compared (whatever the verdicts); 2 a configuration or input error (a "
+    "column neither file has, duplicate keys; one line says what to fix)"
+)
+#: Characters of a verdict struct shown per changed row in the terminal.
+_DETAIL_CHARS = 160
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `compare` to the `ragframe` parser's subparsers."""
+    parser = subparsers.add_parser(
+        "compare",
+        help="compare two scored files: per metric the difference b - a with its interval, "
+        "a p-value, wins / ties / losses, and the rows that changed most",
+        epilog=EXIT_STATUSES,
+    )
+    parser.set_defaults(handler=cmd_compare)
+    parser.add_argument("a", help="the baseline's scored file (Parquet, or JSON Lines / CSV)")
+    parser.add_argument("b", help="the candidate's scored file; differences are b - a")
+    parser.add_argument(
+        "--on",
+        help="key column(s) pairing the rows, comma-separated (e.g. id or id,run): a paired "
+        "comparison, stronger than the default two-sample one",
+    )
+    parser.add_argument("--by", help="group column(s), comma-separated: one comparison per group")
+    parser.add_argument(
+        "--metrics", help="score columns, comma-separated (default: every metric both have)"
+    )
+    parser.add_argument(
+        "--level", type=float, default=0.95, help="confidence level (default: 0.95)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="bootstrap and permutation seed (default: 0)"
+    )
+    parser.add_argument(
+        "--changed",
+        type=int,
+        default=3,
+        metavar="N",
+        help="most-changed rows shown per metric (default: 3; --json carries 10)",
+    )
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print everything as JSON")
+    form.add_argument(
+        "--csv", action="store_true", help="print the table as CSV (warnings go to stderr)"
+    )
+    return parser
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare, print, exit 0 (a difference is a finding, not a failure)."""
+    found = compare(
+        args.a,
+        args.b,
+        on=common.parse_metrics(args.on) if args.on else None,
+        by=common.parse_metrics(args.by) if args.by else None,
+        metrics=common.parse_metrics(args.metrics) if args.metrics else None,
+        level=args.level,
+        seed=args.seed,
+        changed=max(args.changed, 10) if args.json else args.changed,
+    )
+    if args.json:
+        print(json.dumps(found.to_dict(), default=str, ensure_ascii=False, indent=2))
+    elif args.csv:
+        sys.stdout.write(found.table.write_csv())
+        for warning in found.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+    else:
+        print(found)
+        print(changed_text(found, args.changed))
+    return common.EXIT_OK
+
+
+def changed_text(found: Comparison, limit: int) -> str:
+    """The `limit` most-changed pairs per metric, one line each (keys, a -> b, the start of
+    b's verdicts); the unmatched keys, a few."""
+    lines: list[str] = []
+    for metric, frame in found.changed.items():
+        if not frame.height or limit <= 0:
+            continue
+        lines += ["", f"{metric}: rows that changed most (b - a)"]
+        for row in frame.head(limit).iter_rows(named=True):
+            key = ", ".join(f"{k}={row[k]!r}" for k in found.on)
+            lines.append(
+                f"  {key}: {row[f'{metric}_a']:.3f} -> {row[f'{metric}_b']:.3f} "
+                f"({row['diff']:+.3f})"
+            )
+            detail = row.get(f"{metric}_detail_b")
+            if detail is not None:
+                text = json.dumps(detail, default=str, ensure_ascii=False)
+                cut = text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 3] + "..."
+                lines.append(f"    b: {cut}")
+    if found.unmatched.height:
+        shown = found.unmatched.head(10)
+        lines += ["", f"unmatched keys ({found.unmatched.height}; first {shown.height}):"]
+        lines += [
+            f"  only in {row['side']}: " + ", ".join(f"{k}={row[k]!r}" for k in found.on)
+            for row in shown.iter_rows(named=True)
+        ]
+    return "\n".join(lines)
