@@ -55,6 +55,7 @@ __all__ = [
     "EXACT_MAX_N",
     "PERMUTATIONS",
     "TABLE_COLUMNS",
+    "UNPAIRED_WARNING",
     "Comparison",
     "compare",
 ]
@@ -70,6 +71,12 @@ PERMUTATION_MAX_N = BOOTSTRAP_MAX_N
 _BLOCK_ELEMENTS = 1 << 22
 #: Two scores closer than this are a tie.
 _TIE = 1e-12
+
+UNPAIRED_WARNING = (
+    "unpaired (two-sample) comparison: a paired design (on= a key column, the same questions "
+    "scored under both setups) is stronger, since it removes the question-to-question "
+    "variation from the difference"
+)
 
 #: The columns of `Comparison.table`, after the group columns.
 TABLE_COLUMNS = (
@@ -253,22 +260,20 @@ def compare(
     names = _metric_names(side_a, side_b, metrics, [*keys, *groups], warnings)
     directions = _directions(names, side_a, side_b, warnings)
     warnings += _provenance_warnings(side_a, side_b, names)
-    if keys:
-        found = _compare_paired(side_a, side_b, keys, groups, names, directions, level, seed)
-        table, unmatched, joined = found
-        warnings += _left_out_warnings(table, unmatched, keys)
-        most = _most_changed(joined, side_a, side_b, keys, groups, names, changed)
-    else:
-        _require(groups, (side_a, side_b), "by=")
-        warnings.insert(
-            0,
-            "unpaired (two-sample) comparison: a paired design (on= a key column, the same "
-            "questions scored under both setups) is stronger, since it removes the "
-            "question-to-question variation from the difference",
-        )
-        table = _compare_unpaired(side_a, side_b, groups, names, directions, level, seed)
-        unmatched, most = pl.DataFrame({"side": []}, schema={"side": pl.String}), {}
-        warnings += _failed_warnings(table, paired=False)
+    try:
+        if keys:
+            found = _compare_paired(side_a, side_b, keys, groups, names, directions, level, seed)
+            table, unmatched, joined = found
+            warnings += _left_out_warnings(table, unmatched, keys)
+            most = _most_changed(joined, side_a, side_b, keys, groups, names, changed)
+        else:
+            _require(groups, (side_a, side_b), "by=")
+            warnings.insert(0, UNPAIRED_WARNING)
+            table = _compare_unpaired(side_a, side_b, groups, names, directions, level, seed)
+            unmatched, most = pl.DataFrame({"side": []}, schema={"side": pl.String}), {}
+            warnings += _failed_warnings(table, paired=False)
+    except (pl.exceptions.PolarsError, OSError) as exc:  # e.g. a group column typed differently
+        raise InputError(f"cannot compare {side_a.where} with {side_b.where}: {exc}") from exc
     return Comparison(table, unmatched, most, warnings, bool(keys), keys, groups, float(level))
 
 
