@@ -17,7 +17,15 @@ from ragframe.columns import ROW_ID, list_columns, load_frame, select_inputs
 from ragframe.errors import ConfigError
 from ragframe.io import open_input
 from ragframe.judge.client import Judge, JudgeSession, RunStats
-from ragframe.metrics import Context, Metric, RagasScore, resolve, with_reasons
+from ragframe.metrics import (
+    Context,
+    Metric,
+    RagasScore,
+    resolve,
+    with_reasons,
+    with_thresholds,
+)
+from ragframe.thresholds import PASS_SUFFIX
 
 
 @dataclass
@@ -38,7 +46,10 @@ class RunResult:
         from ragframe.summary import metric_summary
 
         per_metric = {
-            m.name: metric_summary(self.frame.get_column(m.name), m.direction) for m in self.metrics
+            m.name: metric_summary(
+                self.frame.get_column(m.name), m.direction, rule=getattr(m, "pass_rule", None)
+            )
+            for m in self.metrics
         }
         return {
             "rows": self.frame.height,
@@ -91,7 +102,8 @@ def check_output_names(frame: pl.DataFrame, metrics: list[Metric | RagasScore]) 
     aggregate has the columns it combines."""
     names = {m.name for m in metrics}
     for metric in metrics:
-        for name in (metric.name, f"{metric.name}_detail"):
+        passed = [metric.name + PASS_SUFFIX] if getattr(metric, "pass_rule", None) else []
+        for name in (metric.name, f"{metric.name}_detail", *passed):
             if name in frame.columns:
                 raise ConfigError(
                     f"the input already has a column {name!r}; drop or rename it before scoring "
@@ -236,11 +248,16 @@ def work_plan(metrics: Iterable[Metric | RagasScore], rows: int) -> dict[str, in
 
 
 def prepare_metrics(
-    metrics: Iterable[str | Metric | RagasScore], judge: Judge, reasons: bool | None
+    metrics: Iterable[str | Metric | RagasScore],
+    judge: Judge,
+    reasons: bool | None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> list[Metric | RagasScore]:
-    """The run's metric instances, each asking for reasons or not: the metric's own setting,
-    else the run's (`reasons=`), else the judge's (`Judge.reasons`)."""
-    return with_reasons(resolve(metrics), judge.reasons if reasons is None else reasons)
+    """The run's metric instances, each asking for reasons or not (the metric's own setting,
+    else the run's `reasons=`, else the judge's `Judge.reasons`), with the run's thresholds
+    (by metric name) set."""
+    chosen = with_reasons(resolve(metrics), judge.reasons if reasons is None else reasons)
+    return with_thresholds(chosen, thresholds)
 
 
 def sampled_frame(
@@ -265,12 +282,13 @@ async def arun(
     sample: int | None = None,
     seed: int = 0,
     reasons: bool | None = None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> RunResult:
     """Score `data` and return the frame with the run's statistics (async)."""
     resolved = resolve(metrics)
     uses_judge = needs_judge(resolved)
     judge = judge if judge is not None else Judge(cache=uses_judge)
-    metric_list = prepare_metrics(resolved, judge, reasons)
+    metric_list = prepare_metrics(resolved, judge, reasons, thresholds)
     frame, extra = sampled_frame(data, sample, seed, columns)
     # Validate every column and the judge before any request (or starting a local judge).
     check_run(frame, metric_list, columns, judge)
@@ -382,12 +400,11 @@ async def aevaluate(
     sample: int | None = None,
     seed: int = 0,
     reasons: bool | None = None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> pl.DataFrame:
     """Async twin of `evaluate`, for callers already inside an event loop."""
-    result = await arun(
-        data, metrics, judge=judge, columns=columns, sample=sample, seed=seed, reasons=reasons
-    )
-    return result.frame
+    options = {"sample": sample, "seed": seed, "reasons": reasons, "thresholds": thresholds}
+    return (await arun(data, metrics, judge=judge, columns=columns, **options)).frame
 
 
 def run_sync(coro: Any) -> Any:
@@ -410,11 +427,11 @@ def run(
     sample: int | None = None,
     seed: int = 0,
     reasons: bool | None = None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> RunResult:
     """Score `data`; return the frame with the run's statistics and metadata."""
-    return run_sync(  # type: ignore[no-any-return]
-        arun(data, metrics, judge=judge, columns=columns, sample=sample, seed=seed, reasons=reasons)
-    )
+    options = {"sample": sample, "seed": seed, "reasons": reasons, "thresholds": thresholds}
+    return run_sync(arun(data, metrics, judge=judge, columns=columns, **options))  # type: ignore[no-any-return]
 
 
 def evaluate(
@@ -426,6 +443,7 @@ def evaluate(
     sample: int | None = None,
     seed: int = 0,
     reasons: bool | None = None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> pl.DataFrame:
     """Score a RAG log: every input column and row unchanged, plus `{metric}` (Float64 in
     [0, 1], null when not computable) and `{metric}_detail` (typed verdicts, reasons, error).
@@ -442,7 +460,9 @@ def evaluate(
         completion tokens; the detail keeps its reason fields, null). Default: the judge's
         setting (`Judge.reasons`: on, except for the embedded judge). A metric's own
         `reasons=` wins over both.
+    thresholds : pass thresholds by metric name ({"faithfulness": 0.8}), as a metric's own
+        `threshold=` sets them: each such metric gets a Boolean `{metric}_pass` column (null
+        where the score is null) and the summary its pass rate and ✅ / ❌.
     """
-    return run(
-        data, metrics, judge=judge, columns=columns, sample=sample, seed=seed, reasons=reasons
-    ).frame
+    options = {"sample": sample, "seed": seed, "reasons": reasons, "thresholds": thresholds}
+    return run(data, metrics, judge=judge, columns=columns, **options).frame

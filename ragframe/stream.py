@@ -64,14 +64,18 @@ class StreamResult(RunResult):
     def add_chunk(self, scored: pl.DataFrame) -> None:
         """Fold one scored chunk into the running tallies."""
         for metric in self.metrics:
-            tally = self.tallies.setdefault(metric.name, Tally(metric.direction))
+            rule = getattr(metric, "pass_rule", None)
+            tally = self.tallies.setdefault(metric.name, Tally(metric.direction, rule))
             tally.add(scored.get_column(metric.name))
         self.rows += scored.height
         self.chunks += 1
 
     def summary(self) -> dict[str, Any]:
         per_metric = {
-            m.name: self.tallies.get(m.name, Tally(m.direction)).summary() for m in self.metrics
+            m.name: self.tallies.get(
+                m.name, Tally(m.direction, getattr(m, "pass_rule", None))
+            ).summary()
+            for m in self.metrics
         }
         return {
             "rows": self.rows,

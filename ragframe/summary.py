@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from ragframe.stats import BOOTSTRAP_MAX_N, interval_from_stats, mean_interval
+from ragframe.thresholds import Threshold
 
 LEVEL = 0.95
 LOCAL_WARNING = (
@@ -24,12 +25,14 @@ LOCAL_WARNING = (
 )
 
 
-def metric_summary(scores: pl.Series, direction: str, *, level: float = LEVEL) -> dict[str, Any]:
+def metric_summary(
+    scores: pl.Series, direction: str, *, rule: Threshold | None = None, level: float = LEVEL
+) -> dict[str, Any]:
     """One metric's line: mean, its interval (`ragframe.stats.mean_interval`), rows scored
-    and failed (null scores), direction."""
+    and failed (null scores), direction; with a pass rule, its pass rate too."""
     values = scores.drop_nulls().to_numpy().astype(np.float64, copy=False)
     interval = mean_interval(values, level)
-    return {
+    line = {
         "mean": interval.mean,
         "ci_low": interval.low,
         "ci_high": interval.high,
@@ -38,6 +41,28 @@ def metric_summary(scores: pl.Series, direction: str, *, level: float = LEVEL) -
         "scored": int(values.size),
         "failed": scores.null_count(),
         "direction": direction,
+    }
+    if rule is not None:
+        line.update(pass_line(rule, interval.mean, count_passing(rule, values), int(values.size)))
+    return line
+
+
+def count_passing(rule: Threshold, values: np.ndarray) -> int:
+    """How many of the scores (no nulls) pass the rule."""
+    return int(pl.DataFrame({"s": values}).select(rule.passes(pl.col("s")).sum()).item())
+
+
+def pass_line(rule: Threshold, mean: float | None, passed: int, scored: int) -> dict[str, Any]:
+    """The pass figures of a metric with a threshold: deepeval's ✅ / ❌ is whether the mean
+    meets the threshold; the pass rate is over the rows scored (rows that failed to score
+    are counted apart, in `failed`)."""
+    meets = rule.mean_passes(mean)
+    return {
+        "threshold": rule.value,
+        "strict": rule.strict,
+        "passed": passed,
+        "pass_rate": passed / scored if scored else None,
+        "status": None if meets is None else ("✅" if meets else "❌"),
     }
 
 
@@ -52,7 +77,9 @@ class Tally:
     """One metric's scores, folded chunk by chunk in bounded memory (a streamed run)."""
 
     direction: str
+    rule: Threshold | None = None
     scored: int = 0
+    passed: int = 0
     failed: int = 0
     total: float = 0.0
     squares: float = 0.0
@@ -66,6 +93,8 @@ class Tally:
         if not values.size:
             return
         self.scored += int(values.size)
+        if self.rule is not None:
+            self.passed += count_passing(self.rule, values)
         self.total += float(values.sum())
         self.squares += float(np.square(values).sum())
         self.minimum = min(self.minimum, float(values.min()))
@@ -75,7 +104,8 @@ class Tally:
     def summary(self, level: float = LEVEL) -> dict[str, Any]:
         if self.scored <= KEPT_SCORES:
             kept = np.concatenate(self.kept) if self.kept else np.empty(0)
-            line = metric_summary(pl.Series(kept, dtype=pl.Float64), self.direction, level=level)
+            scores = pl.Series(kept, dtype=pl.Float64)
+            line = metric_summary(scores, self.direction, rule=self.rule, level=level)
             return {**line, "failed": self.failed}
         n = self.scored
         mean = self.total / n
@@ -83,7 +113,7 @@ class Tally:
         interval = interval_from_stats(
             n, mean, math.sqrt(variance), minimum=self.minimum, maximum=self.maximum, level=level
         )
-        return {
+        line = {
             "mean": mean,
             "ci_low": interval.low,
             "ci_high": interval.high,
@@ -93,6 +123,17 @@ class Tally:
             "failed": self.failed,
             "direction": self.direction,
         }
+        if self.rule is not None:
+            line.update(pass_line(self.rule, mean, self.passed, n))
+        return line
+
+
+def _pass_text(m: dict[str, Any]) -> str:
+    """`pass rate 90.0% (threshold 0.8, strict False)` for a metric with a threshold."""
+    if m.get("threshold") is None:
+        return ""
+    rate = "-" if m.get("pass_rate") is None else f"{m['pass_rate']:.1%}"
+    return f"pass rate {rate} (threshold {m['threshold']:g}, strict {m['strict']})"
 
 
 def _number(value: float | None) -> str:
@@ -126,12 +167,12 @@ def sample_line(summary: dict[str, Any]) -> str | None:
 def format_summary(summary: dict[str, Any], local: bool) -> str:
     """A plain-text table: one line per metric, then the run's requests and tokens."""
     pct = f"{_level(summary):.0%} interval"
-    lines = [f"{'metric':<34} {'mean':>7} {pct:>18} {'scored':>7} {'failed':>7}"]
+    lines = [f"   {'metric':<34} {'mean':>7} {pct:>18} {'scored':>7} {'failed':>7}"]
     for name, m in summary["metrics"].items():
         arrow = "(lower is better)" if m["direction"] == "lower" else ""
         lines.append(
-            f"{name:<34} {_number(m['mean']):>7} {_interval(m):>18} {m['scored']:>7} "
-            f"{m['failed']:>7} {arrow}".rstrip()
+            f"{m.get('status') or ' ':<2} {name:<34} {_number(m['mean']):>7} {_interval(m):>18} "
+            f"{m['scored']:>7} {m['failed']:>7} {_pass_text(m)} {arrow}".rstrip()
         )
     lines.append("")
     sampled = sample_line(summary)
@@ -190,12 +231,22 @@ def summary_html(summary: dict[str, Any], local: bool) -> str:
     """The same table as `format_summary`, as HTML for Jupyter."""
     pct = f"{_level(summary):.0%} interval"
     head = "".join(
-        f"<th>{h}</th>" for h in ("metric", "mean", html.escape(pct), "scored", "failed", "")
+        f"<th>{h}</th>"
+        for h in ("", "metric", "mean", html.escape(pct), "scored", "failed", "pass", "")
     )
     rows = []
     for name, m in summary["metrics"].items():
         arrow = "lower is better" if m["direction"] == "lower" else ""
-        cells = (name, _number(m["mean"]), _interval(m), m["scored"], m["failed"], arrow)
+        cells = (
+            m.get("status") or "",
+            name,
+            _number(m["mean"]),
+            _interval(m),
+            m["scored"],
+            m["failed"],
+            _pass_text(m),
+            arrow,
+        )
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     notes = [sample_line(summary)] if sample_line(summary) else []
     notes.append(

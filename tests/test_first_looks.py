@@ -42,7 +42,7 @@ def test_summary_reads_as_a_table_in_text_and_html(server, judge):
     result = ragframe.run(rows(6), ["context_recall", "context_precision"], judge=judge)
     text = str(result)
     assert "95% interval" in text.splitlines()[0]
-    line = next(x for x in text.splitlines() if x.startswith("context_recall"))
+    line = next(x for x in text.splitlines() if x.split()[:1] == ["context_recall"])
     summary = result.summary()["metrics"]["context_recall"]
     assert f"{summary['mean']:.4f}" in line and str(summary["scored"]) in line
     html = result._repr_html_()

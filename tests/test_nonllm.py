@@ -88,15 +88,20 @@ def test_precision_is_average_precision_in_rank_order(judge: Judge) -> None:
     assert low["context_precision_nonllm"][0] == pytest.approx((1 / 2 + 2 / 3) / 2, abs=1e-12)
 
 
-def test_threshold_is_configurable_and_checked(judge: Judge) -> None:
+def test_similarity_threshold_is_configurable_and_checked(judge: Judge) -> None:
+    """ragas's `threshold` of these metrics is the similarity threshold, here
+    `similarity_threshold`: `threshold` is the pass threshold every metric takes."""
     frame = text_frame([[EIFFEL]], [[PARIS_CAPITAL, EIFFEL_LANDMARK]])
-    strict = ContextPrecisionNonLLM(threshold=0.6)
-    out = ragframe.evaluate(frame, [strict, ContextRecallNonLLM(threshold=0.2)], judge=judge)
+    strict = ContextPrecisionNonLLM(similarity_threshold=0.6)
+    loose = ContextRecallNonLLM(similarity_threshold=0.2, threshold=0.9)
+    out = ragframe.evaluate(frame, [strict, loose], judge=judge)
     assert out["context_precision_nonllm"][0] == 0.0  # none relevant: AP 0.0, not null
     assert out["context_recall_nonllm"][0] == 1.0
-    assert strict.config()["threshold"] == 0.6
-    with pytest.raises(ConfigError):
-        ContextRecallNonLLM(threshold=1.5)
+    assert strict.config()["similarity_threshold"] == 0.6 and "threshold" not in strict.config()
+    assert out["context_recall_nonllm_pass"].to_list() == [True]
+    assert "context_precision_nonllm_pass" not in out.columns
+    with pytest.raises(ConfigError, match="similarity_threshold"):
+        ContextRecallNonLLM(similarity_threshold=1.5)
 
 
 def test_both_text_metrics_share_one_similarity_table(

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from ragframe.errors import ConfigError
 from ragframe.metrics.answer_relevancy import AnswerRelevancy
-from ragframe.metrics.base import Context, Metric, MetricInfo
+from ragframe.metrics.base import Context, Metric, MetricInfo, set_threshold
 from ragframe.metrics.context import (
     ContextPrecision,
     ContextPrecisionWithoutReference,
@@ -108,6 +108,36 @@ def with_reasons(
     return resolved
 
 
+def with_thresholds(
+    metrics: Iterable[Metric | RagasScore],
+    thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
+) -> list[Metric | RagasScore]:
+    """The metrics of a run with the run's thresholds (`--threshold faithfulness=0.8`) and
+    strict modes (`--strict faithfulness`) set, by metric name, on copies (the instances given
+    are never changed). A name that is not a metric of the run is refused."""
+    thresholds = dict(thresholds or {})
+    strict = set(strict)
+    names = {m.name for m in metrics if isinstance(m, Metric)}
+    unknown = sorted((set(thresholds) | strict) - names)
+    if unknown:
+        raise ConfigError(
+            f"a threshold names {unknown}, which the run does not score; its metrics: "
+            f"{sorted(names)}"
+        )
+    resolved: list[Metric | RagasScore] = []
+    for metric in metrics:
+        if isinstance(metric, Metric) and (metric.name in thresholds or metric.name in strict):
+            metric = copy.copy(metric)
+            set_threshold(
+                metric,
+                thresholds.get(metric.name, metric.threshold),
+                metric.strict or metric.name in strict,
+            )
+        resolved.append(metric)
+    return resolved
+
+
 __all__ = [
     "CORE",
     "REGISTRY",
@@ -136,4 +166,5 @@ __all__ = [
     "RubricScore",
     "resolve",
     "with_reasons",
+    "with_thresholds",
 ]

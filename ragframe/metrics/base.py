@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -35,6 +36,7 @@ from ragframe.columns import ROW_ID, WHITESPACE, missing_input_reason
 from ragframe.errors import ConfigError
 from ragframe.judge.client import JudgeSession
 from ragframe.judge.task import Task
+from ragframe.thresholds import DEFAULT_THRESHOLD, PASS_SUFFIX, Threshold, check_threshold
 
 SCORE = "score"
 ERROR = "error"
@@ -322,17 +324,38 @@ class Metric:
     info: ClassVar[MetricInfo]
     #: Ask for written reasons: True, False, or None to follow the run (see the class doc).
     reasons: bool | None = None
+    #: The pass rule (`ragframe.thresholds`): a row passes at or above `threshold` (at or
+    #: below for a lower-is-better metric); `strict` passes only a perfect score. None: no
+    #: threshold set, no `{name}_pass` column (summaries and gates then use
+    #: DEFAULT_THRESHOLD, 0.5, unless given one).
+    threshold: float | None = None
+    strict: bool = False
 
-    def __init__(self, *, reasons: bool | None = None) -> None:
+    def __init__(
+        self, *, reasons: bool | None = None, threshold: float | None = None, strict: bool = False
+    ) -> None:
         self.reasons = check_reasons(type(self).__name__, reasons)
+        set_threshold(self, threshold, strict)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Wrap a subclass's own `tasks` and `config` so they report the reasons setting."""
+        """Wrap a subclass's own `tasks` and `config` so they report the reasons setting, and
+        its own `__init__` so that every metric takes `threshold=` and `strict=`."""
         super().__init_subclass__(**kwargs)
         for name, wrap in (("tasks", _asked_tasks), ("config", _recorded_config)):
             own = cls.__dict__.get(name)
             if callable(own) and not getattr(own, "_reports_reasons", False):
                 setattr(cls, name, wrap(own))
+        init = cls.__dict__.get("__init__")
+        if callable(init) and not getattr(init, "_takes_threshold", False):
+            cls.__init__ = _taking_threshold(init)  # type: ignore[method-assign]
+
+    @property
+    def pass_rule(self) -> Threshold | None:
+        """The metric's pass rule when a threshold (or strict mode) was set, else None."""
+        if self.threshold is None and not self.strict:
+            return None
+        value = DEFAULT_THRESHOLD if self.threshold is None else self.threshold
+        return Threshold(value, self.strict, self.direction)
 
     @property
     def reasons_asked(self) -> bool:
@@ -391,11 +414,48 @@ class Metric:
                 *(pl.col(k).fill_null(0) for k in USAGE_FIELDS),
             )
         )
+        rule = self.pass_rule
         return out.select(
             ROW_ID,
             pl.col(SCORE).alias(self.name),
             pl.struct(*self.detail_fields, ERROR, *USAGE_FIELDS).alias(f"{self.name}_detail"),
+            *([rule.passes(pl.col(SCORE)).alias(self.name + PASS_SUFFIX)] if rule else []),
         )
+
+
+def set_threshold(metric: Metric, threshold: Any, strict: Any) -> None:
+    """Set a metric's pass rule, checked: a threshold in [0, 1] (or None), strict a bool."""
+    where = type(metric).__name__
+    if threshold is not None:
+        threshold = check_threshold(threshold, f"{where}: threshold")
+    if not isinstance(strict, bool):
+        raise ConfigError(f"{where}: strict must be True or False, got {strict!r}")
+    metric.threshold, metric.strict = threshold, strict
+
+
+def _taking_threshold(init: Callable[..., None]) -> Callable[..., None]:
+    """A subclass's `__init__` that also takes `threshold=` and `strict=` (keyword only)."""
+
+    @functools.wraps(init)
+    def takes(
+        self: Metric, *args: Any, threshold: float | None = None, strict: bool = False, **kw: Any
+    ) -> None:
+        init(self, *args, **kw)
+        set_threshold(self, threshold, strict)
+
+    own = inspect.signature(init)
+    extra = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+        for name, default in (("threshold", None), ("strict", False))
+        if name not in own.parameters
+    ]
+    params = list(own.parameters.values())
+    last = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
+    takes.__signature__ = own.replace(  # type: ignore[attr-defined]
+        parameters=[*params[:last], *extra, *params[last:]]
+    )
+    takes._takes_threshold = True  # type: ignore[attr-defined]
+    return takes
 
 
 def check_reasons(metric: str, reasons: Any) -> bool | None:
@@ -427,6 +487,9 @@ def _recorded_config(config: Callable[[Any], dict[str, Any]]) -> Callable[[Any],
         settings = dict(config(self))
         if self.reasons is not None and any(task.has_reasons for task in self.tasks()):
             settings["reasons"] = self.reasons
+        rule = self.pass_rule
+        if rule is not None:
+            settings.update(threshold=rule.value, strict=rule.strict)
         return settings
 
     recorded._reports_reasons = True  # type: ignore[attr-defined]

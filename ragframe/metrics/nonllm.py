@@ -79,9 +79,9 @@ async def similarity_pairs(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _check_threshold(threshold: float) -> float:
+def _check_similarity(threshold: float) -> float:
     if not 0.0 <= threshold <= 1.0:
-        raise ConfigError(f"threshold must lie in [0, 1], got {threshold}")
+        raise ConfigError(f"similarity_threshold must lie in [0, 1], got {threshold}")
     return float(threshold)
 
 
@@ -106,7 +106,9 @@ REFERENCE_MATCH = pl.Struct(
 class _TextOverlap(Metric):
     """Shared computation of the two text metrics: each item of `side` (named by its index
     column) gets its best match among the items of `other` and `flag` (that match reaches the
-    threshold), listed in the detail `into`; `score` turns the flags into the row's score."""
+    similarity threshold), listed in the detail `into`; `score` turns the flags into the row's
+    score. ragas calls the similarity threshold `threshold`; here `threshold` is the pass
+    threshold every metric takes (`ragframe.thresholds`), so this one is `similarity_threshold`."""
 
     requires: ClassVar[tuple[str, ...]] = TEXT_INPUTS
     uses_llm: ClassVar[bool] = False
@@ -115,11 +117,14 @@ class _TextOverlap(Metric):
     flag: ClassVar[str]
     into: ClassVar[str]
 
-    def __init__(self, threshold: float = 0.5) -> None:
-        self.threshold = _check_threshold(threshold)
+    def __init__(self, similarity_threshold: float = 0.5) -> None:
+        self.similarity_threshold = _check_similarity(similarity_threshold)
 
     def config(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, "similarity": "levenshtein normalized_similarity"}
+        return {
+            "similarity_threshold": self.similarity_threshold,
+            "similarity": "levenshtein normalized_similarity",
+        }
 
     def score(self, flags: pl.Expr) -> pl.Expr:
         """The row's score from its List(Boolean) of flags, in `side`'s order."""
@@ -137,7 +142,7 @@ class _TextOverlap(Metric):
                 pl.col("similarity").max().alias("best_similarity"),
                 pl.col(self.other).get(pl.col("similarity").arg_max()).alias(best_other),
             )
-            .with_columns((pl.col("best_similarity") >= self.threshold).alias(self.flag))
+            .with_columns((pl.col("best_similarity") >= self.similarity_threshold).alias(self.flag))
         )
         per_row = best.group_by(ROW_ID).agg(
             pl.struct(self.side, "best_similarity", best_other, self.flag)
@@ -158,7 +163,7 @@ class ContextPrecisionNonLLM(_TextOverlap):
     """Are retrieved contexts that match a reference context ranked first? (higher is better)
 
     Formula: a retrieved context is relevant when its best normalised Levenshtein similarity
-    to any reference context is >= threshold (0.5); the score is the average precision of
+    to any reference context is >= similarity_threshold (0.5); the score is the average precision of
     those flags in rank order, AP = sum_k (precision@k * r_k) / relevant, 0.0 when none is
     relevant (ragas adds 1e-10 to the denominator, hence its 0.9999999999 for 1).
     Requests per row: 0 (no LLM).
@@ -173,7 +178,8 @@ class ContextPrecisionNonLLM(_TextOverlap):
     side, other, flag, into = "context_index", "reference_index", "relevant", "contexts"
     detail_fields: ClassVar[dict[str, pl.DataType]] = {"contexts": pl.List(CONTEXT_MATCH)}
     info = MetricInfo(
-        formula="average precision of (best Levenshtein similarity to a reference >= threshold)",
+        formula="average precision of (best Levenshtein similarity to a reference "
+        ">= similarity_threshold)",
         requests_per_row="0",
         empty_input="null: missing contexts or reference_contexts",
         source="ragas NonLLMContextPrecisionWithReference (002)",
@@ -187,9 +193,9 @@ class ContextRecallNonLLM(_TextOverlap):
     """Share of the reference contexts that some retrieved context matches (higher is better).
 
     Formula: a reference context is matched when its best normalised Levenshtein similarity
-    to any retrieved context is >= threshold (0.5); score = matched / reference contexts.
+    to any retrieved context is >= similarity_threshold (0.5); score = matched / reference contexts.
     ragas's NonLLMContextRecall tests `> threshold` (its precision twin `>=`); both use `>=`
-    here, so one threshold means the same thing in both.
+    here, so one similarity threshold means the same thing in both.
     Requests per row: 0 (no LLM).
     Empty input: null or empty contexts or reference_contexts (or only blank items) give null
     with the reason, never 1.0. Blank reference items are not counted; blank contexts are
@@ -201,7 +207,8 @@ class ContextRecallNonLLM(_TextOverlap):
     side, other, flag, into = "reference_index", "context_index", "matched", "references"
     detail_fields: ClassVar[dict[str, pl.DataType]] = {"references": pl.List(REFERENCE_MATCH)}
     info = MetricInfo(
-        formula="reference contexts with a retrieved context >= threshold similar / references",
+        formula="reference contexts with a retrieved context >= similarity_threshold similar "
+        "/ references",
         requests_per_row="0",
         empty_input="null: missing contexts or reference_contexts",
         source="ragas NonLLMContextRecall (002)",
