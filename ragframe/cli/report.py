@@ -1,0 +1,79 @@
+"""`ragframe report SCORED.parquet -o report.html`: one self-contained HTML report of a scored
+file (and its comparison with another), readable offline."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ragframe.cli import common
+
+EXIT_STATUSES = (
+    "exit status: 0 written; 2 a configuration or input error (one line says what to fix: "
+    "a missing column, a file that is not a scored Parquet file, the report extra not installed)"
+)
+
+
+def _columns(text: str | None) -> list[str] | None:
+    """`experiment, retriever` -> ["experiment", "retriever"]; None when not given."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    return names or None
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `report` to the `ragframe` parser's subparsers."""
+    report = subparsers.add_parser(
+        "report",
+        help="write one self-contained HTML report of a scored Parquet file (opens offline)",
+        epilog=EXIT_STATUSES,
+    )
+    report.set_defaults(handler=cmd_report)
+    report.add_argument("scored", help="scored Parquet file (from `ragframe score`)")
+    report.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    report.add_argument(
+        "--by", help="group columns, comma-separated: means with intervals per group"
+    )
+    report.add_argument(
+        "--against",
+        help="another scored Parquet file to compare with (the baseline, a; this file is b)",
+    )
+    report.add_argument(
+        "--on",
+        help="columns that pair the rows of both files, comma-separated (e.g. id); "
+        "without it the comparison is unpaired",
+    )
+    report.add_argument(
+        "--worst",
+        type=int,
+        default=20,
+        help="worst rows shown per metric, with their verdicts (default: 20)",
+    )
+    report.add_argument(
+        "--level",
+        type=float,
+        default=0.95,
+        help="confidence level of the intervals (default: 0.95)",
+    )
+    return report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """`ragframe report`: write the report, say where and how large."""
+    from pathlib import Path
+
+    from ragframe.report import report
+
+    report(
+        args.scored,
+        by=_columns(args.by),
+        against=args.against,
+        on=_columns(args.on),
+        output=args.output,
+        worst=args.worst,
+        level=args.level,
+    )
+    size = Path(args.output).stat().st_size
+    print(f"wrote {args.output} ({size / 1e6:.1f} MB)")
+    return common.EXIT_OK

@@ -1,0 +1,235 @@
+"""The aggregates a report embeds, computed in Polars: pre-binned histograms, per-group means
+and pass rates with intervals, the worst rows, the failures by reason. Never every row: a
+report's size depends on the number of metrics, groups and `worst`, not on the log's rows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from ragframe.columns import ALIASES, CANONICAL
+from ragframe.report._source import MAX_GROUPS, PassRule, Source
+
+#: The row's position in the log (0-based), added by the report.
+IDX = "__ragframe_report_row"
+#: The group label column ("a · b" for several `by` columns).
+LABEL = "__ragframe_report_group"
+#: Histogram bins over [0, 1].
+BINS = 20
+#: Distinct error messages listed per metric.
+MAX_CAUSES = 10
+#: Columns that identify a row, shown beside the worst rows when present.
+ID_NAMES = ("id", "row_id", "row_index", "question_id", "query_id", "sample_id", "uuid")
+
+
+@dataclass(frozen=True)
+class Light:
+    """The score, group and pass columns of the log (no text, no details), with the row
+    position and the group label; `groups_total` counts the groups before any were left out."""
+
+    frame: pl.DataFrame
+    groups: list[str]
+    groups_total: int
+    groups_shown: int
+
+
+def light_frame(
+    source: Source, metrics: Sequence[str], groups: Sequence[str], rules: Mapping[str, PassRule]
+) -> Light:
+    """One scan of the columns the charts need; with more than MAX_GROUPS groups, only the
+    rows of the largest MAX_GROUPS groups are kept (a note in the report says so)."""
+    label = (
+        pl.concat_str(
+            [pl.col(g).cast(pl.String).fill_null("(null)") for g in groups], separator=" · "
+        )
+        if groups
+        else pl.lit("all rows")
+    )
+    frame = (
+        source.lazy.with_row_index(IDX)
+        .select(
+            IDX,
+            *groups,
+            label.alias(LABEL),
+            *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in metrics),
+            *(rule.expr().alias(f"{m}_pass") for m, rule in rules.items()),
+        )
+        .collect()
+    )
+    total = frame[LABEL].n_unique()
+    if total > MAX_GROUPS:
+        largest = (
+            frame.group_by(LABEL)
+            .len()
+            .sort(["len", LABEL], descending=[True, False])
+            .head(MAX_GROUPS)[LABEL]
+        )
+        frame = frame.filter(pl.col(LABEL).is_in(largest.implode()))
+    return Light(frame, list(groups), total, min(total, MAX_GROUPS))
+
+
+def group_order(light: Light) -> list[str]:
+    """Group labels sorted by the group values (as `summarize` sorts them)."""
+    if not light.groups:
+        return ["all rows"]
+    keys = light.frame.select(*light.groups, LABEL).unique().sort(light.groups, nulls_last=True)
+    return keys[LABEL].to_list()
+
+
+def histograms(light: Light, metrics: Sequence[str]) -> pl.DataFrame:
+    """Per metric and group, BINS bins over [0, 1]: start, end, rows, and the share of the
+    group's scored rows (every bin present, empty ones at 0). 1.0 falls in the last bin."""
+    frame = light.frame
+    grid = frame.select(pl.col(LABEL).unique()).join(
+        pl.DataFrame({"bin": list(range(BINS))}, schema={"bin": pl.Int32}), how="cross"
+    )
+    parts = []
+    for m in metrics:
+        counts = (
+            frame.filter(pl.col(m).is_not_null())
+            .group_by(
+                LABEL, (pl.col(m) * BINS).floor().clip(0, BINS - 1).cast(pl.Int32).alias("bin")
+            )
+            .agg(pl.len().cast(pl.Int64).alias("rows"))
+        )
+        full = grid.join(counts, on=[LABEL, "bin"], how="left").with_columns(
+            pl.col("rows").fill_null(0)
+        )
+        parts.append(
+            full.with_columns(
+                pl.lit(m).alias("metric"),
+                (pl.col("bin") / BINS).alias("start"),
+                ((pl.col("bin") + 1) / BINS).alias("end"),
+                (pl.col("rows") / pl.col("rows").sum().over(LABEL)).fill_nan(None).alias("share"),
+            )
+        )
+    return pl.concat(parts).sort("metric", LABEL, "bin").rename({LABEL: "group"})
+
+
+def pass_table(light: Light, rules: Mapping[str, PassRule], level: float) -> pl.DataFrame:
+    """Per group and metric with a pass rule: rows, scored, passed, the pass rate over all rows
+    (a row that failed to score does not pass) with its interval, and the rate among scored."""
+    from ragframe.stats import summarize
+
+    if not rules:
+        return pl.DataFrame()
+    cols = [f"{m}_pass" for m in rules]
+    frame = light.frame.select(
+        LABEL,
+        *(pl.col(c).fill_null(False).alias(c) for c in cols),
+        *(pl.col(c).is_not_null().alias(f"{c}\0scored") for c in cols),
+    )
+    table = summarize(frame, metrics=cols, by=LABEL, level=level)
+    counts = pl.concat(
+        frame.group_by(LABEL).agg(
+            pl.lit(c).alias("metric"),
+            pl.col(c).sum().cast(pl.Int64).alias("passed"),
+            pl.col(f"{c}\0scored").sum().cast(pl.Int64).alias("scored_rows"),
+        )
+        for c in cols
+    )
+    return (
+        table.join(counts, on=[LABEL, "metric"], how="left")
+        .with_columns(
+            pl.col("metric").str.strip_suffix("_pass"),
+            (pl.col("passed") / pl.col("scored_rows")).alias("rate_of_scored"),
+        )
+        .select(
+            pl.col(LABEL).alias("group"),
+            "metric",
+            "n",
+            pl.col("scored_rows").alias("scored"),
+            "passed",
+            pl.col("mean").alias("rate"),
+            "ci_low",
+            "ci_high",
+            "rate_of_scored",
+        )
+    )
+
+
+def worst_rows(
+    light: Light, metrics: Sequence[str], directions: Mapping[str, str], worst: int
+) -> dict[str, list[int]]:
+    """Per metric, the positions of its `worst` lowest-scored rows (highest for a
+    lower-is-better metric), ties by position; rows that failed to score are left out."""
+    found: dict[str, list[int]] = {}
+    for m in metrics:
+        found[m] = (
+            light.frame.filter(pl.col(m).is_not_null())
+            .sort([m, IDX], descending=[directions[m] == "lower", False])
+            .head(worst)[IDX]
+            .to_list()
+        )
+    return found
+
+
+def display_columns(schema: pl.Schema, groups: Sequence[str]) -> list[str]:
+    """Columns that say which row it is and what was judged: ids, groups, the canonical text
+    columns and their ragas / deepeval aliases."""
+    texts = [*CANONICAL, *ALIASES]
+    wanted = [*(c for c in ID_NAMES if c in schema), *groups, *(c for c in texts if c in schema)]
+    return list(dict.fromkeys(wanted))
+
+
+def gather(source: Source, positions: Sequence[int], columns: Sequence[str]) -> dict[int, dict]:
+    """The rows at these positions, as dicts keyed by position; streamed, so the detail
+    columns of the whole log are never held at once."""
+    if not positions:
+        return {}
+    rows = (
+        source.lazy.with_row_index(IDX)
+        .filter(pl.col(IDX).is_in(sorted(set(positions))))
+        .select(IDX, *columns)
+        .collect(engine="streaming")
+    )
+    return {int(row[IDX]): row for row in rows.iter_rows(named=True)}
+
+
+def failure_causes(source: Source, light: Light, metrics: Sequence[str]) -> dict[str, pl.DataFrame]:
+    """Per metric with rows that failed to score: each distinct `_detail.error` (MAX_CAUSES
+    most frequent), its row count and the first rows it hit."""
+    schema = source.lazy.collect_schema()
+    out: dict[str, pl.DataFrame] = {}
+    for m in metrics:
+        if light.frame[m].null_count() == 0:
+            continue
+        detail = schema.get(f"{m}_detail")
+        has_error = isinstance(detail, pl.Struct) and "error" in {f.name for f in detail.fields}
+        reason = (
+            pl.col(f"{m}_detail").struct.field("error") if has_error else pl.lit(None, pl.String)
+        )
+        failed = (
+            source.lazy.with_row_index(IDX)
+            .filter(pl.col(m).cast(pl.Float64).fill_nan(None).is_null())
+            .select(IDX, reason.cast(pl.String).fill_null("(no reason recorded)").alias("error"))
+            .collect(engine="streaming")
+        )
+        out[m] = (
+            failed.group_by("error")
+            .agg(pl.len().alias("rows"), pl.col(IDX).sort().head(5).alias("examples"))
+            .sort(["rows", "error"], descending=[True, False])
+            .head(MAX_CAUSES)
+            .with_columns(pl.lit(failed.height).alias("failed"))
+        )
+    return out
+
+
+def group_means(
+    light: Light, metrics: Sequence[str], directions: Mapping[str, str], level: float
+) -> pl.DataFrame:
+    """`summarize` per group label (the groups kept) and metric, directions from the log."""
+    from ragframe.stats import summarize
+
+    table = summarize(light.frame, metrics=list(metrics), by=LABEL, level=level)
+    return table.rename({LABEL: "group"}).with_columns(
+        pl.col("metric").replace_strict(dict(directions), return_dtype=pl.String).alias("direction")
+    )
+
+
+def as_records(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """A small frame as JSON-ready records (the charts' inline data)."""
+    return frame.to_dicts()
