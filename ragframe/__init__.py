@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ragframe.catalog import catalog
 from ragframe.errors import (
     BudgetExceeded,
     ConfigError,
@@ -87,6 +88,7 @@ __all__ = [
     "aestimate",
     "aevaluate",
     "arun",
+    "catalog",
     "estimate",
     "evaluate",
     "read_metadata",

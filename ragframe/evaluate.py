@@ -247,6 +247,26 @@ def work_plan(metrics: Iterable[Metric | RagasScore], rows: int) -> dict[str, in
     return plan
 
 
+def choose_metrics(
+    metrics: Iterable[str | Metric | RagasScore] | str,
+    present: Iterable[str],
+    columns: Mapping[str, str] | None,
+    extra: dict[str, Any] | None = None,
+) -> list[Metric | RagasScore]:
+    """The metrics asked for; `"all"`: every metric whose inputs the frame has (`present`, its
+    columns), the others recorded in `extra["skipped_metrics"]` with why."""
+    from ragframe.catalog import all_metrics, is_all
+
+    if not is_all(metrics):
+        return resolve(metrics)  # type: ignore[arg-type]
+    chosen, skipped = all_metrics(present, columns)
+    if extra is not None:
+        extra["skipped_metrics"] = skipped
+    if not chosen:
+        raise ConfigError(f"metrics='all', but the input has no metric's inputs: {skipped}")
+    return list(chosen)
+
+
 def prepare_metrics(
     metrics: Iterable[str | Metric | RagasScore],
     judge: Judge,
@@ -285,11 +305,11 @@ async def arun(
     thresholds: Mapping[str, float] | None = None,
 ) -> RunResult:
     """Score `data` and return the frame with the run's statistics (async)."""
-    resolved = resolve(metrics)
+    frame, extra = sampled_frame(data, sample, seed, columns)
+    resolved = choose_metrics(metrics, frame.columns, columns, extra)
     uses_judge = needs_judge(resolved)
     judge = judge if judge is not None else Judge(cache=uses_judge)
     metric_list = prepare_metrics(resolved, judge, reasons, thresholds)
-    frame, extra = sampled_frame(data, sample, seed, columns)
     # Validate every column and the judge before any request (or starting a local judge).
     check_run(frame, metric_list, columns, judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -329,7 +349,6 @@ async def aestimate(
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
     judge = judge if judge is not None else Judge()
-    metric_list = prepare_metrics(metrics, judge, reasons)
     # `head`: what validation looks at (the columns and types; rows are not needed).
     if sample is not None:
         head, _ = sampled_frame(data, sample, seed, columns)
@@ -341,6 +360,7 @@ async def aestimate(
     else:
         head = load_frame(data, columns)
         chunks = [head]
+    metric_list = prepare_metrics(choose_metrics(metrics, head.columns, columns), judge, reasons)
     check_run(head, metric_list, columns, judge)
     session = judge.session(backend="dry")
     rows = 0

@@ -35,6 +35,7 @@ from ragframe.errors import ConfigError
 from ragframe.evaluate import (
     RunResult,
     check_run,
+    choose_metrics,
     needs_judge,
     prepare_metrics,
     run_sync,
@@ -43,7 +44,7 @@ from ragframe.evaluate import (
 )
 from ragframe.io import AtomicParquetWriter, InputFile, check_writable, open_input
 from ragframe.judge.client import Judge, JudgeSession
-from ragframe.metrics import Metric, RagasScore, resolve
+from ragframe.metrics import Metric, RagasScore
 from ragframe.summary import Tally
 
 
@@ -102,6 +103,7 @@ async def ascore_file(
     overwrite: bool = False,
     chunks_in_flight: int = 2,
     reasons: bool | None = None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> StreamResult:
     """Async twin of `score_file`."""
     if chunk_rows < 1:
@@ -116,12 +118,13 @@ async def ascore_file(
         raise ConfigError(
             f"output {str(target)!r} exists; pass overwrite=True (--overwrite) to replace it"
         )
-    resolved = resolve(metrics)
     # Validate names and types on the file's schema: before reading a row or sending a request.
     empty = source_file.schema_frame()
+    skipped: dict[str, Any] = {}
+    resolved = choose_metrics(metrics, empty.columns, columns, skipped)
     uses_judge = needs_judge(resolved)
     judge = judge if judge is not None else Judge(cache=uses_judge)
-    metric_list = prepare_metrics(resolved, judge, reasons)
+    metric_list = prepare_metrics(resolved, judge, reasons, thresholds)
     # Inputs, output names and what the judge can serve: before a row is read or a request sent.
     check_run(empty, metric_list, columns, judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -142,6 +145,7 @@ async def ascore_file(
             chunks_in_flight=chunks_in_flight,
             overwrite=overwrite,
             started=started,
+            extra=skipped,
         )
 
 
@@ -157,6 +161,7 @@ async def _stream(
     chunks_in_flight: int,
     overwrite: bool,
     started: str,
+    extra: dict[str, Any],
 ) -> StreamResult:
     """Read, score and write chunk by chunk, at most `chunks_in_flight` chunks being scored."""
     loop = asyncio.get_running_loop()
@@ -172,7 +177,7 @@ async def _stream(
         session.stats,
         0.0,
         started,
-        extra={"chunk_rows": chunk_rows},
+        extra={"chunk_rows": chunk_rows, **extra},
         output=target,
     )
     # The summary is known only at the end: `update_metadata` puts it in the footer.
@@ -271,6 +276,7 @@ def score_file(
     overwrite: bool = False,
     chunks_in_flight: int = 2,
     reasons: bool | None = None,
+    thresholds: Mapping[str, float] | None = None,
 ) -> StreamResult:
     """Score a Parquet, JSON Lines or CSV file chunk by chunk and write the scored Parquet
     file, in input order.
@@ -278,7 +284,8 @@ def score_file(
     The output holds what `ragframe.run(...).write_parquet(...)` would write for the same
     input (every input column and row, plus `{metric}` and `{metric}_detail`), with the run's
     metadata and summary; memory stays bounded by `chunk_rows` x `chunks_in_flight`. An
-    interrupted run resumes from the cache when run again. `reasons` as in `evaluate`.
+    interrupted run resumes from the cache when run again. `metrics` may be "all";
+    `reasons` and `thresholds` as in `evaluate`.
     """
     return run_sync(  # type: ignore[no-any-return]
         ascore_file(
@@ -291,5 +298,6 @@ def score_file(
             overwrite=overwrite,
             chunks_in_flight=chunks_in_flight,
             reasons=reasons,
+            thresholds=thresholds,
         )
     )

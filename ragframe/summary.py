@@ -193,6 +193,8 @@ def format_summary(summary: dict[str, Any], local: bool) -> str:
 def run_notes(summary: dict[str, Any]) -> list[str]:
     """The summary's lines about what went wrong or cost something; none for a clean run."""
     lines = []
+    for name, why in (summary.get("skipped_metrics") or {}).items():
+        lines.append(f"skipped {name}: {why}")
     if summary.get("cost_usd") is not None:
         lines.append(f"cost ${summary['cost_usd']:.4f} (requests sent in this run)")
     if summary.get("retries"):

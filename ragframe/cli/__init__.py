@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from ragframe import __version__
-from ragframe.cli import batch, score
+from ragframe.cli import batch, compare, metrics, score
 from ragframe.cli.batch import cmd_batch
 from ragframe.cli.common import (
     EXIT_ERROR,
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 DESCRIPTION = "Command line: `ragframe score IN.parquet -o OUT.parquet --metrics ...`."
-SUBCOMMANDS = (score, batch)
+SUBCOMMANDS = (score, batch, compare, metrics)
 
 
 def build_parser() -> argparse.ArgumentParser:

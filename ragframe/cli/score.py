@@ -33,7 +33,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     score.add_argument(
         "--metrics",
         default=common.CORE_METRICS,
-        help=f"comma-separated metric names (default: {common.CORE_METRICS})",
+        help=f"comma-separated metric names, or 'all' for every metric whose inputs the log "
+        f"has (default: {common.CORE_METRICS}; `ragframe metrics` lists them)",
     )
     score.add_argument(
         "--model",
@@ -155,6 +156,7 @@ def _score(args: argparse.Namespace, judge: Any) -> int:
 
     import polars as pl
 
+    from ragframe.catalog import is_all
     from ragframe.evaluate import check_judge, failed_metrics
     from ragframe.metrics import resolve
     from ragframe.stream import score_file
@@ -163,10 +165,10 @@ def _score(args: argparse.Namespace, judge: Any) -> int:
         raise RagframeError(f"output {args.output!r} exists; add --overwrite to replace it")
     common.refuse_input_as_output(args.input, args.output)
     common.refuse_non_parquet_output(args.output)
-    metrics = resolve(common.parse_metrics(args.metrics))
-    # Before anything is read or sent: a judge that cannot serve a metric (no embedding model).
-    check_judge(judge, metrics)
     columns = common.parse_columns(args.columns)
+    metrics = "all" if is_all(args.metrics) else resolve(common.parse_metrics(args.metrics))
+    # Before anything is read or sent: a judge that cannot serve a metric (no embedding model).
+    check_judge(judge, _chosen(args.input, metrics, columns))
     if args.chunk_rows < 1:
         raise RagframeError(f"--chunk-rows must be at least 1, got {args.chunk_rows}")
     if (args.dry_run or args.max_cost is not None) and _estimate_says_stop(
@@ -190,8 +192,20 @@ def _score(args: argparse.Namespace, judge: Any) -> int:
     return common.report_failed_metrics(failed, args.output)
 
 
+def _chosen(source: str, metrics: Any, columns: dict[str, str] | None) -> list[Any]:
+    """The metrics a run will score: as named, or for "all" those whose inputs the file has."""
+    from ragframe.columns import list_columns
+    from ragframe.evaluate import choose_metrics
+    from ragframe.io import open_input
+
+    if not isinstance(metrics, str):
+        return list(metrics)
+    head = open_input(source, list_columns=list_columns(columns)).schema_frame()
+    return choose_metrics(metrics, head.columns, columns)
+
+
 def _score_sample(
-    args: argparse.Namespace, judge: Any, metrics: list[Any], columns: dict[str, str] | None
+    args: argparse.Namespace, judge: Any, metrics: Any, columns: dict[str, str] | None
 ) -> int:
     """Score a sample of the log, then print what the whole log would cost beside it."""
     from ragframe.evaluate import estimate, failed_metrics, run
@@ -228,7 +242,7 @@ def _sample_cost_line(summary: dict[str, Any], whole: dict[str, Any]) -> str:
 
 
 def _estimate_says_stop(
-    args: argparse.Namespace, judge: Any, metrics: list[Any], columns: dict[str, str] | None
+    args: argparse.Namespace, judge: Any, metrics: Any, columns: dict[str, str] | None
 ) -> bool:
     """Print the estimate; True for a dry run (nothing more to do). A run whose estimate is
     over --max-cost is refused here, before anything is sent."""
