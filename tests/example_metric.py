@@ -18,8 +18,8 @@ from ragframe.prompts import DATA_RULE
 
 PROMPT = f"""You check which retrieved contexts an answer draws on.
 
-For each numbered context, write one verdict: the context's `index`, a one-sentence
-`reason`, then `used`: true when the answer states something that it can only have taken
+For each numbered context, write one verdict: the context's `index`, [[reason: a one-sentence
+`reason`, ]]then `used`: true when the answer states something that it can only have taken
 from that context, false when the answer does not rely on it.
 
 {DATA_RULE}"""
