@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +42,12 @@ import numpy as np
 import polars as pl
 
 from ragframe.errors import ConfigError, InputError
+from ragframe.thresholds import (
+    DEFAULT_THRESHOLD,
+    PASS_SUFFIX,
+    Threshold,
+    check_threshold,
+)
 
 #: Up to this many scores, the bootstrap; past it, Student's t (see the module docstring).
 BOOTSTRAP_MAX_N = 5000
@@ -328,7 +334,7 @@ SUMMARY_COLUMNS = (
 
 
 def summarize(
-    data: pl.DataFrame | pl.LazyFrame | str | Path,
+    data: Any,
     metrics: Sequence[str] | None = None,
     by: str | Sequence[str] | None = None,
     level: float = 0.95,
@@ -336,22 +342,33 @@ def summarize(
     seed: int = 0,
     method: Method = "auto",
     sample: Mapping[str, Any] | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] | None = None,
 ) -> pl.DataFrame:
     """One row per group and metric: n (rows), scored, failed (null or NaN score), mean, its
     `level` interval (`mean_interval`'s methods; `ci_low` / `ci_high` null below 2 scores),
     and the metric's direction ("higher" / "lower" is better; null when unknown).
 
-    `data`: a scored frame, or the path of a scored file (Parquet: its metadata gives the
-    metrics, their directions, and the sample the run scored, if any). `metrics`: the score
-    columns; by default those the file's metadata names, else every Float64 column with a
-    `{name}_detail` sibling (or named like a known metric). `by`: group columns (None: the
-    whole log). `sample`: {"rows": n, "of": total} when the frame is a sample (a file says so
-    itself); the table then gets `sample_rows` and `population_rows`, so no figure hides that
-    it comes from n of total rows. Each group's bootstrap is seeded by (seed, metric, group),
-    so a group's interval does not change when other groups are added or removed.
+    `data`: a scored frame, `ragframe.run`'s result, or the path of a scored file (Parquet:
+    its metadata gives the metrics, their directions, thresholds, and the sample the run
+    scored, if any). `metrics`: the score columns; by default those the file's metadata
+    names, else every Float64 column with a `{name}_detail` sibling (or named like a known
+    metric). `by`: group columns (None: the whole log). `sample`: {"rows": n, "of": total}
+    when the frame is a sample (a file says so itself); the table then gets `sample_rows` and
+    `population_rows`, so no figure hides that it comes from n of total rows. Each group's
+    bootstrap is seeded by (seed, metric, group), so a group's interval does not change when
+    other groups are added or removed.
+
+    Pass rates, where a metric's threshold is known (`thresholds=` / `strict=` here, else
+    the file's metadata, else a Boolean `{metric}_pass` column, used as written): the table
+    gets `threshold` and `strict` (null where only a pass column is known), `passed` (rows
+    passing), `pass_rate` (passed / scored: the share of *scored* rows that pass; rows that
+    failed to score are left out here and stay visible in `failed`; a gate counts them
+    against the rate, see `ragframe.gates`) and `status`, "✅" when the mean meets the
+    threshold (`Threshold.mean_passes`), "❌" when not, null without a threshold or a mean.
     """
     _check_options(level, seed, method)
-    lazy, meta, where = _load_scored(data)
+    lazy, meta, where = load_scored(data)
     try:
         schema = lazy.collect_schema()
         groups = [by] if isinstance(by, str) else list(by or [])
@@ -361,8 +378,11 @@ def summarize(
                 f"by= names {missing}, which {where} lacks; its columns are {schema.names()}"
             )
         names = _metric_names(schema, metrics, meta, groups)
+        rules = pass_rules(names, schema, meta, thresholds=thresholds, strict=strict)
         frame = lazy.select(
-            *groups, *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in names)
+            *groups,
+            *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in names),
+            *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
         ).collect()
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"cannot read {where}: {exc}") from exc
@@ -374,7 +394,12 @@ def summarize(
         pl.Series("ci_high", [i.high for i in intervals], pl.Float64),
         pl.lit(float(level)).alias("level"),
         pl.Series("method", [i.method for i in intervals], pl.String),
-    ).select(*groups, *SUMMARY_COLUMNS)
+    )
+    columns = [*groups, *SUMMARY_COLUMNS]
+    if rules:
+        table = _with_pass_rates(table, frame, groups, rules)
+        columns += PASS_COLUMNS
+    table = table.select(columns)
     drawn = sample if sample is not None else meta.get("sample")
     if drawn:
         table = table.with_columns(
@@ -384,16 +409,19 @@ def summarize(
     return table
 
 
-def _load_scored(data: Any) -> tuple[pl.LazyFrame, dict[str, Any], str]:
-    """The scores as a LazyFrame (a Parquet file is scanned, so only the score and group
-    columns are read, never the details), the file's ragframe metadata ({} for a frame), and
-    what to call the source in a message."""
+def load_scored(data: Any) -> tuple[pl.LazyFrame, dict[str, Any], str]:
+    """The scores as a LazyFrame (a Parquet file is scanned, so only the columns a caller
+    selects are read, never the details unless asked), the ragframe metadata ({} for a plain
+    frame; a run's result gives its metrics' directions and configs), and what to call the
+    source in a message."""
     from ragframe.io import INPUT_FORMATS, input_path, open_input, read_metadata
 
     if isinstance(data, pl.DataFrame):
         return data.lazy(), {}, "the frame"
     if isinstance(data, pl.LazyFrame):
         return data, {}, "the frame"
+    if isinstance(getattr(data, "frame", None), pl.DataFrame) and hasattr(data, "metrics"):
+        return data.frame.lazy(), _run_metadata(data), "the run's frame"
     if isinstance(data, str | Path):
         path = input_path(data)
         if INPUT_FORMATS.get(path.suffix.lower()) != "Parquet":
@@ -403,9 +431,38 @@ def _load_scored(data: Any) -> tuple[pl.LazyFrame, dict[str, Any], str]:
         except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
             raise InputError(f"cannot read {str(path)!r} as Parquet: {exc}") from exc
     raise InputError(
-        f"cannot summarize a {type(data).__name__}: pass a polars DataFrame or LazyFrame, "
-        "or the path of a scored Parquet file"
+        f"cannot read scores from a {type(data).__name__}: pass a polars DataFrame or "
+        "LazyFrame, the result of ragframe.run, or the path of a scored Parquet file"
     )
+
+
+def _run_metadata(result: Any) -> dict[str, Any]:
+    """What a file would record of a run's metrics (direction, config) and sample, without
+    computing the run's summary (`RunResult.metadata` does)."""
+    metrics: dict[str, Any] = {}
+    for metric in result.metrics:
+        config = getattr(metric, "config", None)
+        metrics[metric.name] = {
+            "direction": getattr(metric, "direction", None),
+            "config": config() if callable(config) else {},
+        }
+    meta: dict[str, Any] = {"metrics": metrics}
+    drawn = (getattr(result, "extra", None) or {}).get("sample")
+    if drawn:
+        meta["sample"] = drawn
+    return meta
+
+
+def score_columns(schema: pl.Schema, meta: Mapping[str, Any]) -> list[str]:
+    """The log's metrics: those its metadata names, else every Float64 column with a
+    `{name}_detail` sibling or named like a known metric."""
+    recorded = [m for m in meta.get("metrics") or {} if m in schema]
+    return recorded or [
+        name
+        for name, dtype in schema.items()
+        if dtype == pl.Float64
+        and (isinstance(schema.get(f"{name}_detail"), pl.Struct) or _known(name))
+    ]
 
 
 def _metric_names(
@@ -418,13 +475,7 @@ def _metric_names(
     if isinstance(metrics, str):
         metrics = [metrics]
     if metrics is None:
-        recorded = [m for m in meta.get("metrics") or {} if m in schema]
-        metrics = recorded or [
-            name
-            for name, dtype in schema.items()
-            if dtype == pl.Float64
-            and (isinstance(schema.get(f"{name}_detail"), pl.Struct) or _known(name))
-        ]
+        metrics = score_columns(schema, meta)
         if not metrics:
             raise InputError(
                 "found no score columns (Float64 columns with a `{name}_detail` sibling, as "
@@ -459,6 +510,149 @@ def _direction(name: str, meta: Mapping[str, Any]) -> str | None:
         return "higher"
     cls = REGISTRY.get(name)
     return str(cls.direction) if cls is not None else None
+
+
+# ------------------------------------------------------------------------------ pass rules
+
+#: The columns `summarize` adds when some metric's threshold is known.
+PASS_COLUMNS = ("threshold", "strict", "passed", "pass_rate", "status")
+
+RuleSource = Literal["argument", "metadata", "column", "default"]
+
+
+@dataclass(frozen=True)
+class PassRule:
+    """How one metric's rows pass, and where that rule came from: a `Threshold` (from an
+    argument, the file's metadata, or the default), or `threshold=None` when the log's own
+    Boolean `{metric}_pass` column decides, used as written."""
+
+    metric: str
+    direction: str
+    threshold: Threshold | None
+    source: RuleSource
+
+    def expr(self) -> pl.Expr:
+        """Boolean per row: passed (null where the row has no score)."""
+        if self.threshold is None:
+            return pl.col(f"{self.metric}{PASS_SUFFIX}").cast(pl.Boolean)
+        return self.threshold.passes(pl.col(self.metric).cast(pl.Float64).fill_nan(None))
+
+    def describe(self) -> str:
+        """'score >= 0.7', 'score <= 0.3', 'score = 1 (strict)', or 'column m_pass'."""
+        rule = self.threshold
+        if rule is None:
+            return f"column {self.metric}{PASS_SUFFIX}"
+        if rule.strict:
+            return f"score = {0 if rule.direction == 'lower' else 1} (strict)"
+        return f"score {'<=' if rule.direction == 'lower' else '>='} {rule.value:g}"
+
+
+def pass_rules(
+    metrics: Sequence[str],
+    schema: pl.Schema,
+    meta: Mapping[str, Any],
+    *,
+    thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] | None = None,
+    default: bool = False,
+) -> dict[str, PassRule]:
+    """Each metric's pass rule, first found: `thresholds` / `strict` given here (a metric
+    named in `strict` alone keeps the recorded or default threshold, in strict mode), the
+    threshold or strict mode the metadata's config records, a Boolean `{metric}_pass`
+    column, and with `default=True` DEFAULT_THRESHOLD (without it, such a metric has no
+    rule). Names in `thresholds` / `strict` that are not among `metrics` are refused."""
+    given = {m: check_threshold(v, f"threshold for {m!r}") for m, v in (thresholds or {}).items()}
+    strict_set = {strict} if isinstance(strict, str) else set(strict or ())
+    unknown = sorted((set(given) | strict_set) - set(metrics))
+    if unknown:
+        raise ConfigError(
+            f"a threshold or strict mode names {unknown}, not among the metrics {list(metrics)}"
+        )
+    rules: dict[str, PassRule] = {}
+    for m in metrics:
+        direction = _direction(m, meta) or "higher"
+        config = ((meta.get("metrics") or {}).get(m) or {}).get("config") or {}
+        recorded = _recorded_threshold(config)
+        if m in given or m in strict_set:
+            value = given.get(m, recorded if recorded is not None else DEFAULT_THRESHOLD)
+            is_strict = m in strict_set or (m not in given and bool(config.get("strict")))
+            rule = Threshold(float(value), is_strict, direction)  # type: ignore[arg-type]
+            rules[m] = PassRule(m, direction, rule, "argument")
+        elif recorded is not None or config.get("strict") is True:
+            value = recorded if recorded is not None else DEFAULT_THRESHOLD
+            rule = Threshold(float(value), bool(config.get("strict")), direction)  # type: ignore[arg-type]
+            rules[m] = PassRule(m, direction, rule, "metadata")
+        elif schema.get(f"{m}{PASS_SUFFIX}") == pl.Boolean:
+            rules[m] = PassRule(m, direction, None, "column")
+        elif default:
+            rule = Threshold(DEFAULT_THRESHOLD, False, direction)  # type: ignore[arg-type]
+            rules[m] = PassRule(m, direction, rule, "default")
+    return rules
+
+
+def _recorded_threshold(config: Mapping[str, Any]) -> float | None:
+    """The threshold a metric's recorded config holds, when it is a number in [0, 1]."""
+    value = config.get("threshold")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        return None
+    return float(value)
+
+
+def _with_pass_rates(
+    table: pl.DataFrame, frame: pl.DataFrame, groups: list[str], rules: Mapping[str, PassRule]
+) -> pl.DataFrame:
+    """`table` with each cell's threshold, strict mode, rows passed, pass rate over scored
+    rows, and the ✅ / ❌ of its mean against the threshold."""
+    aggs = [
+        expr
+        for m in rules
+        for expr in (
+            pl.col(f"{m}\0pass").cast(pl.Int64).sum().alias(f"{m}\0passed"),
+            pl.col(f"{m}\0pass").count().alias(f"{m}\0judged"),
+        )
+    ]
+    wide = frame.group_by(groups).agg(aggs) if groups else frame.select(aggs)
+    counts = pl.concat(
+        [
+            wide.select(
+                *groups,
+                pl.lit(m).alias("metric"),
+                pl.col(f"{m}\0passed").cast(pl.Int64).alias("passed"),
+                pl.col(f"{m}\0judged").cast(pl.Int64).alias("\0judged"),
+            )
+            for m in rules
+        ],
+        how="vertical",
+    )
+    table = table.join(counts, on=[*groups, "metric"], how="left", nulls_equal=True)
+    status = [
+        _status(rules.get(m), mean) for m, mean in zip(table["metric"], table["mean"], strict=True)
+    ]
+    value = {m: r.threshold.value for m, r in rules.items() if r.threshold is not None}
+    strictness = {m: r.threshold.strict for m, r in rules.items() if r.threshold is not None}
+    return table.with_columns(
+        pl.col("metric")
+        .replace_strict(value, default=None, return_dtype=pl.Float64)
+        .alias("threshold"),
+        pl.col("metric")
+        .replace_strict(strictness, default=None, return_dtype=pl.Boolean)
+        .alias("strict"),
+        (pl.col("passed") / pl.col("\0judged")).fill_nan(None).alias("pass_rate"),
+        pl.Series("status", status, pl.String),
+    )
+
+
+def _status(rule: PassRule | None, mean: float | None) -> str | None:
+    if rule is None or rule.threshold is None:
+        return None
+    verdict = rule.threshold.mean_passes(mean)
+    return None if verdict is None else ("✅" if verdict else "❌")
+
+
+def direction_of(name: str, meta: Mapping[str, Any]) -> str:
+    """A metric's direction (`summarize`'s rule), "higher" when neither the metadata nor
+    the catalogue knows the name."""
+    return _direction(name, meta) or "higher"
 
 
 def _cell_stats(frame: pl.DataFrame, names: list[str], groups: list[str]) -> pl.DataFrame:

@@ -306,3 +306,83 @@ def test_summarize_refuses_what_it_cannot_summarize() -> None:
         summarize(frame, metrics=["experiment"])
     with pytest.raises(InputError, match=r"found no score columns.*metrics="):
         summarize(pl.DataFrame({"x": [0.1]}))
+
+
+# ------------------------------------------------------------------------------ pass rates
+
+
+def test_summarize_adds_pass_rates_where_a_threshold_is_known() -> None:
+    """Per group: passed and pass_rate (over scored rows) equal what Polars counts directly,
+    and status is the mean against the threshold, in each metric's direction."""
+    frame = _scored().rename({"context_recall": "hallucination"})
+    table = summarize(
+        frame,
+        metrics=["faithfulness", "hallucination", "other"],
+        by="experiment",
+        thresholds={"faithfulness": 0.5, "hallucination": 0.4},
+    )
+    assert table.columns[-5:] == ["threshold", "strict", "passed", "pass_rate", "status"]
+    for metric, passes in (
+        ("faithfulness", pl.col("faithfulness") >= 0.5),
+        ("hallucination", pl.col("hallucination").fill_nan(None) <= 0.4),
+    ):
+        expected = (
+            frame.group_by("experiment")
+            .agg(
+                passes.sum().alias("passed"),
+                (passes.sum() / passes.count()).alias("pass_rate"),
+            )
+            .sort("experiment")
+        )
+        got = table.filter(pl.col("metric") == metric).sort("experiment")
+        assert got["passed"].to_list() == expected["passed"].to_list()
+        assert got["pass_rate"].to_list() == pytest.approx(expected["pass_rate"].to_list())
+        assert got["strict"].to_list() == [False] * 3
+    hall = table.filter(pl.col("metric") == "hallucination")
+    assert hall["direction"].to_list() == ["lower"] * 3  # from the catalogue
+    assert hall["status"].to_list() == ["✅" if m <= 0.4 else "❌" for m in hall["mean"]]
+    faith = table.filter(pl.col("metric") == "faithfulness")
+    assert faith["status"].to_list() == ["✅" if m >= 0.5 else "❌" for m in faith["mean"]]
+    other = table.filter(pl.col("metric") == "other")
+    assert other.select("threshold", "passed", "pass_rate", "status").null_count().row(0) == (
+        3,
+        3,
+        3,
+        3,
+    )
+
+
+def test_summarize_pass_rules_from_metadata_a_pass_column_and_strict(tmp_path: Path) -> None:
+    frame = pl.DataFrame(
+        {
+            "faithfulness": [1.0, 0.9, 0.6, None],
+            "hallucination": [0.0, 0.3, 0.0, 0.2],
+            "hallucination_pass": [True, False, False, True],  # disagrees with any threshold
+        }
+    )
+    path = tmp_path / "scored.parquet"
+    meta = {
+        "metrics": {
+            "faithfulness": {"direction": "higher", "config": {"threshold": 0.8}},
+            "hallucination": {"direction": "lower", "config": {}},
+        }
+    }
+    write_parquet(frame, path, meta)
+    rows = {r["metric"]: r for r in summarize(path).iter_rows(named=True)}
+    faith, hall = rows["faithfulness"], rows["hallucination"]
+    assert (faith["threshold"], faith["passed"], faith["scored"]) == (0.8, 2, 3)
+    assert faith["pass_rate"] == pytest.approx(2 / 3) and faith["status"] == "✅"  # mean 0.83
+    # the pass column, used as written; no threshold, so no status
+    assert (hall["threshold"], hall["passed"], hall["pass_rate"]) == (None, 2, 0.5)
+    assert hall["status"] is None
+    strict = {
+        r["metric"]: r
+        for r in summarize(path, strict=["faithfulness", "hallucination"]).iter_rows(named=True)
+    }
+    assert (strict["faithfulness"]["passed"], strict["faithfulness"]["status"]) == (1, "❌")
+    assert strict["hallucination"]["threshold"] == 0.5  # the default value, in strict mode
+    assert (strict["hallucination"]["passed"], strict["hallucination"]["strict"]) == (2, True)
+    with pytest.raises(ConfigError, match=r"names \['relevancy'\], not among the metrics"):
+        summarize(path, thresholds={"relevancy": 0.5})
+    with pytest.raises(ConfigError, match="between 0 and 1"):
+        summarize(path, thresholds={"faithfulness": 2})

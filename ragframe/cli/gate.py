@@ -1,0 +1,144 @@
+"""`ragframe gate scored.parquet --fail-under faithfulness=0.8`: CI gates on a scored file, with
+no request sent; and the same options for `ragframe score` (`add_gate_options`, `gate_exit`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from typing import Any
+
+from ragframe.cli import common
+from ragframe.errors import ConfigError
+from ragframe.gates import EXIT_GATE_FAILED, GateResult, check_gates
+from ragframe.thresholds import parse_metric_values
+
+EXIT_STATUSES = (
+    "exit status: 0 every gate passed; 1 a gate failed (the table says which, with the worst "
+    "rows and their reasons); 2 a configuration or input error (no gate given, a metric the "
+    "file does not have; one line says what to fix). Nothing is ever sent to a judge"
+)
+
+__all__ = ["add_gate_options", "add_parser", "check_gate_options", "cmd_gate", "gate_exit"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `gate` to the `ragframe` parser's subparsers."""
+    parser = subparsers.add_parser(
+        "gate",
+        help="check a scored file against CI gates (minimum means, minimum pass rates); "
+        "exit 1 when one fails",
+        epilog=EXIT_STATUSES,
+    )
+    parser.set_defaults(handler=cmd_gate)
+    parser.add_argument("scored", help="a scored file (Parquet as `ragframe score` writes it)")
+    add_gate_options(parser)
+    parser.add_argument(
+        "--worst",
+        type=int,
+        default=5,
+        metavar="N",
+        help="worst rows listed per failing gate, with their reasons (default: 5)",
+    )
+    return parser
+
+
+def add_gate_options(parser: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
+    """Add --fail-under, --min-pass-rate, --ignore-failed (and --threshold, --strict unless
+    `thresholds=False`, for a parser that has its own) to `parser`."""
+    group = parser.add_argument_group("gates (exit status 1 when one fails)")
+    group.add_argument(
+        "--fail-under",
+        metavar="METRIC=MEAN,...",
+        help="fail when a metric's mean is worse than this: below it, or above it for a "
+        "lower-is-better metric such as hallucination (e.g. faithfulness=0.8)",
+    )
+    group.add_argument(
+        "--min-pass-rate",
+        metavar="METRIC=RATE,...",
+        help="fail when the share of rows passing the metric's threshold is below this "
+        "(e.g. faithfulness=0.9)",
+    )
+    if thresholds:
+        group.add_argument(
+            "--threshold",
+            metavar="METRIC=VALUE,...",
+            help="the score a row must reach to pass, for --min-pass-rate (default: the "
+            "threshold the file records, else its METRIC_pass column, else 0.5)",
+        )
+        group.add_argument(
+            "--strict",
+            metavar="METRIC,...",
+            help="strict mode for these metrics: a row passes only with a perfect score "
+            "(1, or 0 for a lower-is-better metric)",
+        )
+    group.add_argument(
+        "--ignore-failed",
+        action="store_true",
+        help="leave rows that failed to score out of the gates (by default they count: as "
+        "failing rows in a pass rate, as the worst score in a mean)",
+    )
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """The gate options given, parsed and checked (ConfigError on a malformed one)."""
+    strict = getattr(args, "strict", None)
+    if strict is not None and not isinstance(strict, str | list | tuple):
+        raise ConfigError("--strict expects metric names, e.g. --strict faithfulness,hallucination")
+    names = common.parse_metrics(strict) if isinstance(strict, str) else list(strict or [])
+    threshold = getattr(args, "threshold", None)
+    return {
+        "fail_under": parse_metric_values(getattr(args, "fail_under", None), "--fail-under"),
+        "min_pass_rate": parse_metric_values(
+            getattr(args, "min_pass_rate", None), "--min-pass-rate"
+        ),
+        "thresholds": parse_metric_values(threshold, "--threshold")
+        if isinstance(threshold, str)
+        else dict(threshold or {}),
+        "strict": names,
+        "ignore_failed": bool(getattr(args, "ignore_failed", False)),
+    }
+
+
+def check_gate_options(args: argparse.Namespace, metrics: Iterable[str]) -> None:
+    """Before a run: the gate options parse, and every metric they gate is one the run
+    scores (so a typo is refused before anything is sent, not after paying for the run)."""
+    options = _options(args)
+    wanted = list(metrics)
+    gated = [*options["fail_under"], *options["min_pass_rate"]]
+    unknown = [m for m in dict.fromkeys(gated) if m not in wanted]
+    if unknown:
+        raise ConfigError(
+            f"--fail-under / --min-pass-rate name {unknown}, which this run does not score; "
+            f"its metrics are {wanted}"
+        )
+
+
+def gate_exit(args: argparse.Namespace, scored: Any, *, worst: int = 5) -> int | None:
+    """Apply the gate options to `scored` (a path or a frame) and print the table; the exit
+    status (0 passed, EXIT_GATE_FAILED), or None when no gate option was given."""
+    options = _options(args)
+    if not options["fail_under"] and not options["min_pass_rate"]:
+        return None
+    result = check_gates(scored, worst=worst, **options)
+    print(result)
+    return common.EXIT_OK if result.passed else EXIT_GATE_FAILED
+
+
+def run_gates(args: argparse.Namespace) -> GateResult:
+    """`ragframe gate`'s check: at least one gate, else a ConfigError."""
+    options = _options(args)
+    if not options["fail_under"] and not options["min_pass_rate"]:
+        raise ConfigError(
+            "no gate given: add --fail-under METRIC=MEAN and/or --min-pass-rate METRIC=RATE, "
+            "e.g. --fail-under faithfulness=0.8"
+        )
+    return check_gates(args.scored, worst=args.worst, **options)
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    """Check, print the table, exit 0 when every gate passed and 1 when one failed."""
+    if args.worst < 0:
+        raise ConfigError(f"--worst must be 0 or more, got {args.worst}")
+    result = run_gates(args)
+    print(result)
+    return common.EXIT_OK if result.passed else EXIT_GATE_FAILED

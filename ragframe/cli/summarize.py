@@ -1,0 +1,154 @@
+"""`ragframe summarize scored.parquet --by experiment`: per group and metric, n, the rows that
+failed to score, the mean with its interval, and the pass rate where a threshold is known."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import polars as pl
+
+from ragframe.cli import common
+from ragframe.stats import summarize
+from ragframe.thresholds import parse_metric_values
+
+EXIT_STATUSES = (
+    "exit status: 0 summarized; 2 a configuration or input error (a column the file lacks, a "
+    "bad --level; one line says what to fix). Nothing is ever sent to a judge"
+)
+
+__all__ = ["add_parser", "cmd_summarize", "format_table"]
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `summarize` to the `ragframe` parser's subparsers."""
+    parser = subparsers.add_parser(
+        "summarize",
+        help="per group and metric: n, failed rows, the mean with its confidence interval, "
+        "the pass rate against a threshold",
+        epilog=EXIT_STATUSES,
+    )
+    parser.set_defaults(handler=cmd_summarize)
+    parser.add_argument("scored", help="a scored file (Parquet, or JSON Lines / CSV)")
+    parser.add_argument("--by", help="group column(s), comma-separated (e.g. experiment)")
+    parser.add_argument(
+        "--metrics", help="score columns, comma-separated (default: the file's metrics)"
+    )
+    parser.add_argument(
+        "--level", type=float, default=0.95, help="confidence level (default: 0.95)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    parser.add_argument(
+        "--threshold",
+        metavar="METRIC=VALUE,...",
+        help="pass thresholds, e.g. faithfulness=0.8 (default: those the file records, or its "
+        "METRIC_pass columns)",
+    )
+    parser.add_argument(
+        "--strict",
+        metavar="METRIC,...",
+        help="strict mode for these metrics: a row passes only with a perfect score",
+    )
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print the table as JSON (rows)")
+    form.add_argument("--csv", action="store_true", help="print the table as CSV")
+    return parser
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    """Summarize and print: a terminal table, JSON rows or CSV."""
+    table = summarize(
+        args.scored,
+        metrics=common.parse_metrics(args.metrics) if args.metrics else None,
+        by=common.parse_metrics(args.by) if args.by else None,
+        level=args.level,
+        seed=args.seed,
+        thresholds=parse_metric_values(args.threshold, "--threshold"),
+        strict=common.parse_metrics(args.strict) if args.strict else None,
+    )
+    if args.json:
+        sys.stdout.write(table.write_json() + "\n")
+    elif args.csv:
+        sys.stdout.write(table.write_csv())
+    else:
+        groups = common.parse_metrics(args.by) if args.by else []
+        print(format_table(table, groups))
+    return common.EXIT_OK
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _cells(row: dict[str, Any], groups: list[str], rates: bool) -> list[str]:
+    """One table row's cells, as text."""
+    interval = f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]" if row["ci_low"] is not None else "-"
+    cells = [
+        *("(null)" if row[g] is None else str(row[g]) for g in groups),
+        row["metric"],
+        {"higher": "↑ higher", "lower": "↓ lower"}.get(row["direction"] or "", "?"),
+        str(row["n"]),
+        str(row["scored"]),
+        str(row["failed"]),
+        _number(row["mean"]),
+        interval,
+    ]
+    if rates:
+        rate = row["pass_rate"]
+        rule = row["threshold"]
+        if row["passed"] is None:  # this metric has no pass rule
+            said = "-"
+        elif row["strict"]:
+            said = "strict"
+        elif rule is not None:
+            said = f"{'≤' if row['direction'] == 'lower' else '≥'} {rule:g}"
+        else:
+            said = "pass column"
+        cells += ["-" if rate is None else f"{rate:.1%}", said, row["status"] or "-"]
+    return cells
+
+
+def format_table(table: pl.DataFrame, groups: list[str] | None = None) -> str:
+    """`summarize`'s table for a terminal: aligned columns, then what the figures rest on."""
+    groups = list(groups or [])
+    rates = "pass_rate" in table.columns
+    level = table["level"][0] if table.height else 0.95
+    headers = [
+        *groups,
+        "metric",
+        "better",
+        "n",
+        "scored",
+        "failed",
+        "mean",
+        f"{level:.0%} interval",
+    ]
+    if rates:
+        headers += ["pass rate", "threshold", "status"]
+    rows = [_cells(r, groups, rates) for r in table.iter_rows(named=True)]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    numeric = {"n", "scored", "failed", "mean", "pass rate"}
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if h in numeric else c.ljust(w)
+            for c, w, h in zip(cells, widths, headers, strict=True)
+        ).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+    methods = sorted({m for m in table["method"].to_list() if m != "none"}) if table.height else []
+    if methods:
+        out.append(f"intervals: {', '.join(methods)} (see ragframe.stats)")
+    if rates:
+        out.append(
+            "pass rate: share of scored rows passing; rows that failed to score are counted in "
+            "`failed`, not in the rate"
+        )
+    if "sample_rows" in table.columns and table.height:
+        of = table["population_rows"][0]
+        out.append(
+            f"figures from a sample: {table['sample_rows'][0]} of "
+            f"{'an unknown number of' if of is None else of} rows"
+        )
+    return "\n".join(out)

@@ -1,0 +1,111 @@
+"""`ragframe summarize`: the table in the terminal, and --json / --csv that parse back into the
+frame `ragframe.stats.summarize` returns."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from ragframe import cli
+from ragframe.cli import gate as gate_cli
+from ragframe.cli import summarize as summarize_cli
+from ragframe.io import write_parquet
+from ragframe.stats import summarize
+
+
+@pytest.fixture
+def main(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """`ragframe.cli.main` with `gate` and `summarize` registered (whether or not the package
+    registers them yet)."""
+    extra = tuple(m for m in (gate_cli, summarize_cli) if m not in cli.SUBCOMMANDS)
+    monkeypatch.setattr(cli, "SUBCOMMANDS", (*cli.SUBCOMMANDS, *extra))
+    yield cli.main
+
+
+@pytest.fixture
+def scored(tmp_path: Path) -> Path:
+    """A scored sample of 300 rows from a log of 10,000, two experiments, a threshold on
+    faithfulness in the metadata, some rows that failed to score."""
+    rng = np.random.default_rng(0)
+    frame = pl.DataFrame(
+        {
+            "experiment": rng.choice(["a", "b"], 300),
+            "faithfulness": rng.random(300),
+            "hallucination": rng.random(300) * 0.5,
+        }
+    ).with_columns(
+        pl.when(pl.int_range(pl.len()) % 10 == 0).then(None).otherwise(pl.col("faithfulness")),
+        pl.struct(error=pl.lit(None, pl.String)).alias("faithfulness_detail"),
+        pl.struct(error=pl.lit(None, pl.String)).alias("hallucination_detail"),
+    )
+    path = tmp_path / "scored.parquet"
+    meta = {
+        "metrics": {
+            "faithfulness": {"direction": "higher", "config": {"threshold": 0.6}},
+            "hallucination": {"direction": "lower", "config": {}},
+        },
+        "sample": {"rows": 300, "of": 10_000},
+    }
+    write_parquet(frame, path, meta)
+    return path
+
+
+def test_json_and_csv_parse_back_into_the_summary(
+    main: Any, scored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = summarize(scored, by="experiment", thresholds={"hallucination": 0.3})
+    options = ["--by", "experiment", "--threshold", "hallucination=0.3"]
+    assert main(["summarize", str(scored), *options, "--json"]) == 0
+    parsed = pl.read_json(io.StringIO(capsys.readouterr().out))
+    assert parsed.equals(expected)
+    assert main(["summarize", str(scored), *options, "--csv"]) == 0
+    parsed = pl.read_csv(io.StringIO(capsys.readouterr().out), schema=expected.schema)
+    assert parsed.drop("ci_low", "ci_high", "mean", "pass_rate").equals(
+        expected.drop("ci_low", "ci_high", "mean", "pass_rate")
+    )
+    for column in ("ci_low", "ci_high", "mean", "pass_rate"):
+        assert parsed[column].to_list() == pytest.approx(expected[column].to_list())
+    assert set(parsed["status"]) <= {"✅", "❌"}
+    assert parsed["population_rows"].unique().to_list() == [10_000]
+
+
+def test_terminal_table_says_what_the_figures_rest_on(
+    main: Any, scored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["summarize", str(scored), "--metrics", "faithfulness,hallucination"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = lines[0].split()
+    assert header[:6] == ["metric", "better", "n", "scored", "failed", "mean"]
+    assert "pass rate" in lines[0] and "status" in lines[0]
+    table = summarize(scored)
+    faith = table.filter(pl.col("metric") == "faithfulness").row(0, named=True)
+    row = next(line for line in lines if line.startswith("faithfulness"))
+    assert f"{faith['n']}" in row and f"{faith['failed']}" in row
+    assert f"[{faith['ci_low']:.3f}, {faith['ci_high']:.3f}]" in row
+    assert f"{faith['pass_rate']:.1%}" in row and "≥ 0.6" in row and faith["status"] in row
+    hall = next(line for line in lines if line.startswith("hallucination"))
+    assert "↓ lower" in hall and hall.rstrip().endswith("-")  # no threshold: no status
+    assert "figures from a sample: 300 of 10000 rows" in out
+    assert "rows that failed to score are counted in `failed`, not in the rate" in out
+
+
+def test_summarize_cli_groups_and_errors(
+    main: Any, scored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["summarize", str(scored), "--by", "experiment", "--level", "0.9"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:2] == ["experiment", "metric"]
+    assert "90% interval" in out
+    assert sum(line.startswith(("a ", "b ")) for line in out.splitlines()) == 4
+    assert main(["summarize", str(scored), "--by", "team"]) == 2
+    assert "by= names ['team']" in capsys.readouterr().err
+    assert main(["summarize", str(scored), "--threshold", "relevancy=0.5"]) == 2
+    assert main(["summarize", str(scored), "--level", "95"]) == 2
+    assert "level must be between 0 and 1" in capsys.readouterr().err
