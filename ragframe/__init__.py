@@ -9,6 +9,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from ragframe.catalog import catalog
+from ragframe.compare import Comparison, compare
 from ragframe.errors import (
     BudgetExceeded,
     ConfigError,
@@ -61,6 +62,7 @@ __all__ = [
     "AnswerRelevancyLLM",
     "BatchJob",
     "BudgetExceeded",
+    "Comparison",
     "ConfigError",
     "ContextPrecision",
     "ContextPrecisionIDs",
@@ -89,6 +91,7 @@ __all__ = [
     "aevaluate",
     "arun",
     "catalog",
+    "compare",
     "estimate",
     "evaluate",
     "read_metadata",
