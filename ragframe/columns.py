@@ -20,6 +20,14 @@ CANONICAL: dict[str, pl.DataType] = {
     "reference_contexts": pl.List(pl.String()),
     "retrieved_context_ids": pl.List(pl.String()),
     "reference_context_ids": pl.List(pl.String()),
+    # Optional (see OPTIONAL): the answer's claims, when the user's pipeline has them.
+    "claims": pl.List(pl.String()),
+}
+
+#: Inputs no metric requires, used by the metrics that read them when a frame has them
+#: (`select_inputs(optional=...)`), each with how to score without it.
+OPTIONAL: dict[str, str] = {
+    "claims": "Faithfulness(given_claims=False) extracts the claims from the answer instead",
 }
 
 #: Column names used by ragas and deepeval, recognised without a `columns=` mapping.
@@ -148,6 +156,11 @@ def list_conversion(source: str, dtype: pl.DataType, example: str | None) -> str
     """
     col = f"pl.col({source!r})"
     textual = dtype == pl.String or isinstance(dtype, pl.Categorical | pl.Enum)
+    if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
+        # A list of records (ExpertQA's claims: claim, evidence, support): keep its text field.
+        texts = [f.name for f in dtype.inner.fields if f.dtype == pl.String]
+        if texts:
+            return f"{col}.list.eval(pl.element().struct.field({texts[0]!r}))"
     if not textual:
         return f"{col}.cast(pl.List(pl.String))"
     if dtype != pl.String:
@@ -201,20 +214,58 @@ def truncate(expr: pl.Expr, max_chars: int) -> pl.Expr:
     )
 
 
+def _check_type(
+    frame: pl.DataFrame, metric: str, canonical: str, source: str, *, optional: bool = False
+) -> None:
+    """Refuse a column whose type cannot hold `canonical`: an InputError naming the metric,
+    the column and the conversion that fits its data (and, for an optional input, how to
+    score without it)."""
+    expected = CANONICAL[canonical]
+    dtype = frame.schema[source]
+    ok = dtype == expected or dtype == pl.Null
+    if not ok and expected == pl.String:
+        ok = isinstance(dtype, pl.Categorical | pl.Enum)
+    if not ok and isinstance(expected, pl.List):
+        ok = _castable_list_of_str(dtype)
+    if ok:
+        return
+    hint = (
+        _list_hint(frame, source)
+        if isinstance(expected, pl.List)
+        else f"a string per row, e.g. pl.col({source!r}).cast(pl.String)"
+    )
+    used = "uses column" if optional else "reads column"
+    message = (
+        f"metric {metric!r} {used} {source!r} as {canonical!r}, which must be "
+        f"{expected}, but it is {dtype}. Convert it to {hint}"
+    )
+    if optional:
+        message += (
+            f". {canonical!r} is optional: to score without it, drop or rename the column "
+            f"(df.drop({source!r}))"
+        )
+        if canonical in OPTIONAL:
+            message += f", or: {OPTIONAL[canonical]}"
+    raise InputError(message)
+
+
 def select_inputs(
     frame: pl.DataFrame,
     needs: Mapping[str, Iterable[str]],
     columns: Mapping[str, str] | None = None,
     *,
     max_chars: int | None = None,
+    optional: Mapping[str, Iterable[str]] | None = None,
 ) -> pl.DataFrame:
     """Return the canonical input columns (plus a row id) that the requested metrics need.
 
     `needs` maps metric name -> canonical columns it requires. Every problem is raised here,
     before any request: a missing column, or a column of the wrong type, names the metric,
-    the column and the fix. With `max_chars`, every text (and every list item, IDs aside) longer
-    than that is cut to `max_chars` characters followed by " [... truncated N characters]", so one
-    huge context cannot overflow the judge's window.
+    the column and the fix. `optional` maps metric name -> canonical columns it uses when the
+    frame has them (`claims`): absent, they are left out without a word; present, they are
+    checked and selected like required ones. With `max_chars`, every text (and every list
+    item, IDs aside) longer than that is cut to `max_chars` characters followed by
+    " [... truncated N characters]", so one huge context cannot overflow the judge's window.
     """
     mapping = canonical_names(frame.columns, columns)
     wanted: list[str] = []
@@ -228,25 +279,16 @@ def select_inputs(
                     f"(its columns: {frame.columns}). Rename a column to {canonical!r}, use one "
                     f"of {aliases}, or pass columns={{{canonical!r}: 'your_column'}}"
                 )
-            expected = CANONICAL[canonical]
-            dtype = frame.schema[source]
-            ok = dtype == expected or dtype == pl.Null
-            if not ok and expected == pl.String:
-                ok = isinstance(dtype, pl.Categorical | pl.Enum)
-            if not ok and isinstance(expected, pl.List):
-                ok = _castable_list_of_str(dtype)
-            if not ok:
-                hint = (
-                    _list_hint(frame, source)
-                    if isinstance(expected, pl.List)
-                    else f"a string per row, e.g. pl.col({source!r}).cast(pl.String)"
-                )
-                raise InputError(
-                    f"metric {metric!r} reads column {source!r} as {canonical!r}, which must be "
-                    f"{expected}, but it is {dtype}. Convert it to {hint}"
-                )
+            _check_type(frame, metric, canonical, source)
             if canonical not in wanted:
                 wanted.append(canonical)
+    for metric, used in (optional or {}).items():
+        for canonical in used:
+            source = mapping.get(canonical)
+            if source is None or canonical in wanted:
+                continue
+            _check_type(frame, metric, canonical, source, optional=True)
+            wanted.append(canonical)
 
     def canonical(name: str) -> pl.Expr:
         expr = pl.col(mapping[name]).cast(CANONICAL[name])

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from ragframe.columns import ROW_ID
+from ragframe.columns import ROW_ID, WHITESPACE
 from ragframe.errors import ConfigError
 from ragframe.judge.schema import boolean, indexed_verdict
 from ragframe.judge.task import Task
@@ -53,6 +53,15 @@ class Faithfulness(Metric):
     `output_bounds`; a list that reaches its cap may have been cut, and `truncated` says so.
     Empty input: a null or empty answer, question or contexts gives null with the reason and
     sends nothing; an answer with no factual claim gives null ("no factual claims"), never 1.0.
+    Bring your own claims: when the frame has a `claims` column (List(String), optional; see
+    `given_claims`), a row whose list is not null has its claims verified as given, in order,
+    instead of extracted: no extraction request, no `max_claims` cap, `truncated` False and
+    `claims_given` True in the detail. Blank items are not sent: they keep their place in the
+    detail with a null verdict, so detail item i is always input claim i. An empty (or
+    all-blank) list gives null ("no claims given"), never 1.0. A null list falls back to
+    extraction for that row (`claims_given` False): null means "no claims known", as for a
+    log where only some rows were annotated. `given_claims=False` always extracts and ignores
+    the column (its type then goes unchecked).
     Source: llm4s Faithfulness (seed 000), deepeval's definition (seed 003).
     """
 
@@ -61,6 +70,7 @@ class Faithfulness(Metric):
     detail_fields: ClassVar[dict[str, pl.DataType]] = {
         "claims": pl.List(CLAIM),
         "truncated": pl.Boolean(),
+        "claims_given": pl.Boolean(),
     }
     info = MetricInfo(
         formula="supported claims / claims",
@@ -75,9 +85,18 @@ class Faithfulness(Metric):
         batch_size: int | None = None,
         max_claims: int = MAX_CLAIMS,
         *,
+        given_claims: bool = True,
         reasons: bool | None = None,
     ) -> None:
         super().__init__(reasons=reasons)
+        if not isinstance(given_claims, bool):
+            raise ConfigError(
+                f"faithfulness given_claims must be True (verify a `claims` column's claims "
+                f"where the frame has one) or False (always extract), got {given_claims!r}"
+            )
+        self.given_claims = given_claims
+        #: Inputs used when the frame has them (`ragframe.columns.OPTIONAL`).
+        self.optional: tuple[str, ...] = ("claims",) if given_claims else ()
         if batch_size is not None and (
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
         ):
@@ -92,7 +111,11 @@ class Faithfulness(Metric):
         return [claims_task(self.max_claims), VERIFY]
 
     def config(self) -> dict[str, Any]:
-        return {"batch_size": self.batch_size, "max_claims": self.max_claims}
+        return {
+            "batch_size": self.batch_size,
+            "max_claims": self.max_claims,
+            "given_claims": self.given_claims,
+        }
 
     def verdicts_per_request(self, ctx: Context) -> int:
         """How many claims one verification may hold: `batch_size` when forced, else as many
@@ -104,11 +127,12 @@ class Faithfulness(Metric):
         return max(1, (max_tokens - ANSWER_OVERHEAD_TOKENS) // VERDICT_TOKENS)
 
     def _batched(self, claims: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        """`claims` (ROW_ID, claim, pos) with `batch` (which request of the row) and `index`
-        (the claim's 1-based number in that request's prompt)."""
+        """`claims` (ROW_ID, claim, `k`: its 0-based place among the row's judged claims)
+        with `batch` (which request of the row) and `index` (the claim's 1-based number in
+        that request's prompt)."""
         per_request = self.verdicts_per_request(ctx)
         if self.batch_size is not None:
-            batch = pl.col("pos") // per_request
+            batch = pl.col("k") // per_request
         else:
             n = pl.len().over(ROW_ID)
             claim_tokens = (pl.col("claim").str.len_chars() / 4).sum().over(ROW_ID)
@@ -116,16 +140,21 @@ class Faithfulness(Metric):
                 (n / per_request).ceil(), (claim_tokens / CLAIM_PROMPT_TOKENS).ceil(), pl.lit(1)
             ).cast(pl.Int64)
             # The fewest requests, evenly sized (never more than per_request claims each).
-            batch = pl.col("pos") * requests // n
+            batch = pl.col("k") * requests // n
         return claims.with_columns(batch.cast(pl.Int64).alias("batch")).with_columns(
-            (pl.col("pos") - pl.col("pos").min().over(ROW_ID, "batch") + 1).alias("index")
+            (pl.col("k") - pl.col("k").min().over(ROW_ID, "batch") + 1).alias("index")
         )
 
     async def _verify(self, claims: pl.DataFrame, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        """Per row with claims: `claims` (each claim with its verdict, matched by index),
-        `score` and `verify_error`, the first error of its requests."""
+        """Per row with claims: `claims` (each claim with its verdict, matched by index, in
+        list order; a blank given claim is not sent and gets no verdict), `score` and
+        `verify_error`, the first error of its requests. `claims` is `numbered_items`."""
+        judged = claims.filter(
+            pl.col("claim").str.strip_chars(WHITESPACE).str.len_chars() > 0
+        ).with_columns(pl.int_range(pl.len()).over(ROW_ID).alias("k"))
+        judged = self._batched(judged, ctx)
         batches = (
-            claims.group_by(ROW_ID, "batch", maintain_order=True)
+            judged.group_by(ROW_ID, "batch", maintain_order=True)
             .agg(pl.col("claim").sort_by("index"))
             .join(rows.select(ROW_ID, "contexts"), on=ROW_ID, how="left")
             .with_columns(
@@ -136,20 +165,23 @@ class Faithfulness(Metric):
                 pl.col("claim").list.len().alias("n"),
             )
         )
-        judged = await ctx.ask(
+        answers = await ctx.ask(
             VERIFY, batches.select(ROW_ID, "batch", "prompt", "n"), count_col="n"
         )
         verdicts = verdicts_by_index(
-            judged, pl.col("answer").struct.field("verdicts"), keys=(ROW_ID, "batch")
+            answers, pl.col("answer").struct.field("verdicts"), keys=(ROW_ID, "batch")
+        )
+        placed = claims.drop("index").join(
+            judged.select(ROW_ID, "pos", "batch", "index"), on=(ROW_ID, "pos"), how="left"
         )
         supported = pl.element().struct.field("supported").cast(pl.Float64)
         return (
             matched_items(
-                claims, verdicts, "claim", ("supported", "reason"), "claims", on=(ROW_ID, "batch")
+                placed, verdicts, "claim", ("supported", "reason"), "claims", on=(ROW_ID, "batch")
             )
             .with_columns(pl.col("claims").list.eval(supported).list.mean().alias("score"))
             .join(
-                judged.group_by(ROW_ID).agg(
+                answers.group_by(ROW_ID).agg(
                     pl.col("error").drop_nulls().first().alias("verify_error")
                 ),
                 on=ROW_ID,
@@ -157,19 +189,51 @@ class Faithfulness(Metric):
             )
         )
 
+    async def _stated(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+        """Per row: ROW_ID, `claims`, `truncated`, `error` (extraction's, or "no claims
+        given") and `claims_given`: the `claims` column's list where it is not null (when
+        `given_claims`), else the claims the judge extracts from the answer."""
+        given = rows.filter(pl.col("claims").is_not_null()) if "claims" in rows.columns else None
+        if given is None or not self.given_claims:
+            given = rows.clear()
+        extract = rows.join(given.select(ROW_ID), on=ROW_ID, how="anti", maintain_order="left")
+        parts = []
+        if extract.height:
+            extracted = await answer_claims(ctx, extract, self.max_claims)
+            parts.append(extracted.with_columns(pl.lit(False).alias("claims_given")))
+        if given.height:
+            blank = pl.col("claims").list.eval(
+                pl.element().str.strip_chars(WHITESPACE).str.len_chars() == 0
+            )
+            parts.append(
+                given.select(
+                    ROW_ID,
+                    pl.col("claims").cast(pl.List(pl.String)),
+                    pl.lit(False).alias("truncated"),
+                    pl.when(blank.list.all())
+                    .then(pl.lit("no claims given: the row's 'claims' list is empty or blank"))
+                    .otherwise(pl.lit(None, dtype=pl.String))
+                    .alias("error"),
+                    pl.lit(True).alias("claims_given"),
+                )
+            )
+        return pl.concat(parts, how="vertical_relaxed")
+
     async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        stated = await answer_claims(ctx, rows, self.max_claims)
+        stated = await self._stated(rows, ctx)
         ok = stated.filter(pl.col("error").is_null() & (pl.col("claims").list.len() > 0))
-        claims = self._batched(numbered_items(ok, "claims", "claim"), ctx)
-        per_row = await self._verify(claims, rows, ctx)
+        per_row = await self._verify(numbered_items(ok, "claims", "claim"), rows, ctx)
         return (
-            stated.select(ROW_ID, "truncated", pl.col("error").alias("extract_error"))
+            stated.select(
+                ROW_ID, "truncated", "claims_given", pl.col("error").alias("extract_error")
+            )
             .join(per_row, on=ROW_ID, how="left")
             .select(
                 ROW_ID,
                 "score",
                 "claims",
                 "truncated",
+                "claims_given",
                 pl.coalesce(
                     "extract_error",
                     "verify_error",
