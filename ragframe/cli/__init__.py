@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from ragframe import __version__
-from ragframe.cli import batch, compare, metrics, score
+from ragframe.cli import batch, compare, gate, judge_bench, metrics, report, score, summarize
 from ragframe.cli.batch import cmd_batch
 from ragframe.cli.common import (
     EXIT_ERROR,
@@ -37,8 +37,11 @@ __all__ = [
     "report_failed_metrics",
 ]
 
-DESCRIPTION = "Command line: `ragframe score IN.parquet -o OUT.parquet --metrics ...`."
-SUBCOMMANDS = (score, batch, compare, metrics)
+DESCRIPTION = (
+    "Score RAG logs with an LLM judge, then decide: `ragframe score IN -o OUT.parquet`, "
+    "`ragframe summarize` / `gate` / `compare` / `report` on scored files."
+)
+SUBCOMMANDS = (score, batch, summarize, gate, compare, report, judge_bench, metrics)
 
 
 def build_parser() -> argparse.ArgumentParser:
