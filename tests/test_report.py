@@ -349,6 +349,9 @@ def test_contents_of_a_real_run(scored_file: Path) -> None:
     assert usage["requests"] == f"{meta['summary']['requests']:,}"
     assert usage["prompt_tokens"] == f"{meta['summary']['prompt_tokens']:,}"
     assert usage["cost (USD)"] == "unknown price"
+    # Every figure says how many rows it rests on.
+    for chart in charts:
+        assert re.search(r"n = \d|\(n=\d", json.dumps(chart, ensure_ascii=False)), chart
     # Groups: each group's n in the figure labels, and every (group, metric) in the table.
     groups = section(page, "groups")
     assert len(cells(groups)) == 1 + 2 * 4
@@ -463,15 +466,95 @@ def test_size_is_bounded_by_aggregates_not_rows(tmp_path: Path) -> None:
             assert len((layer.get("data") or {}).get("values") or []) <= 20 * 3
 
 
+def test_worst_rows_and_failures_from_a_file_of_many_row_groups(tmp_path: Path) -> None:
+    """Rows are read from the row groups that hold them: each shown row is the right one."""
+    import pyarrow.parquet as pq
+
+    n = 50
+    scores = [None if i % 9 == 4 else ((i * 37) % 50) / 49 for i in range(n)]
+    claims = pl.List(pl.Struct({"claim": pl.String, "reason": pl.String}))
+    frame = pl.DataFrame(
+        {
+            "id": [f"id-{i}" for i in range(n)],
+            "question": [f"question of row {i}" for i in range(n)],
+            "faithfulness": scores,
+            "faithfulness_detail": [
+                {
+                    "claims": [{"claim": f"claim {i}", "reason": f"reason of row {i}"}],
+                    "error": f"failure at row {i // 20}" if scores[i] is None else None,
+                }
+                for i in range(n)
+            ],
+        },
+        schema_overrides={"faithfulness_detail": pl.Struct({"claims": claims, "error": pl.String})},
+    )
+    path = tmp_path / "groups.parquet"
+    pq.write_table(frame.to_arrow(), path, row_group_size=7)
+    assert pq.ParquetFile(path).num_row_groups == 8
+    page = report(path, worst=4)
+    worst = section(page, "worst")
+    expected = (
+        frame.with_row_index()
+        .filter(pl.col("faithfulness").is_not_null())
+        .sort("faithfulness", "index")
+        .head(4)
+    )
+    blocks = worst.split("<details class='row'>")[1:]
+    assert len(blocks) == 4
+    for block, row in zip(blocks, expected.iter_rows(named=True), strict=True):
+        i = row["index"]
+        assert f"row {i:,} · id id-{i}" in block and f"reason of row {i}<" in block
+        assert f"{row['faithfulness']:.3f}" in block
+    failures = cells(section(page, "failures"))
+    # failed rows: 4, 13, 22, 31, 40, 49 -> errors "failure at row 0/0/1/1/2/2"
+    assert failures[1:] == [
+        ["failure at row 0", "2", "4, 13"],
+        ["failure at row 1", "2", "22, 31"],
+        ["failure at row 2", "2", "40, 49"],
+    ]
+
+
+def test_the_vega_bundle_is_kept_and_rebuilt_when_cut(tmp_path: Path, monkeypatch: Any) -> None:
+    import vl_convert
+
+    from ragframe.report import _page
+
+    built: list[str | None] = []
+
+    def bundle(vl_version: str | None = None) -> str:
+        built.append(vl_version)
+        return "/* vega */" + "x" * 200_000 + "window.vegaEmbed=e;"
+
+    monkeypatch.setenv("RAGFRAME_CACHE", str(tmp_path / "cache" / "cache.sqlite3"))
+    monkeypatch.setattr(vl_convert, "javascript_bundle", bundle)
+    _page.vega_bundle.cache_clear()
+    try:
+        first = _page.vega_bundle()
+        kept = list((tmp_path / "cache").glob("vega-bundle-*.js"))
+        assert len(built) == 1 and len(kept) == 1 and kept[0].read_text() == first
+        _page.vega_bundle.cache_clear()
+        assert _page.vega_bundle() == first and len(built) == 1  # read, not rebuilt
+        kept[0].write_text(first[:5000])  # cut short
+        _page.vega_bundle.cache_clear()
+        assert _page.vega_bundle() == first and len(built) == 2
+        assert kept[0].read_text() == first
+    finally:
+        _page.vega_bundle.cache_clear()
+
+
 def test_many_groups_keep_the_largest(tmp_path: Path) -> None:
     n = 2_000
-    frame = pl.DataFrame(
-        {"g": [i % 100 if i < 1000 else 0 for i in range(n)], "faithfulness": [0.5] * n}
-    )
-    page = report(frame, by="g")
-    groups = section(page, "groups")
-    assert "100 groups: the 40 largest are shown" in groups
-    assert cells(groups)[1][0] == "0"  # group 0 holds 1,010 rows
+    groups = [i % 100 if i < 1000 else 0 for i in range(n)]
+    scores = [0.0 if i == 999 else 0.5 + (i % 7) / 20 for i in range(n)]  # row 999: group 99
+    frame = pl.DataFrame({"g": groups, "faithfulness": scores})
+    page = report(frame, by="g", worst=1)
+    view = section(page, "groups")
+    assert "100 groups: the 40 largest are shown (1,400 of 2,000 rows)" in view
+    assert cells(view)[1][0] == "0"  # group 0 holds 1,010 rows
+    # The summary, the histograms and the worst rows still cover every row.
+    assert cells(section(page, "summary"))[1][2] == "2,000"
+    assert "row 999 · g 99" in section(page, "worst")
+    assert "100 groups: the histograms show all rows together" in page
 
 
 def test_a_run_result_a_frame_and_a_lazy_frame(judge: Judge) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from ragframe.errors import ConfigError
-from ragframe.report import _comparison, _data, _page, _shell
+from ragframe.report import _charts, _comparison, _data, _page, _shell
 from ragframe.report._source import Source, check_output, direction, group_columns, load, pass_rules
 
 __all__ = ["report"]
@@ -89,14 +89,13 @@ def _sections(
     overall = overall.with_columns(pl.Series("direction", [directions[m] for m in metrics]))
     rules = pass_rules(metrics, directions, schema, meta)
     light = _data.light_frame(source, metrics, groups, rules)
-    everyone = _data.Light(
-        light.frame.with_columns(pl.lit("all rows").alias(_data.LABEL)), [], 1, 1
-    )
-    passes = _data.pass_table(everyone, rules, level)
+    passes = _data.pass_table(light.whole(), rules, level)
     sections = [_page.summary_section(figs, overall, passes, rules, level)]
     nav = [("summary", "Summary")]
     sections.append(
-        _page.distributions_section(figs, _data.histograms(light, metrics), overall, rules, light)
+        _page.distributions_section(
+            figs, _data.histograms(light, metrics, _charts.MAX_LINES), overall, rules, light
+        )
     )
     nav.append(("distributions", "Distributions"))
     if groups:
@@ -104,7 +103,7 @@ def _sections(
         sections.append(_page.groups_section(figs, means, light, level, _data.group_order(light)))
         nav.append(("groups", "Groups"))
     if rules:
-        table = _data.pass_table(light, rules, level) if groups else passes
+        table = _data.pass_table(light.grouped(), rules, level) if groups else passes
         sections.append(_page.pass_section(figs, table, rules, level, bool(groups)))
         nav.append(("pass", "Pass rates"))
     if baseline is not None:
@@ -116,7 +115,7 @@ def _sections(
         )
         nav.append(("comparison", "Comparison"))
     sections.append(_worst(source, light, overall, directions, groups, worst))
-    sections.append(_page.failures_section(_data.failure_causes(source, light, metrics), meta))
+    sections.append(_page.failures_section(_data.failure_causes(source, metrics), meta))
     sections.append(_page.run_section("run", "Run metadata", meta))
     nav += [("worst", "Worst rows"), ("failures", "Failures"), ("run", "Run metadata")]
     if baseline is not None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ragframe.columns import ALIASES, CANONICAL
@@ -27,20 +29,34 @@ ID_NAMES = ("id", "row_id", "row_index", "question_id", "query_id", "sample_id",
 
 @dataclass(frozen=True)
 class Light:
-    """The score, group and pass columns of the log (no text, no details), with the row
-    position and the group label; `groups_total` counts the groups before any were left out."""
+    """The score, group and pass columns of every row of the log (no text, no details), with
+    the row position and the group label. `kept`: the labels of the groups the group views
+    show, when there are more than MAX_GROUPS (the largest); None when all are shown."""
 
     frame: pl.DataFrame
     groups: list[str]
     groups_total: int
-    groups_shown: int
+    kept: pl.Series | None
+
+    @property
+    def groups_shown(self) -> int:
+        return self.groups_total if self.kept is None else self.kept.len()
+
+    def grouped(self) -> pl.DataFrame:
+        """The rows of the groups shown (every row when no group was left out)."""
+        if self.kept is None:
+            return self.frame
+        return self.frame.filter(pl.col(LABEL).is_in(self.kept.implode()))
+
+    def whole(self) -> pl.DataFrame:
+        """Every row, as one group labelled "all rows"."""
+        return self.frame.with_columns(pl.lit("all rows").alias(LABEL))
 
 
 def light_frame(
     source: Source, metrics: Sequence[str], groups: Sequence[str], rules: Mapping[str, PassRule]
 ) -> Light:
-    """One scan of the columns the charts need; with more than MAX_GROUPS groups, only the
-    rows of the largest MAX_GROUPS groups are kept (a note in the report says so)."""
+    """One scan of the columns the figures need (scores, groups, pass values)."""
     label = (
         pl.concat_str(
             [pl.col(g).cast(pl.String).fill_null("(null)") for g in groups], separator=" · "
@@ -60,29 +76,31 @@ def light_frame(
         .collect()
     )
     total = frame[LABEL].n_unique()
+    kept = None
     if total > MAX_GROUPS:
-        largest = (
+        kept = (
             frame.group_by(LABEL)
             .len()
             .sort(["len", LABEL], descending=[True, False])
             .head(MAX_GROUPS)[LABEL]
         )
-        frame = frame.filter(pl.col(LABEL).is_in(largest.implode()))
-    return Light(frame, list(groups), total, min(total, MAX_GROUPS))
+    return Light(frame, list(groups), total, kept)
 
 
 def group_order(light: Light) -> list[str]:
     """Group labels sorted by the group values (as `summarize` sorts them)."""
     if not light.groups:
         return ["all rows"]
-    keys = light.frame.select(*light.groups, LABEL).unique().sort(light.groups, nulls_last=True)
-    return keys[LABEL].to_list()
+    keys = light.grouped().select(*light.groups, LABEL).unique()
+    return keys.sort(light.groups, nulls_last=True)[LABEL].to_list()
 
 
-def histograms(light: Light, metrics: Sequence[str]) -> pl.DataFrame:
-    """Per metric and group, BINS bins over [0, 1]: start, end, rows, and the share of the
-    group's scored rows (every bin present, empty ones at 0). 1.0 falls in the last bin."""
-    frame = light.frame
+def histograms(light: Light, metrics: Sequence[str], max_lines: int) -> pl.DataFrame:
+    """Per metric (and group, for 2..max_lines groups; else the whole log), BINS bins over
+    [0, 1]: start, end, rows, and the share of the group's scored rows (every bin present,
+    empty ones at 0). 1.0 falls in the last bin."""
+    per_group = 1 < light.groups_total <= max_lines
+    frame = light.frame if per_group else light.whole()
     grid = frame.select(pl.col(LABEL).unique()).join(
         pl.DataFrame({"bin": list(range(BINS))}, schema={"bin": pl.Int32}), how="cross"
     )
@@ -109,15 +127,16 @@ def histograms(light: Light, metrics: Sequence[str]) -> pl.DataFrame:
     return pl.concat(parts).sort("metric", LABEL, "bin").rename({LABEL: "group"})
 
 
-def pass_table(light: Light, rules: Mapping[str, PassRule], level: float) -> pl.DataFrame:
-    """Per group and metric with a pass rule: rows, scored, passed, the pass rate over all rows
-    (a row that failed to score does not pass) with its interval, and the rate among scored."""
+def pass_table(frame: pl.DataFrame, rules: Mapping[str, PassRule], level: float) -> pl.DataFrame:
+    """Per group label and metric with a pass rule: rows, scored, passed, the pass rate over
+    all rows (a row that failed to score does not pass) with its interval, and the rate among
+    scored."""
     from ragframe.stats import summarize
 
     if not rules:
         return pl.DataFrame()
     cols = [f"{m}_pass" for m in rules]
-    frame = light.frame.select(
+    frame = frame.select(
         LABEL,
         *(pl.col(c).fill_null(False).alias(c) for c in cols),
         *(pl.col(c).is_not_null().alias(f"{c}\0scored") for c in cols),
@@ -176,38 +195,81 @@ def display_columns(schema: pl.Schema, groups: Sequence[str]) -> list[str]:
 
 
 def gather(source: Source, positions: Sequence[int], columns: Sequence[str]) -> dict[int, dict]:
-    """The rows at these positions, as dicts keyed by position; streamed, so the detail
-    columns of the whole log are never held at once."""
-    if not positions:
+    """The rows at these positions, as dicts keyed by position. From a file, only the row
+    groups holding them are read, batch by batch, so the texts and verdicts of the whole log
+    are never held at once."""
+    wanted = np.unique(np.asarray(positions, dtype=np.int64))
+    if wanted.size == 0:
         return {}
-    rows = (
-        source.lazy.with_row_index(IDX)
-        .filter(pl.col(IDX).is_in(sorted(set(positions))))
-        .select(IDX, *columns)
-        .collect(engine="streaming")
-    )
+    if source.path is not None:
+        rows = _gather_file(source.path, wanted, columns)
+    else:
+        rows = (
+            source.lazy.with_row_index(IDX)
+            .filter(pl.col(IDX).is_in(pl.Series(wanted).cast(pl.UInt32).implode()))
+            .select(IDX, *columns)
+            .collect()
+        )
     return {int(row[IDX]): row for row in rows.iter_rows(named=True)}
 
 
-def failure_causes(source: Source, light: Light, metrics: Sequence[str]) -> dict[str, pl.DataFrame]:
-    """Per metric with rows that failed to score: each distinct `_detail.error` (MAX_CAUSES
-    most frequent), its row count and the first rows it hit."""
+def _gather_file(path: Path, wanted: np.ndarray, columns: Sequence[str]) -> pl.DataFrame:
+    """`wanted` rows (sorted positions) of a Parquet file: a buffered reader (no column chunk
+    read whole) over the row groups that hold them, stopping past the last one needed."""
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(path, buffer_size=1 << 22, pre_buffer=False)
+    sizes = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
+    starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    parts = []
+    for group in np.unique(np.searchsorted(starts, wanted, side="right") - 1):
+        offset, last = int(starts[group]), int(wanted[wanted < starts[group + 1]].max())
+        batches = parquet.iter_batches(batch_size=2048, row_groups=[int(group)], columns=columns)
+        for batch in batches:
+            picked = wanted[(wanted >= offset) & (wanted < offset + batch.num_rows)]
+            if picked.size:
+                part = pl.from_arrow(batch.take(picked - offset))
+                assert isinstance(part, pl.DataFrame)
+                parts.append(part.with_columns(pl.Series(IDX, picked, pl.UInt32)))
+            offset += batch.num_rows
+            if offset > last:
+                break
+    return pl.concat(parts, how="vertical_relaxed")
+
+
+def _leaf(source: Source, column: str, field: str) -> pl.Series:
+    """One field of a struct column for every row; from a file only that field's leaf column
+    is read (not the verdict lists beside it)."""
+    if source.path is not None and "." not in column:
+        import pyarrow.parquet as pq
+
+        table = pq.ParquetFile(source.path).read(columns=[f"{column}.{field}"])
+        struct = pl.from_arrow(table.column(column).combine_chunks())
+        assert isinstance(struct, pl.Series)
+        return struct.struct.field(field)
+    return source.lazy.select(pl.col(column).struct.field(field)).collect().to_series()
+
+
+def failure_causes(source: Source, metrics: Sequence[str]) -> dict[str, pl.DataFrame]:
+    """Per metric with rows that failed to score (over the whole log): each distinct
+    `_detail.error` (MAX_CAUSES most frequent), its row count and the first rows it hit."""
     schema = source.lazy.collect_schema()
+    scores = source.lazy.select(
+        pl.col(m).cast(pl.Float64).fill_nan(None).is_null().alias(m) for m in metrics
+    ).collect()
     out: dict[str, pl.DataFrame] = {}
     for m in metrics:
-        if light.frame[m].null_count() == 0:
+        failed_at = scores[m].arg_true()
+        if failed_at.len() == 0:
             continue
         detail = schema.get(f"{m}_detail")
         has_error = isinstance(detail, pl.Struct) and "error" in {f.name for f in detail.fields}
-        reason = (
-            pl.col(f"{m}_detail").struct.field("error") if has_error else pl.lit(None, pl.String)
+        errors = (
+            _leaf(source, f"{m}_detail", "error").cast(pl.String).gather(failed_at)
+            if has_error
+            else pl.Series([None] * failed_at.len(), dtype=pl.String)
         )
-        failed = (
-            source.lazy.with_row_index(IDX)
-            .filter(pl.col(m).cast(pl.Float64).fill_nan(None).is_null())
-            .select(IDX, reason.cast(pl.String).fill_null("(no reason recorded)").alias("error"))
-            .collect(engine="streaming")
-        )
+        failed = pl.DataFrame({IDX: failed_at, "error": errors.fill_null("(no reason recorded)")})
         out[m] = (
             failed.group_by("error")
             .agg(pl.len().alias("rows"), pl.col(IDX).sort().head(5).alias("examples"))
@@ -224,7 +286,7 @@ def group_means(
     """`summarize` per group label (the groups kept) and metric, directions from the log."""
     from ragframe.stats import summarize
 
-    table = summarize(light.frame, metrics=list(metrics), by=LABEL, level=level)
+    table = summarize(light.grouped(), metrics=list(metrics), by=LABEL, level=level)
     return table.rename({LABEL: "group"}).with_columns(
         pl.col("metric").replace_strict(dict(directions), return_dtype=pl.String).alias("direction")
     )

@@ -4,8 +4,10 @@ Nothing in it is loaded from a URL: one file that opens offline and can be sent 
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -42,14 +44,53 @@ def need(module: str) -> Any:
 @lru_cache(maxsize=1)
 def vega_bundle() -> str:
     """Vega, Vega-Lite and vega-embed as one script (from vl-convert, no network), for the
-    Vega-Lite version Altair writes; built once per process (a few seconds)."""
+    Vega-Lite version Altair writes. Bundling takes seconds, so the script is kept beside
+    ragframe's cache (keyed by the versions) and read from there next time."""
     alt = need("altair")
     vlc = need("vl_convert")
     version = ".".join(str(alt.SCHEMA_VERSION).lstrip("v").split(".")[:2])
-    known = vlc.get_vegalite_versions()
-    bundle = vlc.javascript_bundle(vl_version=version if version in known else None)
+    if version not in vlc.get_vegalite_versions():
+        version = None  # vl-convert's latest
+    kept = _kept_bundle(version)
+    if kept is not None and kept.is_file():
+        text = kept.read_text(encoding="utf-8")
+        if _looks_whole(text):
+            return text
     # Inline in a <script> element: a literal "</script" would end it early.
-    return str(bundle).replace("</script", "<\\/script")
+    bundle = str(vlc.javascript_bundle(vl_version=version)).replace("</script", "<\\/script")
+    if kept is not None:
+        _keep(kept, bundle)
+    return bundle
+
+
+def _kept_bundle(version: str | None) -> Path | None:
+    """Where the bundle for this vl-convert and Vega-Lite version is kept (None: unknown)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    from ragframe.judge.cache import default_cache_path
+
+    try:
+        tool = installed("vl-convert-python")
+    except PackageNotFoundError:
+        return None
+    return default_cache_path().parent / f"vega-bundle-{tool}-vl{version or 'latest'}.js"
+
+
+def _looks_whole(text: str) -> bool:
+    """A kept bundle cut short (a full disk) is rebuilt, not inlined."""
+    return len(text) > 100_000 and "window.vegaEmbed" in text[-2000:]
+
+
+def _keep(path: Path, bundle: str) -> None:
+    """Write the bundle atomically; a cache that cannot be written is not an error."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(bundle, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 class Figures:
@@ -148,33 +189,25 @@ def distributions_section(
     light: Light,
 ) -> Safe:
     """One histogram per metric (pre-binned: 20 bins whatever the log's size)."""
-    many = bins["group"].n_unique() > _charts.MAX_LINES
     items = []
     for r in overall.iter_rows(named=True):
         m = r["metric"]
         part = bins.filter(pl.col("metric") == m)
-        if many:  # too many groups for lines: the whole log's bars
-            part = part.group_by("bin", "start", "end").agg(pl.col("rows").sum()).sort("bin")
-            part = part.with_columns(
-                pl.lit("all rows").alias("group"),
-                (pl.col("rows") / pl.col("rows").sum()).alias("share"),
-            )
         rule = rules.get(m)
+        scored = int(part["rows"].sum())
         spec = _charts.histogram(
             m,
             part,
             direction=r["direction"],
-            scored=int(part["rows"].sum()),
+            scored=scored,
             failed=int(light.frame[m].null_count()),
             threshold=rule.threshold if rule and not rule.strict else None,
         )
-        caption = f"{m}: n = {int(part['rows'].sum()):,} scored rows in {20} bins of 0.05"
+        caption = f"{m}: n = {scored:,} scored rows in 20 bins of 0.05"
         items.append(figs.add(spec, caption))
     notes = []
-    if many:
-        notes.append(
-            para(f"{bins['group'].n_unique()} groups: the histograms show all rows together.")
-        )
+    if light.groups_total > _charts.MAX_LINES:
+        notes.append(para(f"{light.groups_total:,} groups: the histograms show all rows together."))
     return section("distributions", "Score distributions", *notes, grid(items))
 
 
@@ -201,8 +234,9 @@ def groups_section(
             rows,
             value="mean",
             title=f"{m}: mean per group",
-            subtitle=f"with its {level_text(level)}; n = scored rows per group",
+            subtitle=f"with its {level_text(level)}; n = scored rows per group; axis zoomed",
             x_title=f"mean {m}",
+            domain=None,
         )
         items.append(figs.add(spec, f"{m} by {', '.join(light.groups)}: n per group in the labels"))
     notes = []
@@ -210,7 +244,8 @@ def groups_section(
         notes.append(
             para(
                 f"{light.groups_total:,} groups: the {light.groups_shown} largest are shown "
-                f"({light.frame.height:,} rows); group by a column with fewer values to see all."
+                f"({light.grouped().height:,} of {light.frame.height:,} rows); group by a column "
+                "with fewer values to see all."
             )
         )
     rows = [
