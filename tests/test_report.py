@@ -557,6 +557,13 @@ def test_many_groups_keep_the_largest(tmp_path: Path) -> None:
     assert "100 groups: the histograms show all rows together" in page
 
 
+def test_ids_shown_as_they_are_and_no_rows_when_worst_is_zero() -> None:
+    frame = pl.DataFrame({"id": [2024, 2025], "faithfulness": [0.1, 0.2]})
+    worst = section(report(frame, worst=1), "worst")
+    assert "<th>id</th><td>2024</td>" in worst and "row 0 · id 2024" in worst
+    assert "none shown (worst=0)" in section(report(frame, worst=0), "worst")
+
+
 def test_a_run_result_a_frame_and_a_lazy_frame(judge: Judge) -> None:
     result = run(sample_rows(4), ["faithfulness"], judge=judge)
     from_run = report(result)

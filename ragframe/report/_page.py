@@ -342,7 +342,8 @@ def worst_section(
             f"({r['direction']} is better)"
         )
         blocks = [_row_block(m, rows[i], metrics, shown) for i in worst[m]]
-        parts.append(Safe(f"<h3>{esc(head)}</h3>{''.join(blocks) or para('no scored rows')}"))
+        empty = para("no scored rows" if not r["scored"] else "none shown (worst=0)")
+        parts.append(Safe(f"<h3>{esc(head)}</h3>{''.join(blocks) or empty}"))
     return section("worst", "Worst rows", *parts)
 
 
@@ -359,7 +360,7 @@ def _row_block(
     )
     scores = [(m, row.get(m)) for m in metrics]
     body = [
-        key_values([(c, row[c]) for c in _ids(row, shown)] + scores),
+        key_values([(c, str(row[c])) for c in _ids(row, shown)] + scores),
         *(text_block(c, row[c]) for c in texts),
         f"<h4>{esc(metric)} verdicts</h4>",
         detail(row.get(f"{metric}_detail")),
