@@ -60,8 +60,9 @@ class Faithfulness(Metric):
     detail with a null verdict, so detail item i is always input claim i. An empty (or
     all-blank) list gives null ("no claims given"), never 1.0. A null list falls back to
     extraction for that row (`claims_given` False): null means "no claims known", as for a
-    log where only some rows were annotated. `given_claims=False` always extracts and ignores
-    the column (its type then goes unchecked).
+    log where only some rows were annotated. The question and answer are still required (the
+    claims are that answer's). `given_claims=False` always extracts and ignores the column
+    (its type then goes unchecked).
     Source: llm4s Faithfulness (seed 000), deepeval's definition (seed 003).
     """
 
@@ -75,8 +76,10 @@ class Faithfulness(Metric):
     info = MetricInfo(
         formula="supported claims / claims",
         requests_per_row="2 (claims, shared; one verification of all claims); "
-        "1 + ceil(claims / batch_size) with batch_size",
-        empty_input="null: missing input, or no factual claims in the answer",
+        "1 + ceil(claims / batch_size) with batch_size; 1 (verification only) for a row "
+        "whose claims are given in a `claims` column",
+        empty_input="null: missing input, no factual claims in the answer, or an empty given "
+        "`claims` list",
         source="llm4s Faithfulness (000), deepeval (003)",
     )
 
