@@ -26,6 +26,7 @@ from ragframe.evaluate import (
     evaluate,
     run,
 )
+from ragframe.gates import EXIT_GATE_FAILED, GateResult, assert_scores, check_gates
 from ragframe.io import read_metadata
 from ragframe.judge import Judge
 from ragframe.judge.batch import BatchJob
@@ -53,8 +54,10 @@ from ragframe.metrics import (
     RubricLevel,
     RubricScore,
 )
+from ragframe.stats import mean_interval, summarize
 
 __all__ = [
+    "EXIT_GATE_FAILED",
     "REGISTRY",
     "AnswerAccuracy",
     "AnswerCorrectness",
@@ -75,6 +78,7 @@ __all__ = [
     "ContextualRelevancy",
     "Faithfulness",
     "GEval",
+    "GateResult",
     "Hallucination",
     "InputError",
     "Judge",
@@ -90,10 +94,14 @@ __all__ = [
     "aestimate",
     "aevaluate",
     "arun",
+    "assert_scores",
     "catalog",
+    "check_gates",
     "compare",
     "estimate",
     "evaluate",
+    "mean_interval",
     "read_metadata",
     "run",
+    "summarize",
 ]

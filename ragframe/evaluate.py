@@ -272,12 +272,13 @@ def prepare_metrics(
     judge: Judge,
     reasons: bool | None,
     thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
 ) -> list[Metric | RagasScore]:
     """The run's metric instances, each asking for reasons or not (the metric's own setting,
     else the run's `reasons=`, else the judge's `Judge.reasons`), with the run's thresholds
-    (by metric name) set."""
+    and strict modes (by metric name) set."""
     chosen = with_reasons(resolve(metrics), judge.reasons if reasons is None else reasons)
-    return with_thresholds(chosen, thresholds)
+    return with_thresholds(chosen, thresholds, strict)
 
 
 def sampled_frame(
@@ -303,13 +304,14 @@ async def arun(
     seed: int = 0,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
 ) -> RunResult:
     """Score `data` and return the frame with the run's statistics (async)."""
     frame, extra = sampled_frame(data, sample, seed, columns)
     resolved = choose_metrics(metrics, frame.columns, columns, extra)
     uses_judge = needs_judge(resolved)
     judge = judge if judge is not None else Judge(cache=uses_judge)
-    metric_list = prepare_metrics(resolved, judge, reasons, thresholds)
+    metric_list = prepare_metrics(resolved, judge, reasons, thresholds, strict)
     # Validate every column and the judge before any request (or starting a local judge).
     check_run(frame, metric_list, columns, judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -421,9 +423,11 @@ async def aevaluate(
     seed: int = 0,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
 ) -> pl.DataFrame:
     """Async twin of `evaluate`, for callers already inside an event loop."""
-    options = {"sample": sample, "seed": seed, "reasons": reasons, "thresholds": thresholds}
+    options = {"sample": sample, "seed": seed, "reasons": reasons}
+    options |= {"thresholds": thresholds, "strict": strict}
     return (await arun(data, metrics, judge=judge, columns=columns, **options)).frame
 
 
@@ -448,9 +452,11 @@ def run(
     seed: int = 0,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
 ) -> RunResult:
     """Score `data`; return the frame with the run's statistics and metadata."""
-    options = {"sample": sample, "seed": seed, "reasons": reasons, "thresholds": thresholds}
+    options = {"sample": sample, "seed": seed, "reasons": reasons}
+    options |= {"thresholds": thresholds, "strict": strict}
     return run_sync(arun(data, metrics, judge=judge, columns=columns, **options))  # type: ignore[no-any-return]
 
 
@@ -464,6 +470,7 @@ def evaluate(
     seed: int = 0,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
 ) -> pl.DataFrame:
     """Score a RAG log: every input column and row unchanged, plus `{metric}` (Float64 in
     [0, 1], null when not computable) and `{metric}_detail` (typed verdicts, reasons, error).
@@ -483,6 +490,8 @@ def evaluate(
     thresholds : pass thresholds by metric name ({"faithfulness": 0.8}), as a metric's own
         `threshold=` sets them: each such metric gets a Boolean `{metric}_pass` column (null
         where the score is null) and the summary its pass rate and ✅ / ❌.
+    strict : metric names in strict mode: a row passes only with a perfect score.
     """
-    options = {"sample": sample, "seed": seed, "reasons": reasons, "thresholds": thresholds}
+    options = {"sample": sample, "seed": seed, "reasons": reasons}
+    options |= {"thresholds": thresholds, "strict": strict}
     return run(data, metrics, judge=judge, columns=columns, **options).frame

@@ -104,6 +104,7 @@ async def ascore_file(
     chunks_in_flight: int = 2,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
 ) -> StreamResult:
     """Async twin of `score_file`."""
     if chunk_rows < 1:
@@ -124,7 +125,7 @@ async def ascore_file(
     resolved = choose_metrics(metrics, empty.columns, columns, skipped)
     uses_judge = needs_judge(resolved)
     judge = judge if judge is not None else Judge(cache=uses_judge)
-    metric_list = prepare_metrics(resolved, judge, reasons, thresholds)
+    metric_list = prepare_metrics(resolved, judge, reasons, thresholds, strict)
     # Inputs, output names and what the judge can serve: before a row is read or a request sent.
     check_run(empty, metric_list, columns, judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
@@ -277,6 +278,7 @@ def score_file(
     chunks_in_flight: int = 2,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
 ) -> StreamResult:
     """Score a Parquet, JSON Lines or CSV file chunk by chunk and write the scored Parquet
     file, in input order.
@@ -285,7 +287,7 @@ def score_file(
     input (every input column and row, plus `{metric}` and `{metric}_detail`), with the run's
     metadata and summary; memory stays bounded by `chunk_rows` x `chunks_in_flight`. An
     interrupted run resumes from the cache when run again. `metrics` may be "all";
-    `reasons` and `thresholds` as in `evaluate`.
+    `reasons`, `thresholds` and `strict` as in `evaluate`.
     """
     return run_sync(  # type: ignore[no-any-return]
         ascore_file(
@@ -299,5 +301,6 @@ def score_file(
             chunks_in_flight=chunks_in_flight,
             reasons=reasons,
             thresholds=thresholds,
+            strict=strict,
         )
     )

@@ -118,3 +118,32 @@ def test_metric_values_are_parsed_and_checked():
     for bad in ("faithfulness", "faithfulness=high", "faithfulness=1.2", "a=0.1,a=0.2"):
         with pytest.raises(ConfigError, match="--threshold"):
             parse_metric_values(bad, "--threshold")
+
+
+def test_score_with_thresholds_and_gates_from_the_command_line(server, tmp_path, capsys):
+    """--threshold/--strict shape the run's pass columns; --fail-under gates it after
+    scoring: exit 1 with the gate table when the mean falls short, 0 when it holds; a gate on
+    a metric the run does not score is refused before any request."""
+    from ragframe.cli import main
+
+    source, target = tmp_path / "log.parquet", tmp_path / "out.parquet"
+    rows(8).write_parquet(source)
+    argv = ["score", str(source), "-o", str(target), "--metrics", "faithfulness,hallucination"]
+    argv += ["--model", "fake-judge", "--base-url", server.base_url, "--no-progress"]
+    argv += ["--no-cache", "--overwrite", "--threshold", "faithfulness=0.6", "--strict"]
+    argv += ["hallucination"]
+    assert main([*argv, "--fail-under", "faithfulness=0.0"]) == 0
+    scored = pl.read_parquet(target)
+    assert scored["faithfulness_pass"].equals(
+        (scored["faithfulness"] >= 0.6).alias("faithfulness_pass")
+    )
+    assert scored["hallucination_pass"].equals(
+        (scored["hallucination"] == 0.0).alias("hallucination_pass")
+    )
+    capsys.readouterr()
+    assert scored["faithfulness"].mean() < 1.0  # so a gate at 1.0 must fail
+    assert main([*argv, "--fail-under", "faithfulness=1.0"]) == 1
+    assert "faithfulness" in capsys.readouterr().out
+    sent = server.count()
+    assert main([*argv, "--fail-under", "context_recall=0.5"]) == 2
+    assert server.count() == sent

@@ -6,14 +6,16 @@ import argparse
 from typing import Any
 
 from ragframe.cli import common
+from ragframe.cli import gate as gate_cli
 from ragframe.errors import RagframeError
 from ragframe.judge.cache import default_cache_path
 
 EXIT_STATUSES = (
-    "exit status: 0 scored; 2 a configuration, input or endpoint error (one line says what to "
-    "fix; nothing is sent when it can be known before the first request); 4 some metric "
-    "failed on every row that had its inputs (the output is written all the same); "
-    "130 interrupted (rerun to resume from the cache)"
+    "exit status: 0 scored (and every gate passed); 1 a gate failed (--fail-under / "
+    "--min-pass-rate; the output is written all the same); 2 a configuration, input or "
+    "endpoint error (one line says what to fix; nothing is sent when it can be known before "
+    "the first request); 4 some metric failed on every row that had its inputs (the output is "
+    "written all the same; 4 wins over 1); 130 interrupted (rerun to resume from the cache)"
 )
 
 
@@ -110,6 +112,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--price",
         help="prompt,completion dollars per million tokens (default: ragframe.pricing)",
     )
+    gate_cli.add_gate_options(score)
     return score
 
 
@@ -168,7 +171,10 @@ def _score(args: argparse.Namespace, judge: Any) -> int:
     columns = common.parse_columns(args.columns)
     metrics = "all" if is_all(args.metrics) else resolve(common.parse_metrics(args.metrics))
     # Before anything is read or sent: a judge that cannot serve a metric (no embedding model).
-    check_judge(judge, _chosen(args.input, metrics, columns))
+    chosen = _chosen(args.input, metrics, columns)
+    check_judge(judge, chosen)
+    gate_cli.check_gate_options(args, [m.name for m in chosen])
+    rules = _pass_rules(args)
     if args.chunk_rows < 1:
         raise RagframeError(f"--chunk-rows must be at least 1, got {args.chunk_rows}")
     if (args.dry_run or args.max_cost is not None) and _estimate_says_stop(
@@ -176,7 +182,7 @@ def _score(args: argparse.Namespace, judge: Any) -> int:
     ):
         return common.EXIT_OK
     if args.sample is not None:
-        return _score_sample(args, judge, metrics, columns)
+        return _score_sample(args, judge, metrics, columns, rules)
     result = score_file(
         args.input,
         args.output,
@@ -185,11 +191,27 @@ def _score(args: argparse.Namespace, judge: Any) -> int:
         columns=columns,
         chunk_rows=args.chunk_rows,
         overwrite=args.overwrite,
+        **rules,
     )
     print(common.format_summary(result.summary(), result.judge.local))
     print(f"wrote {args.output}")
     failed = failed_metrics(pl.scan_parquet(args.output), result.metrics, result.stats)
-    return common.report_failed_metrics(failed, args.output)
+    return _exit_status(args, failed)
+
+
+def _pass_rules(args: argparse.Namespace) -> dict[str, Any]:
+    """--threshold and --strict, as the run's `thresholds=` and `strict=`."""
+    from ragframe.thresholds import parse_metric_values
+
+    strict = [m.strip() for m in (args.strict or "").split(",") if m.strip()]
+    return {"thresholds": parse_metric_values(args.threshold, "--threshold"), "strict": strict}
+
+
+def _exit_status(args: argparse.Namespace, failed: dict[str, str]) -> int:
+    """4 when a metric failed on every row, else 1 when a gate failed, else 0."""
+    status = common.report_failed_metrics(failed, args.output)
+    gated = gate_cli.gate_exit(args, args.output)
+    return status or gated or common.EXIT_OK
 
 
 def _chosen(source: str, metrics: Any, columns: dict[str, str] | None) -> list[Any]:
@@ -205,14 +227,17 @@ def _chosen(source: str, metrics: Any, columns: dict[str, str] | None) -> list[A
 
 
 def _score_sample(
-    args: argparse.Namespace, judge: Any, metrics: Any, columns: dict[str, str] | None
+    args: argparse.Namespace,
+    judge: Any,
+    metrics: Any,
+    columns: dict[str, str] | None,
+    rules: dict[str, Any],
 ) -> int:
     """Score a sample of the log, then print what the whole log would cost beside it."""
     from ragframe.evaluate import estimate, failed_metrics, run
 
-    result = run(
-        args.input, metrics, judge=judge, columns=columns, sample=args.sample, seed=args.seed
-    )
+    sampling = {"sample": args.sample, "seed": args.seed}
+    result = run(args.input, metrics, judge=judge, columns=columns, **sampling, **rules)
     result.write_parquet(args.output, overwrite=args.overwrite)
     print(common.format_summary(result.summary(), result.judge.local))
     print(f"wrote {args.output}")
@@ -223,7 +248,7 @@ def _score_sample(
         )
         print(_sample_cost_line(result.summary(), whole))
     failed = failed_metrics(result.frame.lazy(), result.metrics, result.stats)
-    return common.report_failed_metrics(failed, args.output)
+    return _exit_status(args, failed)
 
 
 def _dollars(value: float | None) -> str:
