@@ -608,6 +608,12 @@ def test_cli_writes_the_report(scored_file: Path, tmp_path: Path, capsys: Any) -
     page = out.read_text(encoding="utf-8")
     assert section(page, "worst").count("<details class='row'>") == 2 * 4
     assert "By experiment" in page
+    # Through `ragframe` itself: an error is one line and exit status 2.
+    from ragframe.cli import main
+
+    assert main(["report", str(scored_file), "--by", "nope", "-o", str(out)]) == 2
+    assert "by= names ['nope']" in capsys.readouterr().err
+    assert main(["report", str(scored_file), "-o", str(out)]) == 0
 
 
 # ------------------------------------------------------------------------------ comparison
