@@ -425,6 +425,7 @@ def test_pass_rates_from_pass_columns_and_thresholds(tmp_path: Path) -> None:
     failures = section(page, "failures")
     assert "timeout after 3 retries" in failures and "<td>timeout</td>" in failures
     assert "$0.0123" in section(page, "run")
+    assert "judge hand-made" in page and "at None" not in page  # no endpoint recorded
 
 
 def test_pass_rates_drawn_per_group(chromium: str, tmp_path: Path) -> None:

@@ -161,7 +161,8 @@ def _header(
     judge = meta.get("judge") or {}
     lines = [
         f"{rows:,} rows · {overall.height} metrics ({', '.join(overall['metric'])})"
-        + (f" · judge {judge.get('model')} at {judge.get('endpoint_host')}" if judge else "")
+        + (f" · judge {judge.get('model')}" if judge.get("model") else "")
+        + (f" at {judge['endpoint_host']}" if judge.get("endpoint_host") else "")
         + (f" · scored {meta['created']}" if meta.get("created") else ""),
     ]
     drawn = _sample(meta)

@@ -81,7 +81,7 @@ def histogram(
                 scale=alt.Scale(domain=[0, 1]),
             ),
             x2="end:Q",
-            y=alt.Y("rows:Q", title="rows"),
+            y=alt.Y("rows:Q", title="rows", axis=alt.Axis(tickMinStep=1, format=",d")),
             tooltip=_bin_tooltip(alt, group=False),
         )
     if threshold is not None:
