@@ -54,6 +54,7 @@ from ragframe.metrics import (
     RubricLevel,
     RubricScore,
 )
+from ragframe.report import report
 from ragframe.stats import mean_interval, summarize
 
 __all__ = [
@@ -102,6 +103,7 @@ __all__ = [
     "evaluate",
     "mean_interval",
     "read_metadata",
+    "report",
     "run",
     "summarize",
 ]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from pathlib import Path
 
@@ -36,14 +34,3 @@ def test_readme_examples_run(judge_env):
     scored = namespace["scored"]
     assert {"faithfulness", "faithfulness_detail", "context_recall"} <= set(scored.columns)
     assert judge_env.count() > 0
-
-
-def test_notebook_runs(judge_env, monkeypatch):
-    notebook = json.loads((ROOT / "notebooks" / "quickstart.ipynb").read_text())
-    monkeypatch.chdir(ROOT / "notebooks")
-    namespace: dict = {}
-    for cell in notebook["cells"]:
-        if cell["cell_type"] == "code":
-            exec(compile("".join(cell["source"]), "quickstart.ipynb", "exec"), namespace)
-    assert namespace["scored"].height == 5
-    assert os.environ["OPENAI_BASE_URL"] == judge_env.base_url
