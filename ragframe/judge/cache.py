@@ -23,7 +23,9 @@ import atexit
 import concurrent.futures
 import contextlib
 import hashlib
+import itertools
 import json
+import math
 import os
 import queue
 import sqlite3
@@ -33,9 +35,14 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ragframe.errors import RagframeError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no claim by lock; names are taken as given
+    fcntl = None  # type: ignore[assignment]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
@@ -148,13 +155,17 @@ class AnswerCache:
     `aget_many` (for the event loop) share one writer thread; `close` commits what is queued.
     """
 
+    #: WAL: readers never wait for the writer, and a writer killed mid-commit is recovered by
+    #: the next connection, a read-only one included.
+    journal_mode = "WAL"
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()  # the sync reads' connection
         self._state = threading.Lock()  # the threads, the closed flag
         self._db = self._connect()
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA journal_mode={self.journal_mode}")
         self._db.executescript(_SCHEMA)
         self._db.commit()
         #: Whether answers go in as one JSON array per commit (else one statement per row).
@@ -178,65 +189,18 @@ class AnswerCache:
         Each hit is a payload like the one `put` took: `value` (the normalised answer, JSON
         text), `logprobs`, `usage`, and `content` (the raw answer) only when there is no value.
         """
-        found: dict[str, dict[str, Any]] = {}
         with self._lock:
-            for start in range(0, len(keys), _LOOKUP_CHUNK):
-                chunk = keys[start : start + _LOOKUP_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    "SELECT key, value, CASE WHEN value IS NULL THEN content END, logprobs, "
-                    f"prompt_tokens, completion_tokens FROM answers WHERE key IN ({marks})",
-                    chunk,
-                )
-                for key, value, content, logprobs, prompt_tokens, completion_tokens in rows:
-                    found[key] = {
-                        "value": value,
-                        "content": content,
-                        "logprobs": json.loads(logprobs) if logprobs else None,
-                        "usage": {
-                            "prompt_tokens": prompt_tokens,
-                            "completion_tokens": completion_tokens,
-                        },
-                    }
-        return found
+            return _select_answers(self._db, keys)
 
     def get_failures(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The remembered failures among `keys` that no answer has replaced, by key: each a
         payload like the one `put_failure` took (`kind`, `reason`, `conditions`, `usage`)."""
-        found: dict[str, dict[str, Any]] = {}
         with self._lock:
-            for start in range(0, len(keys), _LOOKUP_CHUNK):
-                chunk = keys[start : start + _LOOKUP_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    "SELECT key, kind, reason, conditions, prompt_tokens, completion_tokens "
-                    f"FROM failures WHERE key IN ({marks}) "
-                    f"AND key NOT IN (SELECT key FROM answers WHERE key IN ({marks}))",
-                    [*chunk, *chunk],
-                )
-                for key, kind, reason, conditions, prompt_tokens, completion_tokens in rows:
-                    found[key] = {
-                        "kind": kind,
-                        "reason": reason,
-                        "conditions": json.loads(conditions),
-                        "usage": {
-                            "prompt_tokens": prompt_tokens,
-                            "completion_tokens": completion_tokens,
-                        },
-                    }
-        return found
+            return _select_failures(self._db, keys)
 
     def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
-        found: dict[str, bytes] = {}
         with self._lock:
-            for start in range(0, len(keys), _LOOKUP_CHUNK):
-                chunk = keys[start : start + _LOOKUP_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", chunk
-                )
-                found.update(rows)
-        return found
+            return _select_vectors(self._db, keys)
 
     async def aget_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """`get_many` on the reader thread: the loop goes on serving requests meanwhile."""
@@ -450,6 +414,61 @@ def _failure_row(key: str, model: str, payload: dict[str, Any]) -> tuple[Any, ..
     )
 
 
+def _chunks(keys: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(keys), _LOOKUP_CHUNK):
+        yield keys[start : start + _LOOKUP_CHUNK]
+
+
+def _select_answers(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The answers among `keys` in one file (see `AnswerCache.get_many`)."""
+    found: dict[str, dict[str, Any]] = {}
+    for chunk in _chunks(keys):
+        marks = ",".join("?" * len(chunk))
+        rows = db.execute(
+            "SELECT key, value, CASE WHEN value IS NULL THEN content END, logprobs, "
+            f"prompt_tokens, completion_tokens FROM answers WHERE key IN ({marks})",
+            chunk,
+        )
+        for key, value, content, logprobs, prompt_tokens, completion_tokens in rows:
+            found[key] = {
+                "value": value,
+                "content": content,
+                "logprobs": json.loads(logprobs) if logprobs else None,
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+            }
+    return found
+
+
+def _select_failures(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The remembered failures among `keys` that this file holds no answer for."""
+    found: dict[str, dict[str, Any]] = {}
+    for chunk in _chunks(keys):
+        marks = ",".join("?" * len(chunk))
+        rows = db.execute(
+            "SELECT key, kind, reason, conditions, prompt_tokens, completion_tokens "
+            f"FROM failures WHERE key IN ({marks}) "
+            f"AND key NOT IN (SELECT key FROM answers WHERE key IN ({marks}))",
+            [*chunk, *chunk],
+        )
+        for key, kind, reason, conditions, prompt_tokens, completion_tokens in rows:
+            found[key] = {
+                "kind": kind,
+                "reason": reason,
+                "conditions": json.loads(conditions),
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+            }
+    return found
+
+
+def _select_vectors(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    for chunk in _chunks(keys):
+        marks = ",".join("?" * len(chunk))
+        query = f"SELECT key, vector FROM embeddings WHERE key IN ({marks})"
+        found.update(db.execute(query, chunk))
+    return found
+
+
 def _has_json1(db: sqlite3.Connection) -> bool:
     """Whether SQLite has the JSON1 functions (built in since 3.38, an option before)."""
     try:
@@ -492,6 +511,123 @@ def _insert(db: sqlite3.Connection, batch: list[_Write], bulk: bool) -> Exceptio
             db.execute("ROLLBACK")
         return exc
     return None
+
+
+class SharedAnswerCache(AnswerCache):
+    """One worker's answer cache in a directory that all workers of a cluster reach (shared
+    storage): the worker writes only its own file, `{name}.sqlite3`, and reads every
+    `*.sqlite3` file of the directory, its own first.
+
+    So no SQLite file is ever written by two processes, which SQLite's locking cannot make
+    safe over a network filesystem. The name is claimed with an exclusive `flock` (released
+    by the kernel when the process dies, however it dies): a second live process asking for a
+    taken name writes `name.1` instead. The other files are opened read-only and only read; a
+    file that cannot be read at the moment (a filesystem whose locks or shared memory do not
+    reach across hosts, as WAL needs) is passed over for that lookup: it costs a request,
+    never a wrong answer (answers are found by the hash of their whole request). New files
+    (workers started since) are picked up at most `rescan_seconds` after they appear.
+    """
+
+    def __init__(self, directory: str | Path, name: str, *, rescan_seconds: float = 5.0) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lockfile, own = _claim(self.directory, name)
+        super().__init__(self.directory / f"{own}.sqlite3")
+        self.rescan_seconds = rescan_seconds
+        self._peers: dict[Path, sqlite3.Connection | None] = {}
+        self._scanned = -math.inf
+
+    def peers(self) -> list[Path]:
+        """The other workers' files read besides this one's (as of the last scan)."""
+        with self._lock:
+            self._rescan()
+            return sorted(self._peers)
+
+    def _rescan(self) -> None:
+        now = time.monotonic()
+        if now - self._scanned < self.rescan_seconds:
+            return
+        self._scanned = now
+        for path in sorted(self.directory.glob("*.sqlite3")):
+            if path != self.path and path not in self._peers:
+                self._peers[path] = None
+
+    def _peer(self, path: Path) -> sqlite3.Connection | None:
+        db = self._peers.get(path)
+        if db is None:
+            try:
+                db = sqlite3.connect(
+                    f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0,
+                    check_same_thread=False,
+                )  # fmt: skip
+            except sqlite3.Error:
+                return None
+            self._peers[path] = db
+        return db
+
+    def _read_all(self, keys: Sequence[str], read: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+        """`read(db, keys)` on this worker's file, then on each other file for the keys still
+        missing; a file that fails to answer is passed over (and reopened next time)."""
+        with self._lock:
+            found = read(self._db, keys)
+            self._rescan()
+            for path in list(self._peers):
+                missing = [k for k in keys if k not in found]
+                if not missing:
+                    break
+                db = self._peer(path)
+                if db is None:
+                    continue
+                try:
+                    found.update(read(db, missing))
+                except sqlite3.Error:
+                    with contextlib.suppress(sqlite3.Error):
+                        db.close()
+                    self._peers[path] = None
+        return found
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return self._read_all(keys, _select_answers)
+
+    def get_failures(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        # A failure one worker remembers is overruled by an answer any worker holds.
+        failed = self._read_all(keys, _select_failures)
+        answered = self._read_all(list(failed), _select_answers) if failed else {}
+        return {k: v for k, v in failed.items() if k not in answered}
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return self._read_all(keys, _select_vectors)
+
+    def close(self) -> None:
+        super().close()
+        with self._lock:
+            for db in self._peers.values():
+                if db is not None:
+                    db.close()
+            self._peers.clear()
+        if self._lockfile is not None:
+            self._lockfile.close()  # releases the claim
+            self._lockfile = None
+
+
+def _claim(directory: Path, name: str) -> tuple[IO[str] | None, str]:
+    """The file name this process writes: `name`, or `name.1`, `name.2`... when another live
+    process holds it (two runs sharing a directory). Held by an exclusive `flock` on
+    `{name}.lock`, which the kernel releases when the process dies, however it dies, so a
+    killed worker's file is free for its restarted self. Where locks are unavailable the name
+    is taken as given."""
+    if fcntl is None:
+        return None, name
+    for attempt in itertools.count():
+        candidate = name if attempt == 0 else f"{name}.{attempt}"
+        handle = open(directory / f"{candidate}.lock", "a")  # noqa: SIM115 -- held until close
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        return handle, candidate
+    raise AssertionError("unreachable")
 
 
 #: Caches with a writer that may hold queued rows: committed at interpreter exit.

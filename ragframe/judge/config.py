@@ -3,7 +3,10 @@ per-run state (pool, cache reads, stats) is a `JudgeSession`, made by `Judge.ses
 
 from __future__ import annotations
 
+import copy
 import os
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
@@ -39,6 +42,10 @@ class Judge:
     ----------
     model : chat model; default `$RAGFRAME_MODEL`, else gpt-4o-mini on OpenAI.
     base_url : any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp); default `$OPENAI_BASE_URL`.
+        A list (or URLs joined by commas) names several endpoints serving the same model
+        (replicas): one process sends to the first; `ragframe.ray` spreads its actors across
+        them (`for_endpoint`). Cache keys and metadata name the group (its hosts, sorted), so
+        an answer from one replica serves a request to any of them.
     api_key : default `$OPENAI_API_KEY`. Never written to outputs, caches, logs or reprs.
     embedding_model : for answer_relevancy; default `$RAGFRAME_EMBEDDING_MODEL`, else
         text-embedding-3-small on OpenAI itself, else (the embedded judge and any other
@@ -106,7 +113,7 @@ class Judge:
         self,
         model: str | None = None,
         *,
-        base_url: str | None = None,
+        base_url: str | Sequence[str] | None = None,
         api_key: str | None = None,
         embedding_model: str | None = None,
         concurrency: int = 16,
@@ -137,7 +144,10 @@ class Judge:
         retry_failed: bool = False,
     ) -> None:
         env = os.environ
-        self.base_url = base_url or env.get("OPENAI_BASE_URL") or None
+        #: Every endpoint of the judge (several replicas of one model, or one); `base_url` is
+        #: the one this process sends to.
+        self.base_urls = _endpoints(base_url or env.get("OPENAI_BASE_URL") or None)
+        self.base_url = self.base_urls[0] if self.base_urls else None
         self._api_key = api_key or env.get("OPENAI_API_KEY") or None
         self.local = self.base_url is None and self._api_key is None
         self.model = self._pick_model(model)
@@ -229,18 +239,64 @@ class Judge:
 
     @property
     def endpoint_host(self) -> str:
+        """The endpoint as cache keys and metadata name it: its host, or for several
+        replicas their hosts sorted and joined by commas (the same whichever one answers)."""
         if self.local:
             return "local"
-        if self.base_url is None:
+        if not self.base_urls:
             return "api.openai.com"
-        parsed = urlparse(self.base_url)
         # Without any user:password@ in the URL: the host is written to metadata, cache keys
         # and error messages, a credential never is.
-        return parsed.netloc.rpartition("@")[2] or self.base_url
+        return ",".join(sorted({_host(url) for url in self.base_urls}))
+
+    def for_endpoint(self, index: int) -> Judge:
+        """A copy sending to endpoint `index` (modulo their number) of `base_urls`, with
+        the same identity (`endpoint_host`): how actors spread across replicas."""
+        judge = self.replace()
+        if self.base_urls:
+            judge.base_url = self.base_urls[index % len(self.base_urls)]
+        return judge
+
+    def replace(self, **changes: Any) -> Judge:
+        """A copy with some of the pool's settings changed: `concurrency`,
+        `requests_per_minute`, `tokens_per_minute`, `max_cost`, `progress`, or `cache` (as
+        `Judge(cache=...)` takes it, or an open `AnswerCache`). How one judge is shared out
+        among the processes of a cluster. The copy shares the open cache unless `cache` is
+        given (a pickled copy opens its own)."""
+        allowed = {
+            "concurrency",
+            "requests_per_minute",
+            "tokens_per_minute",
+            "max_cost",
+            "progress",
+            "cache",
+        }
+        unknown = sorted(set(changes) - allowed)
+        if unknown:
+            raise ConfigError(
+                f"Judge.replace cannot change {unknown}; it changes {sorted(allowed)}"
+            )
+        judge = copy.copy(self)
+        if "cache" in changes:
+            cache = changes.pop("cache")
+            if isinstance(cache, AnswerCache):
+                judge._cache, judge.cache_path = cache, cache.path
+            else:
+                judge._cache, judge.cache_path = None, _cache_path(cache)
+        for name, value in changes.items():
+            setattr(judge, name, value)
+        judge._check_settings()
+        return judge
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (for a worker process) without the open cache: the copy opens its own."""
+        state = self.__dict__.copy()
+        state["_cache"] = None
+        return state
 
     @property
     def public_base_url(self) -> str:
-        """The endpoint's URL as it may be shown (user:password@ removed)."""
+        """The URL this process sends to, as it may be shown (user:password@ removed)."""
         if self.base_url is None:
             return "https://api.openai.com/v1"
         parsed = urlparse(self.base_url)
@@ -293,6 +349,24 @@ def _local_defaults() -> dict[str, Any]:
     from ragframe.judge.local import LOCAL_DEFAULTS
 
     return LOCAL_DEFAULTS
+
+
+def _endpoints(base_url: str | Sequence[str] | None) -> tuple[str, ...]:
+    """`base_url` as a tuple of URLs (none for OpenAI itself or the embedded judge)."""
+    if base_url is None:
+        return ()
+    if isinstance(base_url, str):  # "URL,URL" (--base-url, $OPENAI_BASE_URL) names several
+        urls = tuple(u.strip() for u in re.split(r",\s*(?=https?://)", base_url))
+    else:
+        urls = tuple(base_url)
+    if not urls or not all(isinstance(url, str) and url for url in urls):
+        raise ConfigError(f"base_url must be a URL or a non-empty list of URLs, got {base_url!r}")
+    return urls
+
+
+def _host(url: str) -> str:
+    """host[:port] of a URL, without any user:password@."""
+    return urlparse(url).netloc.rpartition("@")[2] or url
 
 
 def _cache_path(cache: bool | str | Path | None) -> Path | None:

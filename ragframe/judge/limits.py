@@ -213,3 +213,17 @@ class RateLimiter:
                 if self.tpm and need_tok > 0:
                     wait = max(wait, need_tok * 60 / self.tpm)
                 await asyncio.sleep(wait)
+
+
+def share(total: int, parts: int, index: int) -> int:
+    """Holder `index`'s share of `total` request slots split among `parts` holders (the
+    actors of a cluster): the shares differ by at most one and add up to `total`, so the
+    cluster never has more requests in flight than the endpoint was given."""
+    if not 0 <= index < parts:
+        raise ValueError(f"index must lie in [0, {parts}), got {index}")
+    return total // parts + (1 if index < total % parts else 0)
+
+
+def share_rate(rate: float | None, parts: int) -> float | None:
+    """One holder's share of a per-minute rate (requests or tokens) split among `parts`."""
+    return None if rate is None else rate / parts

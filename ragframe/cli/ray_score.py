@@ -1,0 +1,163 @@
+"""`ragframe score IN_DIR_OR_GLOB -o OUT_DIR --ray [auto|ADDRESS] [--actors N]`: score a
+directory of Parquet partitions on a Ray cluster, one output file per input file.
+
+Nothing of Ray is imported until `--ray` is given; without `ragframe[ray]` installed the run
+stops with one line naming the extra. `ragframe.cli.score` adds the options
+(`add_ray_options`) and hands a `--ray` run to `score_with_ray`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ragframe.cli import common
+from ragframe.errors import ConfigError, RagframeError
+
+#: `--ray` given alone: Ray's own choice (`$RAY_ADDRESS`, else a cluster already running on
+#: this machine, else a new local one).
+LOCAL = "local"
+
+
+def add_ray_options(parser: argparse.ArgumentParser) -> None:
+    """Add `--ray`, `--actors` and `--batch-rows` to the `score` parser."""
+    group = parser.add_argument_group(
+        "on a Ray cluster (pip install 'ragframe[ray]')",
+        "With --ray, INPUT is a directory of Parquet files (every .parquet / .pq below it), a "
+        "glob or one file, and -o a directory: one scored file per input file, at the same "
+        "relative path. --concurrency, the rate limits and --max-cost are the cluster's, "
+        "shared among the actors; --cache names a directory on storage every node reaches.",
+    )
+    group.add_argument(
+        "--ray",
+        nargs="?",
+        const=LOCAL,
+        metavar="auto|ADDRESS",
+        help="score on Ray: alone, $RAY_ADDRESS or a cluster running on this machine, else a "
+        "new local one; 'auto' a running cluster (as `ray start`); or the cluster's address "
+        "(ray://HOST:10001 or HOST:6379)",
+    )
+    group.add_argument(
+        "--actors",
+        type=int,
+        help="scoring actors, each with one judge session (default: the cluster's CPUs, at "
+        "most --concurrency)",
+    )
+    group.add_argument(
+        "--batch-rows",
+        type=int,
+        help="rows per batch (default: 16 per request slot of an actor, which keeps its share "
+        "of the pool busy)",
+    )
+
+
+def score_with_ray(
+    args: argparse.Namespace, judge: Any, metrics: Any, columns: dict[str, str] | None
+) -> int:
+    """Run `ragframe score ... --ray`; the exit status (as a single-process run's)."""
+    _refuse_single_process_options(args)
+    from ragframe import ray as ragframe_ray  # RayNotInstalled (a ConfigError) names the extra
+
+    output = Path(args.output)
+    if output.suffix.lower() in (".parquet", ".pq") or output.is_file():
+        raise ConfigError(
+            f"with --ray, -o names a directory (one scored file per input file), not "
+            f"{args.output!r}; e.g. -o {output.with_suffix('')}"
+        )
+    cache_dir = _cache_dir(args, judge)
+    import ray
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        address = None if args.ray == LOCAL else args.ray
+        ray.init(address=address, logging_level="WARNING", configure_logging=True)
+    ray.data.DataContext.get_current().enable_progress_bars = not args.no_progress
+    try:
+        actors = args.actors or _default_actors(ray, judge)
+        result = _unwrapped(
+            ragframe_ray.score_partitions,
+            args.input,
+            output,
+            metrics,
+            judge,
+            actors=actors,
+            batch_size=args.batch_rows,
+            columns=columns,
+            cache_dir=cache_dir,
+            overwrite=args.overwrite,
+        )
+    finally:
+        if started_here:
+            ray.shutdown()
+    return _report(result, args)
+
+
+def _refuse_single_process_options(args: argparse.Namespace) -> None:
+    for flag, given in (("--sample", args.sample is not None), ("--dry-run", args.dry_run)):
+        if given:
+            raise ConfigError(
+                f"{flag} is not available with --ray; run it without --ray on one partition "
+                "(ragframe score FILE.parquet ...)"
+            )
+    if args.batch_rows is not None and args.batch_rows < 1:
+        raise ConfigError(f"--batch-rows must be at least 1, got {args.batch_rows}")
+
+
+def _cache_dir(args: argparse.Namespace, judge: Any) -> Path | None:
+    """The directory of the actors' cache files: --cache (a directory), else the default."""
+    if args.no_cache:
+        return None
+    if args.cache:
+        where = Path(args.cache)
+        if where.is_file():
+            raise ConfigError(
+                f"with --ray, --cache names a directory (one SQLite file per actor, each actor "
+                f"reading all of them), but {args.cache!r} is a file; pass a directory on "
+                "storage every node reaches"
+            )
+        return where
+    from ragframe.ray import default_cache_dir
+
+    return default_cache_dir(judge)
+
+
+def _default_actors(ray: Any, judge: Any) -> int:
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    return max(1, min(cpus, judge.concurrency))
+
+
+def _unwrapped(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call `fn`; a ragframe error raised inside a Ray worker is raised as itself (Ray wraps
+    it), so the command line prints its one line and exits 2."""
+    try:
+        return fn(*args, **kwargs)
+    except RagframeError:
+        raise
+    except Exception as exc:
+        cause: BaseException | None = exc
+        while cause is not None:
+            inner = getattr(cause, "cause", None) or cause.__cause__
+            if isinstance(inner, RagframeError):
+                raise inner from None
+            cause = inner if inner is not cause else None
+        raise
+
+
+def _report(result: Any, args: argparse.Namespace) -> int:
+    """Print the run's summary and what was written; the exit status."""
+    import polars as pl
+
+    from ragframe.evaluate import failed_metrics
+
+    print(common.format_summary(result.summary(), result.judge.local))
+    skipped = len(result.skipped)
+    print(
+        f"wrote {len(result.scored)} files under {args.output}"
+        + (f" ({skipped} already scored with the same metrics, judge and input)" if skipped else "")
+    )
+    if not result.scored:
+        return common.EXIT_OK
+    written = pl.scan_parquet([str(r.output) for r in result.scored])
+    failed = failed_metrics(written, result.metrics, result.stats)
+    return common.report_failed_metrics(failed, args.output)
