@@ -77,6 +77,9 @@ class RunResult:
                 for m in self.metrics
             },
             "summary": self.summary(),
+            # A sampled run says so at the top level too, where `summarize` and the report
+            # look for it: {"rows": N, "of": total, "seed": S, "index_column": "row_index"}.
+            **({"sample": self.extra["sample"]} if "sample" in self.extra else {}),
         }
 
     def write_parquet(self, path: str | Path, *, overwrite: bool = False) -> None:

@@ -23,6 +23,10 @@ from ragframe.errors import ConfigError, InputError
 METADATA_KEY = b"ragframe"
 
 
+#: Rows per Parquet row group written by ragframe (the default chunk of a streamed run).
+ROW_GROUP_ROWS = 2000
+
+
 class AtomicParquetWriter:
     """Writes row groups to a temporary file beside the target and renames it on close.
 
@@ -55,7 +59,9 @@ class AtomicParquetWriter:
 
     def write(self, frame: pl.DataFrame) -> None:
         table = frame.to_arrow()
-        self._writer.write_table(table.cast(self._schema.remove_metadata()))
+        # Row groups of a streamed chunk's size, also for a frame written at once, so that a
+        # reader after a few rows of a big file (the report's worst rows) decodes few groups.
+        self._writer.write_table(table.cast(self._schema.remove_metadata()), ROW_GROUP_ROWS)
 
     def update_metadata(self, metadata: dict[str, Any]) -> None:
         """Metadata known only at the end (the run's totals) replaces what was given at start."""

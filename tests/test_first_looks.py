@@ -203,3 +203,19 @@ def test_a_rerun_of_remembered_failures_sends_nothing_and_still_exits_4(server, 
     )
     assert main([*argv, "--retry-failed"]) == 4
     assert server.count() == 2 * sent
+
+
+def test_a_sampled_file_says_so_in_summarize(server, judge, tmp_path):
+    """The metadata records the sample where `summarize` reads it; the file is written in row
+    groups, so a reader after a few rows decodes few of them."""
+    import pyarrow.parquet as pq
+
+    result = ragframe.run(rows(40), ["context_recall"], judge=judge, sample=9, seed=5)
+    target = tmp_path / "sample.parquet"
+    result.write_parquet(target)
+    table = ragframe.summarize(target)
+    assert table.select("sample_rows", "population_rows").row(0) == (9, 40)
+    big = pl.concat([result.frame] * 300)  # 2,700 rows
+    result.frame = big
+    result.write_parquet(target, overwrite=True)
+    assert pq.ParquetFile(target).metadata.num_row_groups == 2
