@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import polars as pl
 import pytest
 
 from ragframe import embed_local
@@ -216,3 +220,65 @@ def test_stop_then_concurrent_starts_share_one_server() -> None:
         thread.join(timeout=120)
     assert not errors
     assert len(urls) == 4 and len(set(urls)) == 1
+
+
+CLAIMS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "claims": {"type": "array", "items": {"type": "string", "maxLength": 160}, "maxItems": 6}
+    },
+    "required": ["claims"],
+}
+CLAIMS_SYSTEM = (
+    "You break an answer into the factual claims it makes. List every distinct factual claim "
+    "the answer makes, each as a short standalone sentence. Return JSON: "
+    '{"claims": ["claim 1", "claim 2", ...]}'
+)
+
+
+def _claims_body(row: int) -> dict[str, Any]:
+    sample = pl.read_parquet(Path(__file__).parent.parent / "data" / "sample.parquet")
+    record = sample.row(row, named=True)
+    question, answer = record["question"], record["answer"]
+    return {
+        "model": LOCAL_MODEL,
+        "messages": [
+            {"role": "system", "content": CLAIMS_SYSTEM},
+            {
+                "role": "user",
+                "content": f"<question>\n{question}\n</question>\n\n<answer>\n{answer}\n</answer>",
+            },
+        ],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "answer_claims", "schema": CLAIMS_SCHEMA},
+        },
+        "max_tokens": 160,
+        "temperature": 0,
+        "seed": 0,
+    }
+
+
+@needs_judge
+def test_same_request_same_answer_cold_warm_and_batched() -> None:
+    """At temperature 0 a request's answer depends on the request alone: not on whether the
+    server has seen its prompt (llama.cpp's prompt cache re-evaluates a known prompt's last
+    token alone) nor on another request decoded in the same batch (flash attention)."""
+    openai = pytest.importorskip("openai")
+    stop_local_judge()  # a server whose caches have seen nothing
+    client = openai.OpenAI(base_url=start_local_judge(), api_key="local", max_retries=0)
+
+    def ask(row: int) -> str:
+        body = _claims_body(row)
+        reply = client.chat.completions.create(**body, timeout=120)
+        return reply.choices[0].message.content or ""
+
+    # Rows whose answers changed on a repeat with the prompt cache on (checked on 8 rows).
+    rows = [1, 6]
+    cold = [ask(row) for row in rows]
+    assert all(text.startswith("{") for text in cold)  # answers (row 6's runs to max_tokens)
+    warm = [ask(row) for row in rows]  # the server has seen these prompts
+    with ThreadPoolExecutor(len(rows)) as pool:
+        batched = list(pool.map(ask, rows))  # decoded side by side
+    assert warm == cold
+    assert batched == cold

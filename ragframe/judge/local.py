@@ -69,8 +69,6 @@ LOCAL_DEFAULTS: dict[str, Any] = {
 # A request that sets no max_tokens stops here instead of running away; a request's own
 # max_tokens takes precedence (llama.cpp treats the server value as a default, not a ceiling).
 _DEFAULT_MAX_TOKENS = 512
-# llama.cpp keeps idle slots' prompt caches in host memory, 8 GiB by default; bound it.
-_PROMPT_CACHE_MIB = 256
 _READY_TIMEOUT_S = 60.0
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
@@ -175,7 +173,7 @@ def _params(gguf: Path, n_parallel: int, n_ctx_per_slot: int, threads: int | Non
     params.n_parallel = n_parallel
     params.n_ctx = n_ctx_per_slot * n_parallel
     params.n_predict = _DEFAULT_MAX_TOKENS
-    params.cache_ram_mib = _PROMPT_CACHE_MIB
+    _deterministic(params, xllamacpp)
     # Loopback only; port 0 lets the OS pick a free port at bind time, so there is no race
     # between finding a port and taking it.
     params.hostnames = ["127.0.0.1"]
@@ -186,6 +184,25 @@ def _params(gguf: Path, n_parallel: int, n_ctx_per_slot: int, threads: int | Non
     params.cpuparams.n_threads = n_threads
     params.cpuparams_batch.n_threads = n_threads
     return params
+
+
+def _deterministic(params: Any, xllamacpp: Any) -> None:
+    """The same request gets the same answer, whatever else the server is doing or did.
+
+    At temperature 0, greedy decoding flips on a near-tie when a logit moves in its last bits,
+    and on CPU two of llama.cpp's paths move them (measured on this model, see
+    bench/bench_first_run.py --repeat): the prompt cache, which evaluates a prompt seen
+    before as its last token alone instead of inside the whole prompt's batch; and flash
+    attention, whose result depends on what else is in the batch (other slots, other
+    prefill chunks). With both off, every request is evaluated from its first token in the
+    same chunks, and the answers were identical for 1, 2 or 4 slots, 1 or 2 threads, a warm
+    or a restarted server. The price is the prefix shared by requests of one task (the
+    instructions), evaluated again for each.
+    """
+    params.flash_attn_type = xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    params.cache_prompt = False  # the default for requests that do not say
+    params.cache_idle_slots = False
+    params.cache_ram_mib = 0  # no host-memory copies of slots' prompts, so none to reuse
 
 
 def _default_threads() -> int:
@@ -205,7 +222,7 @@ def _default_threads() -> int:
 
 
 def start_local_judge(
-    *, n_parallel: int = 2, n_ctx_per_slot: int = 2048, threads: int | None = None
+    *, n_parallel: int | None = None, n_ctx_per_slot: int = 2048, threads: int | None = None
 ) -> str:
     """Start the embedded judge once per process and return its base URL.
 
@@ -213,11 +230,14 @@ def start_local_judge(
     (any api_key: the server checks none, and listens on loopback only). Idempotent and
     thread-safe: later calls return the running server's URL, whatever they ask for (the first
     call's settings win; stop it first to change them). `n_parallel` is the number of requests
-    decoded together (and the largest `n` accepted); each gets `n_ctx_per_slot` tokens of
+    decoded together (and the largest `n` accepted), by default `LOCAL_DEFAULTS`'s
+    concurrency, so that `Judge` keeps every slot busy; each gets `n_ctx_per_slot` tokens of
     context, prompt and answer together. `threads` defaults to one fewer than the usable CPUs
     (at most 8; see `_default_threads`). The server is stopped at interpreter exit.
     """
     global _server, _base_url, _owner_pid, _atexit_registered
+    if n_parallel is None:
+        n_parallel = int(LOCAL_DEFAULTS["concurrency"])
     if n_parallel < 1:
         raise ValueError(f"n_parallel must be at least 1, got {n_parallel}")
     if n_ctx_per_slot < 256:
