@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ragframe.arrow import score_arrow
 from ragframe.catalog import catalog
 from ragframe.compare import Comparison, compare
 from ragframe.errors import (
@@ -105,5 +106,6 @@ __all__ = [
     "read_metadata",
     "report",
     "run",
+    "score_arrow",
     "summarize",
 ]

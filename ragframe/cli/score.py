@@ -7,6 +7,7 @@ from typing import Any
 
 from ragframe.cli import common
 from ragframe.cli import gate as gate_cli
+from ragframe.cli.ray_score import add_ray_options
 from ragframe.errors import RagframeError
 from ragframe.judge.cache import default_cache_path
 
@@ -113,6 +114,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="prompt,completion dollars per million tokens (default: ragframe.pricing)",
     )
     gate_cli.add_gate_options(score)
+    add_ray_options(score)
     return score
 
 
@@ -164,6 +166,12 @@ def _score(args: argparse.Namespace, judge: Any) -> int:
     from ragframe.metrics import resolve
     from ragframe.stream import score_file
 
+    if args.ray is not None:  # a directory or glob of Parquet files, one output per file
+        from ragframe.cli.ray_score import score_with_ray
+
+        columns = common.parse_columns(args.columns)
+        metrics = "all" if is_all(args.metrics) else resolve(common.parse_metrics(args.metrics))
+        return score_with_ray(args, judge, metrics, columns)
     if Path(args.output).exists() and not args.overwrite:
         raise RagframeError(f"output {args.output!r} exists; add --overwrite to replace it")
     common.refuse_input_as_output(args.input, args.output)
