@@ -453,6 +453,11 @@ def _cross_validated(s: np.ndarray, y: np.ndarray, data: Data, folds: int) -> li
         f"held-out predictions of {k}-fold cross-validation, each fold's threshold fitted on "
         "the other folds; interval: bootstrap of the held-out predictions (thresholds fixed)"
     )
+    if pred.all() or not pred.any():
+        note += (
+            f"; every row was predicted {str(bool(pred[0])).lower()}: on no training folds did "
+            "a cut beat predicting one label, so these figures sit at chance with no spread"
+        )
     bounds = [(0.0, 1.0), (0.0, 1.0), (-1.0, 1.0)]
     sizes = (n, min(n_pos, n - n_pos))
     figures = _boot_figures(names, [float(v) for v in values], boot, sizes, data, bounds, note)

@@ -4,6 +4,7 @@ answers follow the label with a known noise rate (through the real client and se
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
 import re
@@ -15,7 +16,6 @@ import pytest
 from conftest import fenced, reply, router, user_text
 
 import ragframe
-from ragframe import agreement as agreement_module
 from ragframe.agreement import (
     agreement,
     cross_validated_predictions,
@@ -24,6 +24,9 @@ from ragframe.agreement import (
     spearman,
 )
 from ragframe.errors import ConfigError, InputError
+
+# The module, not the function `ragframe.agreement` that the package exports under its name.
+agreement_module = importlib.import_module("ragframe.agreement")
 
 # ------------------------------------------------------------------------------ references
 
@@ -201,6 +204,16 @@ def test_threshold_of_a_lower_is_better_score_is_in_its_own_units() -> None:
     assert "score <= threshold" in figure(down, "threshold")["note"]
     forced = agreement(frame, "hallucination", direction="higher")
     assert figure(forced, "auroc")["value"] < 0.2
+
+
+def test_a_score_that_never_beats_predicting_one_label_says_so() -> None:
+    y = np.arange(20) < 10
+    s = np.where(y, 0.2, 0.8) + np.arange(20) / 1000  # every true row scores lower
+    table = agreement(pl.DataFrame({"s": s, "y": y}), "s", "y")
+    balanced = figure(table, "balanced_accuracy")
+    assert balanced["value"] == 0.5 and figure(table, "kappa")["value"] == 0.0
+    assert "every row was predicted true" in balanced["note"]
+    assert figure(table, "auroc")["value"] == 0.0
 
 
 # ------------------------------------------------------------------------------ table, groups
