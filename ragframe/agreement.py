@@ -421,6 +421,10 @@ def _binary(s: np.ndarray, y: np.ndarray, data: Data, folds: int) -> list[Figure
     pos = np.bincount(code[y], minlength=levels.size).astype(np.float64)
     neg = np.bincount(code[~y], minlength=levels.size).astype(np.float64)
     values = (float(_auroc(pos, neg)), float(_average_precision(pos, neg)))
+    if levels.size == 1:  # no resample can move a constant score's figures: no interval
+        why = f"every row scored {levels[0] * data.sign:g}: a constant score cannot rank rows"
+        figures += [Figure(name, v, n=n, note=why) for name, v in zip(names, values, strict=False)]
+        return figures + _cross_validated(s, y, data, folds)
     boot = _resampled(
         lambda p, q: np.stack([_auroc(p, q), _average_precision(p, q)]), [pos, neg], data
     )

@@ -216,6 +216,15 @@ def test_a_score_that_never_beats_predicting_one_label_says_so() -> None:
     assert figure(table, "auroc")["value"] == 0.0
 
 
+def test_a_constant_score_gets_no_interval() -> None:
+    frame = pl.DataFrame({"hallucination": [0.0] * 12, "faithful": [True, False] * 6})
+    table = agreement(frame, "hallucination")
+    auroc = figure(table, "auroc")
+    assert auroc["value"] == 0.5 and auroc["ci_low"] is None and auroc["method"] == "none"
+    assert "every row scored 0" in auroc["note"]
+    assert figure(table, "average_precision")["value"] == 0.5
+
+
 # ------------------------------------------------------------------------------ table, groups
 
 
