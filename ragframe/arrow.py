@@ -47,7 +47,13 @@ class ArrowSession:
     """
 
     def __init__(self, judge: Judge | None = None) -> None:
-        self.judge = (judge if judge is not None else Judge()).replace(progress=False)
+        given = judge if judge is not None else Judge()
+        # The cache the judge holds open, passed on: `replace` copies without it (as a pickled
+        # copy), and the copy would open a plain cache on the same file; an actor's
+        # `SharedAnswerCache` (reading every other actor's file) would never be read.
+        opened = vars(given).get("_cache")
+        keep: dict[str, Any] = {} if opened is None else {"cache": opened}
+        self.judge = given.replace(progress=False, **keep)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="ragframe-arrow-loop", daemon=True

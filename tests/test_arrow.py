@@ -9,6 +9,7 @@ answers serve later batches); an empty batch gives the same schema; wrong input 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
@@ -17,6 +18,7 @@ import pytest
 import ragframe
 from ragframe import ConfigError, InputError, Judge
 from ragframe.arrow import ArrowSession, score_arrow
+from ragframe.judge.cache import AnswerCache
 from ragframe.testing.server import FakeServer
 
 METRICS = ["faithfulness", "context_recall", "context_recall_nonllm"]
@@ -63,6 +65,20 @@ def test_a_session_serves_every_batch(server: FakeServer, make_judge: Callable[.
     assert empty.num_rows == 0 and empty.schema == first.schema
     with pytest.raises(ConfigError, match="closed"):
         score_arrow(frame.to_arrow(), METRICS, session=session)
+
+
+def test_a_session_uses_the_cache_its_judge_holds_open(
+    make_judge: Callable[..., Judge], tmp_path: Path
+) -> None:
+    """An open cache given to the judge (a worker's own, e.g. one reading other workers'
+    files) is the one the session reads and writes, not another opened on its file."""
+    opened = AnswerCache(tmp_path / "worker.sqlite3")
+    judge = make_judge().replace(cache=opened)
+    with ArrowSession(judge) as session:
+        assert session.judge.cache is opened
+        score_arrow(rows(2).to_arrow(), METRICS, session=session)
+    assert len(opened) > 0
+    opened.close()
 
 
 def test_non_llm_metrics_open_no_connection(server: FakeServer, judge: Judge) -> None:
