@@ -143,7 +143,8 @@ def check_run(
     aside). `frame` may have no rows: only its columns and types are looked at."""
     check_output_names(frame, metrics)
     scorers = [m for m in metrics if isinstance(m, Metric)]
-    select_inputs(frame.head(0), {m.name: m.requires for m in scorers}, columns)
+    optional = {m.name: m.optional for m in scorers if m.optional}
+    select_inputs(frame.head(0), {m.name: m.requires for m in scorers}, columns, optional=optional)
     if judge is not None:
         check_judge(judge, scorers)
     return scorers
@@ -229,6 +230,7 @@ async def score_frame(
         {m.name: m.requires for m in scorers},
         columns,
         max_chars=session.judge.max_text_chars,
+        optional={m.name: m.optional for m in scorers if m.optional},
     )
     ctx = Context(session, {})
     results = await asyncio.gather(*(m.run(inputs, ctx.view()) for m in scorers))

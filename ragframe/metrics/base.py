@@ -330,6 +330,9 @@ class Metric:
     #: DEFAULT_THRESHOLD, 0.5, unless given one).
     threshold: float | None = None
     strict: bool = False
+    #: Inputs the metric uses when the frame has them and scores without otherwise (a
+    #: row's own `claims` for faithfulness); checked like required inputs when present.
+    optional: tuple[str, ...] = ()
 
     def __init__(
         self, *, reasons: bool | None = None, threshold: float | None = None, strict: bool = False
@@ -387,7 +390,7 @@ class Metric:
         reasons = inputs.select(ROW_ID, missing_input_reason(self.requires).alias("missing"))
         valid_ids = reasons.filter(pl.col("missing").is_null()).get_column(ROW_ID)
         valid = inputs.filter(pl.col(ROW_ID).is_in(valid_ids.implode()))
-        columns = [ROW_ID, *self.requires]
+        columns = [ROW_ID, *self.requires, *(c for c in self.optional if c in inputs.columns)]
         if "contexts" in self.requires:
             valid = clean_contexts(valid)
             columns.append(CONTEXT_POSITIONS)
