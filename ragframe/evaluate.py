@@ -310,8 +310,12 @@ async def arun(
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
     strict: Iterable[str] = (),
+    repeats: int = 1,
 ) -> RunResult:
     """Score `data` and return the frame with the run's statistics (async)."""
+    from ragframe.repeats import check_repeats
+
+    repeats = check_repeats(repeats)
     frame, extra = sampled_frame(data, sample, seed, columns)
     resolved = choose_metrics(metrics, frame.columns, columns, extra)
     uses_judge = needs_judge(resolved)
@@ -322,6 +326,15 @@ async def arun(
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     loop = asyncio.get_running_loop()
     t0 = loop.time()
+    if repeats > 1:  # k runs at the judge's seed + 0..k-1, combined (see ragframe.repeats)
+        from ragframe.repeats import score_repeats
+
+        repeated = await score_repeats(frame, metric_list, judge, repeats, columns=columns)
+        extra["repeats"] = repeated.summary
+        seconds = loop.time() - t0
+        return RunResult(
+            repeated.frame, metric_list, judge, repeated.stats, seconds, started, extra
+        )
     session = judge.session()
     session.plan(work_plan(metric_list, frame.height))
     if uses_judge:
@@ -429,10 +442,11 @@ async def aevaluate(
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
     strict: Iterable[str] = (),
+    repeats: int = 1,
 ) -> pl.DataFrame:
     """Async twin of `evaluate`, for callers already inside an event loop."""
     options = {"sample": sample, "seed": seed, "reasons": reasons}
-    options |= {"thresholds": thresholds, "strict": strict}
+    options |= {"thresholds": thresholds, "strict": strict, "repeats": repeats}
     return (await arun(data, metrics, judge=judge, columns=columns, **options)).frame
 
 
@@ -458,10 +472,11 @@ def run(
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
     strict: Iterable[str] = (),
+    repeats: int = 1,
 ) -> RunResult:
     """Score `data`; return the frame with the run's statistics and metadata."""
     options = {"sample": sample, "seed": seed, "reasons": reasons}
-    options |= {"thresholds": thresholds, "strict": strict}
+    options |= {"thresholds": thresholds, "strict": strict, "repeats": repeats}
     return run_sync(arun(data, metrics, judge=judge, columns=columns, **options))  # type: ignore[no-any-return]
 
 
@@ -476,6 +491,7 @@ def evaluate(
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
     strict: Iterable[str] = (),
+    repeats: int = 1,
 ) -> pl.DataFrame:
     """Score a RAG log: every input column and row unchanged, plus `{metric}` (Float64 in
     [0, 1], null when not computable) and `{metric}_detail` (typed verdicts, reasons, error).
@@ -496,7 +512,12 @@ def evaluate(
         `threshold=` sets them: each such metric gets a Boolean `{metric}_pass` column (null
         where the score is null) and the summary its pass rate and ✅ / ❌.
     strict : metric names in strict mode: a row passes only with a perfect score.
+    repeats : score the rows this many times, at the judge's seed + 0..k-1 (distinct cached
+        answers; a rerun is free): `{metric}` is then the mean of the k scores,
+        `{metric}_repeats` lists them, and the summary gives per metric the per-row standard
+        deviation, the test-retest reliability with its interval and the runs to average for
+        0.9 (see `ragframe.repeats`).
     """
     options = {"sample": sample, "seed": seed, "reasons": reasons}
-    options |= {"thresholds": thresholds, "strict": strict}
+    options |= {"thresholds": thresholds, "strict": strict, "repeats": repeats}
     return run(data, metrics, judge=judge, columns=columns, **options).frame

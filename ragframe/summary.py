@@ -193,6 +193,10 @@ def format_summary(summary: dict[str, Any], local: bool) -> str:
 def run_notes(summary: dict[str, Any]) -> list[str]:
     """The summary's lines about what went wrong or cost something; none for a clean run."""
     lines = []
+    if summary.get("repeats"):
+        from ragframe.repeats import format_repeats
+
+        lines.extend(format_repeats(summary["repeats"]))
     for name, why in (summary.get("skipped_metrics") or {}).items():
         lines.append(f"skipped {name}: {why}")
     if summary.get("cost_usd") is not None:

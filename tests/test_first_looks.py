@@ -219,3 +219,23 @@ def test_a_sampled_file_says_so_in_summarize(server, judge, tmp_path):
     result.frame = big
     result.write_parquet(target, overwrite=True)
     assert pq.ParquetFile(target).metadata.num_row_groups == 2
+
+
+def test_repeats_through_run_and_the_command_line(server, judge, tmp_path, capsys):
+    """repeats=k scores k times at seeds 0..k-1; the summary carries the spread and it is
+    printed; a rerun of the same repeats from the cache sends nothing."""
+    result = ragframe.run(rows(6), ["context_recall"], judge=judge, repeats=3)
+    seeds = sorted({body["seed"] for body in server.chat_requests})
+    assert seeds == [0, 1, 2] and result.frame["context_recall_repeats"].list.len().max() == 3
+    figures = result.summary()["repeats"]
+    assert figures["k"] == 3 and "context_recall" in figures["metrics"]
+    assert "repeats: 3 runs" in str(result)
+    source = tmp_path / "log.parquet"
+    rows(6).write_parquet(source)
+    argv = ["score", str(source), "-o", str(tmp_path / "out.parquet"), "--repeats", "2"]
+    argv += ["--metrics", "context_recall", "--model", "fake-judge", "--no-progress"]
+    argv += ["--base-url", server.base_url, "--cache", str(tmp_path / "c.sqlite3")]
+    assert main(argv) == 0
+    sent = server.count()
+    assert main([*argv, "--overwrite"]) == 0 and server.count() == sent
+    assert "repeats: 2 runs" in capsys.readouterr().out

@@ -88,6 +88,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     score.add_argument(
         "--seed", type=int, default=0, help="the sample's seed (default: 0; same seed, same rows)"
     )
+    score.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        metavar="K",
+        help="score the rows K times at the judge's seed + 0..K-1 and report, per metric, the "
+        "per-row spread and the test-retest reliability (default: 1; scored in memory)",
+    )
     score.add_argument("--overwrite", action="store_true", help="replace an existing output")
     score.add_argument("--fail-fast", action="store_true", help="stop at the first failed request")
     score.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -189,8 +197,8 @@ def _score(args: argparse.Namespace, judge: Any) -> int:
         args, judge, metrics, columns
     ):
         return common.EXIT_OK
-    if args.sample is not None:
-        return _score_sample(args, judge, metrics, columns, rules)
+    if args.sample is not None or args.repeats != 1:
+        return _score_in_memory(args, judge, metrics, columns, rules)
     result = score_file(
         args.input,
         args.output,
@@ -234,23 +242,24 @@ def _chosen(source: str, metrics: Any, columns: dict[str, str] | None) -> list[A
     return choose_metrics(metrics, head.columns, columns)
 
 
-def _score_sample(
+def _score_in_memory(
     args: argparse.Namespace,
     judge: Any,
     metrics: Any,
     columns: dict[str, str] | None,
     rules: dict[str, Any],
 ) -> int:
-    """Score a sample of the log, then print what the whole log would cost beside it."""
+    """Score a sample of the log (then print what the whole log would cost beside it), or the
+    log with repeats: in memory, as `ragframe.run` does."""
     from ragframe.evaluate import estimate, failed_metrics, run
 
-    sampling = {"sample": args.sample, "seed": args.seed}
-    result = run(args.input, metrics, judge=judge, columns=columns, **sampling, **rules)
+    options = {"sample": args.sample, "seed": args.seed, "repeats": args.repeats}
+    result = run(args.input, metrics, judge=judge, columns=columns, **options, **rules)
     result.write_parquet(args.output, overwrite=args.overwrite)
     print(common.format_summary(result.summary(), result.judge.local))
     print(f"wrote {args.output}")
-    sample = result.extra["sample"]
-    if sample["rows"] < sample["of"]:
+    sample = result.extra.get("sample")
+    if sample and sample["rows"] < sample["of"]:
         whole = estimate(
             args.input, metrics, judge=judge, columns=columns, chunk_rows=args.chunk_rows
         )
