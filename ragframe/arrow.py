@@ -81,6 +81,16 @@ class ArrowSession:
             raise ConfigError("this ArrowSession is closed; open a new one")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
+    def open(self) -> JudgeSession:
+        """Enter the judge session now (its HTTP client and request pool) rather than at the
+        first batch that needs the judge: for a caller that adjusts the pool before any request
+        (a Ray actor drawing on the cluster's rate limits). Idempotent."""
+        session = self.session
+        if not self._entered:
+            self.run(session.__aenter__())
+            self._entered = True
+        return session
+
     def score(
         self,
         frame: pl.DataFrame,
@@ -89,9 +99,8 @@ class ArrowSession:
     ) -> pl.DataFrame:
         """Score a frame with metrics already prepared (`prepare`)."""
         session = self.session
-        if frame.height and needs_judge(metrics) and not self._entered:
-            self.run(session.__aenter__())
-            self._entered = True
+        if frame.height and needs_judge(metrics):
+            self.open()
         try:
             return self.run(score_frame(frame, metrics, session, columns))
         finally:

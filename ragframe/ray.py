@@ -8,12 +8,15 @@ sending its batch again (`max_task_retries=-1`). A batch scored twice costs noth
 answers are committed to the answer cache as they arrive.
 
 How the cluster shares one endpoint. The judge's `concurrency`, `requests_per_minute`,
-`tokens_per_minute` and `max_cost` are the cluster's: each actor gets its share (concurrency
-split so the shares add up to the whole, rates and budget divided by N), and each actor's
-pool still halves its limit on a 429 and pauses (AIMD), so every actor backs off when the
-endpoint says so. (One limiter actor that every request asks instead was measured against
-this in `bench/bench_ray.py`; see the README.) With several endpoints (`Judge(base_url=[...])`)
-actor i sends to endpoint i mod their number.
+`tokens_per_minute` and `max_cost` are the cluster's: each actor gets its share of the
+concurrency (split so the shares add up to the whole) and of the budget (divided by N).
+The rates are shared one of two ways (`limits=`): "divided", each actor keeps rate / N to
+itself (no messages; an actor without work leaves its share unused), or "actor", one limiter
+actor holds the cluster's buckets and every actor asks it when its requests may go (the asks
+waiting at once travel in one call). Either way each actor's pool still halves its limit on
+a 429 and pauses (AIMD), so every actor backs off when the endpoint says so. Both were
+measured in `bench/bench_ray.py`. With several endpoints (`Judge(base_url=[...])`) actor i
+sends to endpoint i mod their number.
 
 The answer cache. Each actor writes a SQLite file of its own in `cache_dir` and reads every
 file there (`SharedAnswerCache`): never one SQLite file written by several processes, which a
@@ -27,6 +30,7 @@ skips a partition already scored with the same metrics, judge, settings and inpu
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import glob
 import hashlib
@@ -37,7 +41,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 import pyarrow as pa
@@ -67,17 +71,32 @@ import pyarrow.parquet as pq  # noqa: E402
 from ragframe.io import AtomicParquetWriter, check_writable, open_parquet, read_metadata  # noqa: E402
 from ragframe.judge.cache import SharedAnswerCache  # noqa: E402
 from ragframe.judge.client import Judge, RunStats  # noqa: E402
-from ragframe.judge.limits import share, share_rate  # noqa: E402
+from ragframe.judge.limits import Reservations, share, share_rate  # noqa: E402
 from ragframe.metrics import Metric, RagasScore  # noqa: E402
 from ragframe.stream import StreamResult  # noqa: E402
 from ragframe.summary import KEPT_SCORES, Tally  # noqa: E402
 
-__all__ = ["EXTRA", "RayNotInstalled", "RayScorer", "batch_rows", "evaluate", "scorer_actors"]
+__all__ = [
+    "EXTRA",
+    "LIMITS",
+    "RayNotInstalled",
+    "RayScorer",
+    "RemoteRate",
+    "batch_rows",
+    "evaluate",
+    "limiter_counts",
+    "scorer_actors",
+]
 
 #: Rows per batch for each request slot of an actor (see `batch_rows`).
 ROWS_PER_SLOT = 16
 #: A column each scored batch carries in CLI runs: the batch's request counts (row 0 only).
 STATS_COLUMN = "__ragframe_stats__"
+#: How the cluster's requests and tokens per minute are shared (see the module docstring).
+Limits = Literal["divided", "actor"]
+LIMITS: tuple[str, ...] = ("divided", "actor")
+#: Rate asks sent to the limiter actor in one call at most.
+MAX_ASKS = 256
 
 
 def batch_rows(concurrency: int, actors: int) -> int:
@@ -119,6 +138,65 @@ class _Registry:
 
 
 _REGISTRIES: list[Any] = []
+_LIMITERS: list[Any] = []
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
+class _ClusterLimiter:
+    """The cluster's request and token buckets (`limits="actor"`): each scoring actor asks
+    it, for several requests at once, when they may go. Restarted, it starts full again
+    (at most one second's burst more)."""
+
+    def __init__(self, requests_per_minute: float | None, tokens_per_minute: float | None) -> None:
+        self.buckets = Reservations(requests_per_minute, tokens_per_minute)
+        self.calls = 0
+
+    def reserve(self, tokens: list[int]) -> list[float]:
+        self.calls += 1
+        return self.buckets.reserve(tokens)
+
+    def counts(self) -> dict[str, int]:
+        """Requests granted and calls that asked for them (the cost of sharing this way)."""
+        return {"granted": self.buckets.granted, "calls": self.calls}
+
+
+class RemoteRate:
+    """What a judge session's pool asks before each request (`RateLimiter.acquire`), answered
+    by the cluster's limiter actor. Asks that arrive while a call is on its way go together in
+    the next call: when the rate binds, many requests wait, so one call serves many of them."""
+
+    def __init__(self, limiter: Any) -> None:
+        self.limiter = limiter
+        self.calls = 0
+        self._pending: list[tuple[int, asyncio.Future[float]]] = []
+        self._asking: asyncio.Task[None] | None = None
+
+    async def acquire(self, tokens: int) -> None:
+        """Wait until the cluster's buckets let one request of about `tokens` tokens go."""
+        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self._pending.append((tokens, future))
+        if self._asking is None or self._asking.done():
+            self._asking = asyncio.create_task(self._ask())
+        delay = await future
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    async def _ask(self) -> None:
+        while self._pending:
+            asks, self._pending = self._pending[:MAX_ASKS], self._pending[MAX_ASKS:]
+            try:
+                delays = await self.limiter.reserve.remote([tokens for tokens, _ in asks])
+            except Exception as exc:  # the requests fail as they would on any pool error
+                for _, future in asks:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            self.calls += 1
+            # Delays count from when the limiter reserved them, a moment ago: waiting them
+            # out from now errs on the late side, never the early one.
+            for (_, future), delay in zip(asks, delays, strict=True):
+                if not future.done():
+                    future.set_result(delay)
 
 
 def scorer_actors() -> list[dict[str, Any]]:
@@ -130,15 +208,19 @@ def scorer_actors() -> list[dict[str, Any]]:
     return out
 
 
-def actor_judge(judge: Judge, slot: int, actors: int, cache_dir: Path | None) -> Judge:
-    """The judge of the actor in `slot`: its share of the cluster's limits, its endpoint, its
+def actor_judge(
+    judge: Judge, slot: int, actors: int, cache_dir: Path | None, limits: Limits = "divided"
+) -> Judge:
+    """The judge of the actor in `slot`: its share of the cluster's limits (of the rates too
+    with `limits="divided"`; with "actor" the limiter actor holds them), its endpoint, its
     own cache file in `cache_dir` (reading every other actor's), no progress bar."""
     index = slot % actors
     cache: Any = False if cache_dir is None else SharedAnswerCache(cache_dir, f"actor-{slot}")
+    parts = actors if limits == "divided" else 1
     return judge.for_endpoint(index).replace(
         concurrency=share(judge.concurrency, actors, index),
-        requests_per_minute=share_rate(judge.requests_per_minute, actors),
-        tokens_per_minute=share_rate(judge.tokens_per_minute, actors),
+        requests_per_minute=share_rate(judge.requests_per_minute, parts),
+        tokens_per_minute=share_rate(judge.tokens_per_minute, parts),
         max_cost=None if judge.max_cost is None else judge.max_cost / actors,
         progress=False,
         cache=cache,
@@ -164,12 +246,18 @@ class RayScorer:
         cache_dir: str | None = None,
         carry: tuple[str, ...] = (),
         report_stats: bool = False,
+        limits: Limits = "divided",
+        limiter: Any = None,
     ) -> None:
         context = ray.get_runtime_context()
         me = (context.get_actor_id(), os.getpid(), context.get_node_id(), context.current_actor)
         slot = ray.get(registry.join.remote(*me))
-        own = actor_judge(judge, slot, actors, Path(cache_dir) if cache_dir else None)
+        own = actor_judge(judge, slot, actors, Path(cache_dir) if cache_dir else None, limits)
         self.session = ArrowSession(own)
+        if limiter is not None:
+            # The pool's rate limiter, swapped for the cluster's (Transport has no option
+            # for it yet): every request of this actor asks the limiter actor.
+            self.session.open().transport._rate = RemoteRate(limiter)  # type: ignore[assignment]
         self.metrics = metrics
         self.options = {"columns": columns, "reasons": reasons, "thresholds": thresholds}
         self.carry = carry
@@ -230,6 +318,16 @@ def default_cache_dir(judge: Judge) -> Path | None:
     return path if path.is_dir() else path.parent / "ray"
 
 
+def limiter_counts() -> dict[str, int] | None:
+    """The latest run's limiter actor (`limits="actor"`): requests granted, calls it took."""
+    return ray.get(_LIMITERS[-1].counts.remote()) if _LIMITERS else None
+
+
+def check_limits(limits: str) -> None:
+    if limits not in LIMITS:
+        raise ConfigError(f"limits must be one of {', '.join(LIMITS)}; got {limits!r}")
+
+
 def check_actors(judge: Judge, actors: int) -> None:
     """Refuse an actor count the cluster's limits cannot serve."""
     if actors < 1:
@@ -254,6 +352,7 @@ def evaluate(
     thresholds: Mapping[str, float] | None = None,
     cache_dir: str | Path | None = None,
     num_cpus: float = 1.0,
+    limits: Limits = "divided",
     **ray_remote_args: Any,
 ) -> ray.data.Dataset:
     """Score a Ray Dataset: each row kept, `{metric}` and `{metric}_detail` added (the
@@ -269,6 +368,9 @@ def evaluate(
         answer file per actor, each actor reading all of them; default: the judge's cache
         path if it is a directory, else a `ray` directory beside its file (None: no cache).
     num_cpus : logical CPUs each actor reserves (an actor uses about one core at its busiest).
+    limits : how the judge's requests and tokens per minute are shared: "divided" (each
+        actor keeps rate / N to itself) or "actor" (one limiter actor holds the cluster's
+        buckets; each actor asks it, many requests per call). See the module docstring.
     ray_remote_args : passed to `map_batches` (`max_restarts`, `resources`...).
     metrics, columns, reasons, thresholds : as in `ragframe.evaluate`.
     """
@@ -281,6 +383,7 @@ def evaluate(
         options={"columns": columns, "reasons": reasons, "thresholds": thresholds},
         cache_dir=cache_dir,
         num_cpus=num_cpus,
+        limits=limits,
         ray_remote_args=ray_remote_args,
     )
 
@@ -295,6 +398,7 @@ def map_scores(
     options: Mapping[str, Any],
     cache_dir: str | Path | None,
     num_cpus: float,
+    limits: Limits = "divided",
     ray_remote_args: Mapping[str, Any] | None = None,
     carry: tuple[str, ...] = (),
     report_stats: bool = False,
@@ -303,6 +407,7 @@ def map_scores(
     then each block is scored as one batch, so a batch never straddles two partitions and its
     requests are counted in the partition they were sent for)."""
     check_actors(judge, actors)
+    check_limits(limits)
     if isinstance(metrics, str) and metrics != "all":
         raise ConfigError(f"metrics must be a list of names or metrics, or 'all'; got {metrics!r}")
     metric_list = metrics if isinstance(metrics, str) else list(metrics)
@@ -310,6 +415,11 @@ def map_scores(
     where = Path(cache_dir) if cache_dir is not None else default_cache_dir(judge)
     registry = _Registry.remote()  # type: ignore[attr-defined]
     _REGISTRIES.append(registry)
+    limiter = None
+    if limits == "actor" and (judge.requests_per_minute or judge.tokens_per_minute):
+        rates = (judge.requests_per_minute, judge.tokens_per_minute)
+        limiter = _ClusterLimiter.remote(*rates)  # type: ignore[attr-defined]
+        _LIMITERS.append(limiter)
     # Ray Data's actors restart when they die (max_restarts=-1) and their batches are sent
     # again (max_task_retries=-1) by default; `ray_remote_args` may say otherwise.
     return ds.map_batches(
@@ -322,6 +432,8 @@ def map_scores(
             "cache_dir": None if where is None else str(where),
             "carry": carry,
             "report_stats": report_stats,
+            "limits": limits,
+            "limiter": limiter,
         },
         # The CLI's reader makes each block one partition's slice: a batch of its own.
         batch_size=None if report_stats else batch_size or batch_rows(judge.concurrency, actors),
@@ -614,6 +726,7 @@ def score_partitions(
     cache_dir: str | Path | None = None,
     overwrite: bool = False,
     num_cpus: float = 1.0,
+    limits: Limits = "divided",
 ) -> PartitionsResult:
     """Score every Parquet file of `source` (a directory, a glob or a file) on Ray into one
     file per input under `out_dir` (same relative path), each with a single-process run's
@@ -632,6 +745,7 @@ def score_partitions(
     options = {"columns": columns, "reasons": reasons, "thresholds": thresholds}
     chosen = prepare(empty, metrics, judge, **options)  # every check before any request
     check_actors(judge, actors)
+    check_limits(limits)
     identity = run_identity(chosen, judge, columns)
     todo = _to_score(parts, identity, overwrite)
     template = ArrowSession(judge.replace(cache=False))
@@ -644,8 +758,9 @@ def score_partitions(
         for part in todo
     }
     rows = batch_size or batch_rows(judge.concurrency, actors)
+    how = {"actors": actors, "cache_dir": cache_dir, "num_cpus": num_cpus, "limits": limits}
     try:
-        stats = _drive(outputs, todo, chosen, judge, rows, actors, options, cache_dir, num_cpus)
+        stats = _drive(outputs, todo, chosen, judge, rows, options, how)
     except BaseException:
         for output in outputs.values():
             output.abort()
@@ -695,12 +810,11 @@ def _drive(
     metrics: list[Metric | RagasScore],
     judge: Judge,
     rows: int,
-    actors: int,
     options: Mapping[str, Any],
-    cache_dir: str | Path | None,
-    num_cpus: float,
+    how: Mapping[str, Any],
 ) -> RunStats:
-    """Run the Ray pipeline and write what it returns, partition by partition, in order."""
+    """Run the Ray pipeline and write what it returns, partition by partition, in order
+    (`how`: `map_scores`'s actors, cache_dir, num_cpus and limits)."""
     stats = RunStats(price=judge.price)
     for part in todo:
         if part.rows == 0:
@@ -713,9 +827,8 @@ def _drive(
     context.execution_options.preserve_order = True  # each partition's rows come in order
     try:
         ds = map_scores(
-            partition_dataset(pending, rows), metrics, judge, actors=actors, batch_size=rows,
-            options=options, cache_dir=cache_dir, num_cpus=num_cpus,
-            carry=(PART_COLUMN, ROW_COLUMN), report_stats=True,
+            partition_dataset(pending, rows), metrics, judge, batch_size=rows, options=options,
+            carry=(PART_COLUMN, ROW_COLUMN), report_stats=True, **how,
         )  # fmt: skip
         for table in ds.iter_batches(batch_format="pyarrow", batch_size=None):
             _route(table, outputs, stats)

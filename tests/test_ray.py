@@ -37,8 +37,8 @@ from test_arrow import rows
 import ragframe
 from ragframe import Judge
 from ragframe.judge.cache import SharedAnswerCache
-from ragframe.judge.limits import share
-from ragframe.testing.server import FakeServer, auto_answer
+from ragframe.judge.limits import Reservations, share
+from ragframe.testing.server import FakeServer, Faults, auto_answer
 
 METRICS = ["faithfulness", "context_recall"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,6 +111,21 @@ def test_answers_committed_before_a_sigkill_are_read_by_the_others(tmp_path: Pat
 def test_cluster_limits_are_shared_out() -> None:
     assert [share(16, 3, i) for i in range(3)] == [6, 5, 5]
     assert sum(share(7, 7, i) for i in range(7)) == 7
+
+
+def test_the_cluster_buckets_reserve_as_the_rate_limiter_waits() -> None:
+    """One second's worth at once, then one request per 1/rate s, however the asks are
+    grouped; a request larger than the token bucket waits for a full one, then leaves debt."""
+    one_call = Reservations(600, None).reserve([1] * 14, now=0.0)
+    grouped = Reservations(600, None)
+    in_calls = grouped.reserve([1] * 4, now=0.0) + grouped.reserve([1] * 10, now=0.0)
+    assert one_call == pytest.approx(in_calls)
+    assert one_call == pytest.approx([0.0] * 10 + [0.1, 0.2, 0.3, 0.4])
+    tokens = Reservations(None, 600)  # 10 tokens a second
+    assert tokens.reserve([4, 4, 4, 30, 1], now=0.0) == pytest.approx([0, 0, 0.2, 1.2, 3.3])
+    later = Reservations(600, 600)
+    later.reserve([10], now=0.0)
+    assert later.reserve([1], now=5.0) == [0.0]  # refilled meanwhile
 
 
 def test_several_endpoints_one_identity() -> None:
@@ -214,6 +229,37 @@ def test_an_actor_killed_mid_run_is_restarted(cluster: str, tmp_path: Path) -> N
     assert got.equals(expected)  # every row, scored as one process scores it
     restarted = [a for a in scorer_actors() if a["pid"] not in killed and a["starts"] > 1]
     assert restarted  # Ray restarted the killed actor (same actor id, a new process)
+
+
+def test_one_limiter_actor_holds_the_cluster_rate(cluster: str, tmp_path: Path) -> None:
+    """limits="actor": every request (429s included) asks the limiter actor, many per call,
+    so the cluster sends no faster than its rate (a second's burst, then 10/s: the n-th
+    request goes (n - 10) / 10 s after the first ask at the earliest); a 429 still pauses
+    the actor's pool and the request is sent again."""
+    from ragframe.ray import evaluate, limiter_counts
+
+    frame = rows(16)
+    with FakeServer(faults=Faults(rate_429=0.1, retry_after=0.05)) as server:
+        judge = judge_for(server, tmp_path, concurrency=4, requests_per_minute=600)
+        ds = ray_data().from_arrow(blocks(frame, 8))
+        out = evaluate(ds, METRICS, judge, actors=2, batch_size=8, num_cpus=0.5, limits="actor")
+        asked = time.monotonic()  # before the first ask: the dataset is lazy
+        got = scored_in_order(out, frame)
+        starts = sorted(r.started for r in server.requests if r.path.endswith("/completions"))
+    assert got.height == 16 and got.get_column("context_recall").null_count() == 0
+    assert any(r.status == 429 for r in server.requests)  # throttled, and sent again
+    counts = limiter_counts()
+    assert counts is not None and counts["granted"] == len(starts) > 20
+    assert counts["calls"] < counts["granted"]  # asks travel together
+    assert starts[-1] - asked >= (len(starts) - 10) / 10
+
+
+def test_limits_must_be_known(cluster: str, tmp_path: Path) -> None:
+    from ragframe.ray import evaluate
+
+    ds = ray_data().from_arrow(blocks(rows(2), 2))
+    with pytest.raises(ragframe.ConfigError, match="divided, actor"):
+        evaluate(ds, METRICS, Judge("m", api_key="k", cache=False), limits="both")  # type: ignore[arg-type]
 
 
 def kill_an_actor(server: FakeServer, after: int, killed: list[int]) -> None:

@@ -227,3 +227,43 @@ def share(total: int, parts: int, index: int) -> int:
 def share_rate(rate: float | None, parts: int) -> float | None:
     """One holder's share of a per-minute rate (requests or tokens) split among `parts`."""
     return None if rate is None else rate / parts
+
+
+class Reservations:
+    """The cluster's request and token buckets, kept in one place (a limiter actor) and
+    handed out ahead of time: `reserve` says, for each of several requests at once, how many
+    seconds from now it may go. Nothing waits here, so one holder serves any number of askers.
+
+    The same buckets as `RateLimiter` (one second's worth each, full at the start; a request
+    larger than the token bucket waits for a full bucket and leaves it in debt), written as
+    reservations (GCRA): per bucket, the time `due` at which it would be full again.
+    """
+
+    def __init__(self, requests_per_minute: float | None, tokens_per_minute: float | None) -> None:
+        #: (units per second, capacity, whether a unit is a token rather than a request)
+        self.buckets: list[tuple[float, float, bool]] = []
+        if requests_per_minute:
+            rate = requests_per_minute / 60
+            self.buckets.append((rate, max(1.0, rate), False))
+        if tokens_per_minute:
+            self.buckets.append((tokens_per_minute / 60, tokens_per_minute / 60, True))
+        self._due = [-math.inf] * len(self.buckets)
+        self.granted = 0
+
+    def reserve(self, tokens: list[int], now: float | None = None) -> list[float]:
+        """Seconds from `now` after which each request (of about `tokens[i]` tokens) may go,
+        in order; the buckets are charged at once."""
+        now = time.monotonic() if now is None else now
+        delays = []
+        for size in tokens:
+            units = [float(size) if tokens else 1.0 for _, _, tokens in self.buckets]
+            at = now
+            for i, ((rate, cap, _), want) in enumerate(zip(self.buckets, units, strict=True)):
+                # Goes once the bucket holds `want` (at most a full bucket): its level is
+                # cap - (due - t) * rate, so t >= due - (cap - min(want, cap)) / rate.
+                at = max(at, self._due[i] - (cap - min(want, cap)) / rate)
+            for i, ((rate, _, _), want) in enumerate(zip(self.buckets, units, strict=True)):
+                self._due[i] = max(self._due[i], at) + want / rate
+            delays.append(at - now)
+        self.granted += len(tokens)
+        return delays
