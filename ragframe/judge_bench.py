@@ -277,9 +277,12 @@ def run_bench(
     folds: int = 5,
 ) -> BenchResult:
     """Score the sets on `judge` and measure each metric's agreement with their labels."""
-    from ragframe.evaluate import run
+    from ragframe.evaluate import check_judge, run
+    from ragframe.metrics import resolve
 
     todo, skipped = plan(sets, metrics)
+    for _, wanted in todo:  # every set's needs (an embedding model) before any set is paid for
+        check_judge(judge, resolve(wanted))
     tables, usage, scored = [], [], {}
     options = {"level": level, "seed": seed, "folds": folds}
     for spec, wanted in todo:

@@ -149,6 +149,20 @@ def test_an_existing_output_needs_overwrite(server: Any, tmp_path: Path) -> None
     assert server.requests == []
 
 
+def test_a_judge_that_cannot_serve_a_later_set_is_refused_before_any_request(
+    server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ragchecker's answer_correctness needs embeddings: a judge with none is refused before
+    expertqa, which comes first, has sent anything."""
+    from ragframe import Judge
+
+    monkeypatch.setattr("ragframe.embed_local.local_embedder_available", lambda: False)
+    judge = Judge("fake-judge", base_url=server.base_url, cache=False, progress=False)
+    with pytest.raises(ConfigError, match="Nothing was sent"):
+        jb.run_bench(judge, ["expertqa", "ragchecker"], None, 2)
+    assert server.requests == []
+
+
 def test_pairs_are_read_the_right_way_round(server: Any, capsys: Any) -> None:
     """A judge that rates the answer people preferred 4 and the other 0: accuracy 1.0, so
     answer_1 is side a and answer_2 side b, as the preference's sign says."""
