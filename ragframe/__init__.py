@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from ragframe.agreement import agreement
 from ragframe.arrow import score_arrow
 from ragframe.catalog import catalog
 from ragframe.compare import Comparison, compare
@@ -95,6 +96,7 @@ __all__ = [
     "__version__",
     "aestimate",
     "aevaluate",
+    "agreement",
     "arun",
     "assert_scores",
     "catalog",
