@@ -90,6 +90,8 @@ __all__ = [
 
 #: Rows per batch for each request slot of an actor (see `batch_rows`).
 ROWS_PER_SLOT = 16
+#: Batches each actor gets at least, when the log's size is known (see `batch_rows`).
+BATCHES_PER_ACTOR = 2
 #: A column each scored batch carries in CLI runs: the batch's request counts (row 0 only).
 STATS_COLUMN = "__ragframe_stats__"
 #: How the cluster's requests and tokens per minute are shared (see the module docstring).
@@ -99,16 +101,22 @@ LIMITS: tuple[str, ...] = ("divided", "actor")
 MAX_ASKS = 256
 
 
-def batch_rows(concurrency: int, actors: int) -> int:
-    """Rows per batch: `ROWS_PER_SLOT` (16) for each request slot an actor holds.
+def batch_rows(concurrency: int, actors: int, rows: int | None = None) -> int:
+    """Rows per batch: `ROWS_PER_SLOT` (16) for each request slot an actor holds, but no more
+    than lets every actor have `BATCHES_PER_ACTOR` (2) batches of a log of `rows` rows.
 
     Why: an actor scores one batch at a time, and a batch's requests come in stages (the
     statements of an answer, then their verdicts); at the end of each stage the pool drains
     while the last requests finish, about one request latency lost per stage. A batch of 16
     rows per slot gives each slot at least 16 requests per stage (a metric asks at least one
     request per row), so those drains cost at most about 1/16 of the time; more rows per batch
-    only add memory and coarser retries."""
-    return ROWS_PER_SLOT * max(1, math.ceil(concurrency / actors))
+    only add memory and coarser retries. On a small log, fewer rows per batch cost a little
+    of that, but an actor without a batch costs its whole share of the pool."""
+    slots = max(1, math.ceil(concurrency / actors))
+    full = ROWS_PER_SLOT * slots
+    if rows is None:
+        return full
+    return max(slots, min(full, math.ceil(rows / (actors * BATCHES_PER_ACTOR))))
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
@@ -436,12 +444,25 @@ def map_scores(
             "limiter": limiter,
         },
         # The CLI's reader makes each block one partition's slice: a batch of its own.
-        batch_size=None if report_stats else batch_size or batch_rows(judge.concurrency, actors),
+        batch_size=None if report_stats else batch_size or _batch_for(ds, judge, actors),
         batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=actors),
+        # One batch at a time per actor, none queued behind it: a batch is seconds of
+        # requests, and one queued on a busy actor waits while another actor may be idle
+        # (the tail of a run, a slow batch).
+        compute=ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=1),
         num_cpus=num_cpus,
         **(ray_remote_args or {}),
     )
+
+
+def _batch_for(ds: ray.data.Dataset, judge: Judge, actors: int) -> int:
+    """`batch_rows` for `ds`, with its row count when Ray knows it without running anything
+    (Parquet metadata, in-memory blocks)."""
+    try:
+        rows = ds._meta_count()
+    except Exception:  # a private API: without it, the rule for an unknown size
+        rows = None
+    return batch_rows(judge.concurrency, actors, rows)
 
 
 def _check_schema(
@@ -757,7 +778,8 @@ def score_partitions(
         part.index: _Output.start(part, empty_scored, chosen, judge, started, ray_info, identity)
         for part in todo
     }
-    rows = batch_size or batch_rows(judge.concurrency, actors)
+    total = sum(part.rows for part in todo)
+    rows = batch_size or batch_rows(judge.concurrency, actors, total)
     how = {"actors": actors, "cache_dir": cache_dir, "num_cpus": num_cpus, "limits": limits}
     try:
         stats = _drive(outputs, todo, chosen, judge, rows, options, how)

@@ -113,6 +113,20 @@ def test_cluster_limits_are_shared_out() -> None:
     assert sum(share(7, 7, i) for i in range(7)) == 7
 
 
+def test_every_actor_gets_batches_of_a_modest_log() -> None:
+    """16 rows per request slot of an actor, fewer when the log would not give every actor
+    two batches; never fewer than one row per slot."""
+    pytest.importorskip("ray")
+    from ragframe.ray import batch_rows
+
+    assert batch_rows(32, 4) == 128  # size unknown: 16 per slot
+    assert batch_rows(32, 4, 100_000) == 128
+    for log, actors in [(300, 4), (200, 2), (600, 4), (50, 4)]:
+        size = batch_rows(32, actors, log)
+        assert -(-log // size) >= min(2 * actors, log // (32 // actors))
+    assert batch_rows(32, 4, 10) == 8
+
+
 def test_the_cluster_buckets_reserve_as_the_rate_limiter_waits() -> None:
     """One second's worth at once, then one request per 1/rate s, however the asks are
     grouped; a request larger than the token bucket waits for a full one, then leaves debt."""
@@ -357,9 +371,10 @@ def test_a_driver_killed_mid_run_resumes(cluster: str, tmp_path: Path) -> None:
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key", "RAY_ADDRESS": ""}
     gate = threading.Event()
     gate.set()
-    # The last partition's requests (rows 18-23) wait at the server until the gate opens:
-    # the driver is surely killed before that partition is answered, however loaded the host.
-    with FakeServer(held_while_closed(gate, r"\[(1[89]|2[0-3])\]"), latency=0.2) as server:
+    # The last row's requests wait at the server until the gate opens: the driver is surely
+    # killed before the last partition is answered, however loaded the host. (One batch
+    # held: one actor waits, the other scores the rest, no batch queued behind the held one.)
+    with FakeServer(held_while_closed(gate, r"\[23\]"), latency=0.2) as server:
         reference = ragframe.run(frame, METRICS, judge=judge_for(server, tmp_path, concurrency=8))
         needed = reference.stats.requests  # every distinct request of the 24 rows
         server.reset()
