@@ -10,13 +10,15 @@ answers are committed to the answer cache as they arrive.
 How the cluster shares one endpoint. The judge's `concurrency`, `requests_per_minute`,
 `tokens_per_minute` and `max_cost` are the cluster's: each actor gets its share of the
 concurrency (split so the shares add up to the whole) and of the budget (divided by N).
-The rates are shared one of two ways (`limits=`): "divided", each actor keeps rate / N to
-itself (no messages; an actor without work leaves its share unused), or "actor", one limiter
-actor holds the cluster's buckets and every actor asks it when its requests may go (the asks
-waiting at once travel in one call). Either way each actor's pool still halves its limit on
-a 429 and pauses (AIMD), so every actor backs off when the endpoint says so. Both were
-measured in `bench/bench_ray.py`. With several endpoints (`Judge(base_url=[...])`) actor i
-sends to endpoint i mod their number.
+The rates are shared one of two ways (`limits=`): "actor" (the default), one limiter actor
+holds the cluster's buckets and every actor asks it when its requests may go (the asks
+waiting at once travel in one call), or "divided", each actor keeps rate / N to itself (no
+messages, no extra actor, but an actor without work leaves its share unused: measured in
+`bench/bench_ray.py`, 61-89 % of a binding rate reached against 94-100 % with the limiter
+actor, at one call per 15-30 requests). No limiter actor is started without a rate. Either
+way each actor's pool still halves its limit on a 429 and pauses (AIMD), so every actor
+backs off when the endpoint says so. With several endpoints (`Judge(base_url=[...])`) actor
+i sends to endpoint i mod their number.
 
 The answer cache. Each actor writes a SQLite file of its own in `cache_dir` and reads every
 file there (`SharedAnswerCache`): never one SQLite file written by several processes, which a
@@ -217,7 +219,7 @@ def scorer_actors() -> list[dict[str, Any]]:
 
 
 def actor_judge(
-    judge: Judge, slot: int, actors: int, cache_dir: Path | None, limits: Limits = "divided"
+    judge: Judge, slot: int, actors: int, cache_dir: Path | None, limits: Limits = "actor"
 ) -> Judge:
     """The judge of the actor in `slot`: its share of the cluster's limits (of the rates too
     with `limits="divided"`; with "actor" the limiter actor holds them), its endpoint, its
@@ -254,7 +256,7 @@ class RayScorer:
         cache_dir: str | None = None,
         carry: tuple[str, ...] = (),
         report_stats: bool = False,
-        limits: Limits = "divided",
+        limits: Limits = "actor",
         limiter: Any = None,
     ) -> None:
         context = ray.get_runtime_context()
@@ -360,7 +362,7 @@ def evaluate(
     thresholds: Mapping[str, float] | None = None,
     cache_dir: str | Path | None = None,
     num_cpus: float = 1.0,
-    limits: Limits = "divided",
+    limits: Limits = "actor",
     **ray_remote_args: Any,
 ) -> ray.data.Dataset:
     """Score a Ray Dataset: each row kept, `{metric}` and `{metric}_detail` added (the
@@ -376,9 +378,9 @@ def evaluate(
         answer file per actor, each actor reading all of them; default: the judge's cache
         path if it is a directory, else a `ray` directory beside its file (None: no cache).
     num_cpus : logical CPUs each actor reserves (an actor uses about one core at its busiest).
-    limits : how the judge's requests and tokens per minute are shared: "divided" (each
-        actor keeps rate / N to itself) or "actor" (one limiter actor holds the cluster's
-        buckets; each actor asks it, many requests per call). See the module docstring.
+    limits : how the judge's requests and tokens per minute are shared: "actor" (one
+        limiter actor holds the cluster's buckets; each actor asks it, many requests per
+        call) or "divided" (each actor keeps rate / N to itself). See the module docstring.
     ray_remote_args : passed to `map_batches` (`max_restarts`, `resources`...).
     metrics, columns, reasons, thresholds : as in `ragframe.evaluate`.
     """
@@ -406,7 +408,7 @@ def map_scores(
     options: Mapping[str, Any],
     cache_dir: str | Path | None,
     num_cpus: float,
-    limits: Limits = "divided",
+    limits: Limits = "actor",
     ray_remote_args: Mapping[str, Any] | None = None,
     carry: tuple[str, ...] = (),
     report_stats: bool = False,
@@ -747,7 +749,7 @@ def score_partitions(
     cache_dir: str | Path | None = None,
     overwrite: bool = False,
     num_cpus: float = 1.0,
-    limits: Limits = "divided",
+    limits: Limits = "actor",
 ) -> PartitionsResult:
     """Score every Parquet file of `source` (a directory, a glob or a file) on Ray into one
     file per input under `out_dir` (same relative path), each with a single-process run's

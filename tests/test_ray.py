@@ -246,7 +246,8 @@ def test_an_actor_killed_mid_run_is_restarted(cluster: str, tmp_path: Path) -> N
 
 
 def test_one_limiter_actor_holds_the_cluster_rate(cluster: str, tmp_path: Path) -> None:
-    """limits="actor": every request (429s included) asks the limiter actor, many per call,
+    """By default one limiter actor holds the cluster's rate: every request (429s included)
+    asks it, many per call,
     so the cluster sends no faster than its rate (a second's burst, then 10/s: the n-th
     request goes (n - 10) / 10 s after the first ask at the earliest); a 429 still pauses
     the actor's pool and the request is sent again."""
@@ -256,7 +257,7 @@ def test_one_limiter_actor_holds_the_cluster_rate(cluster: str, tmp_path: Path) 
     with FakeServer(faults=Faults(rate_429=0.1, retry_after=0.05)) as server:
         judge = judge_for(server, tmp_path, concurrency=4, requests_per_minute=600)
         ds = ray_data().from_arrow(blocks(frame, 8))
-        out = evaluate(ds, METRICS, judge, actors=2, batch_size=8, num_cpus=0.5, limits="actor")
+        out = evaluate(ds, METRICS, judge, actors=2, batch_size=8, num_cpus=0.5)
         asked = time.monotonic()  # before the first ask: the dataset is lazy
         got = scored_in_order(out, frame)
         starts = sorted(r.started for r in server.requests if r.path.endswith("/completions"))
