@@ -174,8 +174,8 @@ def failed_metrics(
     requests (`stats.failures`, or failures remembered from an earlier run): so a metric
     whose every answer legitimately has nothing to score ("no factual claims found") in a run
     where the judge answered everything is not a failure, and rows with missing inputs never
-    count. Aggregates are not judged and are
-    left out. `scored` may be a scan of the written output (only these columns are read).
+    count. Aggregates are not judged and are left out. `scored` may be a scan of the written
+    output (only these columns are read).
     """
     if not sum(stats.failures.values()) and not stats.remembered_failures:
         return {}
@@ -221,7 +221,8 @@ async def score_frame(
     session: JudgeSession,
     columns: Mapping[str, str] | None = None,
 ) -> pl.DataFrame:
-    """Score one frame with a judge session: the input plus two columns per metric.
+    """Score one frame with a judge session: the input plus a score and a detail column per
+    metric (and `{metric}_pass` for a metric with a threshold).
 
     A metric whose `reasons` is unset asks for reasons as the judge says (`Judge.reasons`)."""
     scorers = [m for m in with_reasons(metrics, session.judge.reasons) if isinstance(m, Metric)]
