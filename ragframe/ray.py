@@ -13,9 +13,10 @@ concurrency (split so the shares add up to the whole) and of the budget (divided
 The rates are shared one of two ways (`limits=`): "actor" (the default), one limiter actor
 holds the cluster's buckets and every actor asks it when its requests may go (the asks
 waiting at once travel in one call), or "divided", each actor keeps rate / N to itself (no
-messages, no extra actor, but an actor without work leaves its share unused: measured in
-`bench/bench_ray.py`, 61-89 % of a binding rate reached against 94-100 % with the limiter
-actor, at one call per 15-30 requests). No limiter actor is started without a rate. Either
+messages, no extra actor, but an actor without work, or not started yet, leaves its share
+unused: measured in `bench/bench_ray.py`, 61-89 % of a binding rate reached against 94-103 %
+with the limiter actor (the start's one-second burst counted), at one call per 15-30
+requests). No limiter actor is started without a rate. Either
 way each actor's pool still halves its limit on a 429 and pauses (AIMD), so every actor
 backs off when the endpoint says so. With several endpoints (`Judge(base_url=[...])`) actor
 i sends to endpoint i mod their number.
