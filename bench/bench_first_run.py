@@ -182,6 +182,53 @@ def replay(settings: dict[str, Any], started: float) -> None:
         print(json.dumps(line), flush=True)
 
 
+def rates(settings: dict[str, Any]) -> None:
+    """llama.cpp's own speed on this machine: prefill (a long prompt, one token out) and
+    generation with 1..slots requests decoded together, as tokens per wall second and per
+    CPU second of this process (the latter barely moves when other programs load the cores)."""
+    import concurrent.futures
+    import urllib.request
+
+    from ragframe.judge import local
+
+    url = local._base_url or local.start_local_judge()
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    text = pl.read_parquet(SAMPLE)["contexts"].list.join("\n").str.join("\n")[0]
+
+    def send(prompt: str, max_tokens: int) -> dict[str, Any]:
+        body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
+        body |= {"temperature": 0, "model": local.LOCAL_MODEL}
+        request = urllib.request.Request(
+            url + "/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with opener.open(request, timeout=600) as response:
+            return json.loads(response.read())  # type: ignore[no-any-return]
+
+    def timed(prompts: list[str], max_tokens: int, key: str) -> dict[str, Any]:
+        w0, c0 = time.perf_counter(), time.process_time()
+        with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+            replies = list(pool.map(lambda p: send(p, max_tokens), prompts))
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        tokens = sum(r["usage"][key] for r in replies)
+        per_wall, per_cpu = round(tokens / wall, 1), round(tokens / cpu, 1)
+        return {"tokens": tokens, "per_wall_s": per_wall, "per_cpu_s": per_cpu}
+
+    send("Hello", 4)  # warm up
+    line: dict[str, Any] = {"prefill": {"tokens": 0, "per_wall_s": [], "per_cpu_s": []}}
+    for start in range(0, 4000, 1000):  # one request at a time, different texts
+        one = timed([text[start : start + 5000]], 1, "prompt_tokens")
+        line["prefill"]["tokens"] += one["tokens"]
+        line["prefill"]["per_wall_s"].append(one["per_wall_s"])
+        line["prefill"]["per_cpu_s"].append(one["per_cpu_s"])
+    story = "Write a long story about a lighthouse keeper and the sea. Chapter {}:"
+    for n in sorted({1, 2, int(local.LOCAL_DEFAULTS["concurrency"])}):
+        prompts = [story.format(i) for i in range(n)]
+        line[f"generate_{n}"] = timed(prompts, 200, "completion_tokens")
+    print(json.dumps(line), flush=True)
+
+
 def child(settings: dict[str, Any]) -> None:
     """Score the rows `repeat` times from fresh caches; print one JSON line per run."""
     t0 = time.perf_counter()
@@ -194,6 +241,9 @@ def child(settings: dict[str, Any]) -> None:
     started = time.perf_counter() - t0
     if settings.get("replay"):
         replay(settings, started)
+        return
+    if settings.get("rates"):
+        rates(settings)
         return
     frame = pl.read_parquet(settings["input"])
     for attempt in range(settings["repeat"]):
@@ -270,7 +320,7 @@ def run_cli(rows: int, folder: Path) -> dict[str, Any]:
     if proc.returncode not in (0, 4):
         raise SystemExit(f"ragframe score failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     meta = read_metadata(output)
-    stats = meta.get("stats") or meta.get("run", {}).get("stats") or meta
+    stats = meta.get("summary") or {}  # the run's summary: requests, tokens, failures
     hashed, scores = digest(pl.read_parquet(output), CORE)
     return {
         "command": " ".join(args),
@@ -278,6 +328,7 @@ def run_cli(rows: int, folder: Path) -> dict[str, Any]:
         "process_wall_s": round(wall, 1),
         "load_before": before,
         "load_after": load(),
+        "run_s": stats.get("seconds"),
         "digest": hashed,
         "scores": scores,
     } | figures(stats)
@@ -313,6 +364,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also append the results to this file")
     parser.add_argument("--trace", type=Path, help="append one line per chat request here")
     parser.add_argument("--replay", type=Path, help="send the requests of a --trace file")
+    parser.add_argument("--rates", action="store_true", help="llama.cpp's prefill/decode speed")
     args = parser.parse_args()
     if args.child:
         child(json.loads(args.child))
@@ -333,6 +385,7 @@ def main() -> None:
                 "set": parse_set(args.set),
                 "trace": str(args.trace.resolve()) if args.trace else None,
                 "replay": str(args.replay.resolve()) if args.replay else None,
+                "rates": args.rates,
             }
             processes = args.repeat if args.restart else 1
             settings["repeat"] = 1 if args.restart else args.repeat

@@ -144,6 +144,34 @@ def test_judge_reports_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
         start_local_judge()
 
 
+def _fake_cpus(monkeypatch: pytest.MonkeyPatch, cpus: int, ticks: list[Any]) -> None:
+    """`cpus` usable CPUs whose /proc/stat reads give `ticks` (all, idle), one per read."""
+    reads = iter(ticks)
+    monkeypatch.setattr(local, "_usable_cpus", lambda: list(range(cpus)))
+    monkeypatch.setattr(local, "_cpu_ticks", lambda _cpus: next(reads))
+    monkeypatch.setattr(local, "_BUSY_WINDOW_S", 0.01)
+
+
+def test_threads_take_the_idle_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two idle CPUs: both (one thread each answered 1.6x faster than a lone thread).
+    _fake_cpus(monkeypatch, 2, [(1000, 500), (1200, 700)])
+    assert local._default_threads() == 2
+    # Another program keeps one busy (100 of 200 ticks): one thread, which it cannot stall.
+    _fake_cpus(monkeypatch, 2, [(1000, 500), (1200, 600)])
+    assert local._default_threads() == 1
+    # Both busy: still one.
+    _fake_cpus(monkeypatch, 2, [(1000, 500), (1200, 500)])
+    assert local._default_threads() == 1
+    # Many idle CPUs: one left for this process's Python side, and at most 8.
+    _fake_cpus(monkeypatch, 4, [(1000, 500), (1400, 900)])
+    assert local._default_threads() == 3
+    _fake_cpus(monkeypatch, 32, [(1000, 500), (4200, 3700)])
+    assert local._default_threads() == 8
+    # No /proc/stat: one CPU left free, as before.
+    _fake_cpus(monkeypatch, 4, [None])
+    assert local._default_threads() == 3
+
+
 def test_judge_rejects_bad_settings() -> None:
     with pytest.raises(ValueError):
         start_local_judge(n_parallel=0)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import json
+import math
 import os
 import threading
 import time
@@ -57,11 +58,15 @@ _INSTALL_HINT = (
 )
 #: How the embedded judge is driven, as `Judge` defaults (an argument given to `Judge` wins):
 #: a tight completion cap and bounded lists and strings, because the tiny model runs away
-#: without them; as many requests in flight as the server has slots; and no written reasons,
-#: which cost most of its completion tokens and say little. A real judge keeps reasons on.
+#: without them (it fills every list to its bound, often with one item repeated); as many
+#: requests in flight as the server has slots; and no written reasons, which cost most of its
+#: completion tokens and say little. A real judge keeps reasons on and no bounds.
+#: Measured on the 20 sample rows (bench/bench_first_run.py): bounds (6, 160) and cap 768
+#: gave 14,205 completion tokens, (4, 120) and 512 gave 11,201. 2 slots: on 2 cores, 4
+#: scored no faster (65 s against 67 s for 4 rows), and each slot holds its own KV cache.
 LOCAL_DEFAULTS: dict[str, Any] = {
-    "max_tokens": 768,
-    "output_bounds": (6, 160),
+    "max_tokens": 512,
+    "output_bounds": (4, 120),
     "concurrency": 2,
     "reasons": False,
 }
@@ -70,6 +75,8 @@ LOCAL_DEFAULTS: dict[str, Any] = {
 # max_tokens takes precedence (llama.cpp treats the server value as a default, not a ceiling).
 _DEFAULT_MAX_TOKENS = 512
 _READY_TIMEOUT_S = 60.0
+# How long the CPUs are watched, at start, for other programs' work (see _default_threads).
+_BUSY_WINDOW_S = 0.3
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 _lock = threading.Lock()
@@ -206,23 +213,65 @@ def _deterministic(params: Any, xllamacpp: Any) -> None:
 
 
 def _default_threads() -> int:
-    """One thread fewer than the usable CPUs, at most 8.
+    """One thread per usable CPU that no other program is busy on now; at least 1, at most 8.
 
-    llama.cpp's threads meet at a barrier after every operation, so when any of them waits
-    for a core (this process's own Python side, the embedder, other programs) every token
-    waits too: on 2 busy cores, 2 threads answered a 400-token request in 2 to 60 s, 1
-    thread steadily in 5 to 7 s; on idle cores 2 threads take about 1.7 s, 1 thread about
-    2.2 s (its CPU time). A 135M model gains little past a few threads.
+    llama.cpp's threads meet at a barrier after every operation, so when one of them waits for
+    a core, every token waits. Measured on 2 cores (bench/bench_first_run.py --rates): idle,
+    2 threads prefill about 330 tokens/s and generate about 125 tokens/s, 1 thread 175 and
+    105 (4 rows of the sample scored in 67 s against 110 s); with one other program keeping a
+    core busy, 2 threads fall to 140 and 35 while 1 thread keeps its 165 and 105. So the cores
+    are watched for a moment before the threads are fixed. On more than 2 CPUs one is left
+    for this process's own Python side (the client, the embedder).
     """
+    cpus = _usable_cpus()
+    cap = len(cpus) if len(cpus) <= 2 else len(cpus) - 1
+    busy = _busy_elsewhere(cpus, _BUSY_WINDOW_S)
+    if busy is None:  # no /proc/stat (not Linux): leave one CPU free, as if busy
+        busy = 1.0
+    return max(1, min(8, cap, math.floor(len(cpus) - busy + 0.25)))
+
+
+def _usable_cpus() -> list[int]:
     try:
-        usable = len(os.sched_getaffinity(0))
+        return sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        usable = os.cpu_count() or 1
-    return max(1, min(8, usable - 1))
+        return list(range(os.cpu_count() or 1))
+
+
+def _busy_elsewhere(cpus: list[int], window: float) -> float | None:
+    """How many of `cpus` other programs kept busy over `window` seconds (this process's own
+    CPU time taken out), from /proc/stat; None where it cannot be read."""
+    before, own_before = _cpu_ticks(cpus), time.process_time()
+    if before is None:
+        return None
+    time.sleep(window)
+    after, own = _cpu_ticks(cpus), time.process_time() - own_before
+    if after is None or after[0] <= before[0]:
+        return None
+    total, idle = after[0] - before[0], after[1] - before[1]
+    busy = (total - idle) / total * len(cpus)
+    return max(0.0, busy - own / window)
+
+
+def _cpu_ticks(cpus: list[int]) -> tuple[int, int] | None:
+    """(all, idle) clock ticks of `cpus` so far, from /proc/stat's per-CPU lines."""
+    wanted = {f"cpu{n}" for n in cpus}
+    total = idle = 0
+    try:
+        with open("/proc/stat") as handle:
+            for line in handle:
+                name, *fields = line.split()
+                if name in wanted:
+                    ticks = [int(x) for x in fields[:8]]
+                    total += sum(ticks)
+                    idle += ticks[3] + ticks[4]  # idle, iowait
+    except (OSError, ValueError, IndexError):
+        return None
+    return (total, idle) if total else None
 
 
 def start_local_judge(
-    *, n_parallel: int | None = None, n_ctx_per_slot: int = 2048, threads: int | None = None
+    *, n_parallel: int | None = None, n_ctx_per_slot: int = 4096, threads: int | None = None
 ) -> str:
     """Start the embedded judge once per process and return its base URL.
 
@@ -232,8 +281,9 @@ def start_local_judge(
     call's settings win; stop it first to change them). `n_parallel` is the number of requests
     decoded together (and the largest `n` accepted), by default `LOCAL_DEFAULTS`'s
     concurrency, so that `Judge` keeps every slot busy; each gets `n_ctx_per_slot` tokens of
-    context, prompt and answer together. `threads` defaults to one fewer than the usable CPUs
-    (at most 8; see `_default_threads`). The server is stopped at interpreter exit.
+    context, prompt and answer together. `threads` defaults to the usable CPUs no other
+    program is busy on when it starts (at most 8; see `_default_threads`); the scores do not
+    depend on it. The server is stopped at interpreter exit.
     """
     global _server, _base_url, _owner_pid, _atexit_registered
     if n_parallel is None:
