@@ -10,9 +10,13 @@ llama.cpp a lot: say how busy it was beside every figure).
 
     python bench/bench_first_run.py --cli                # the README command, verbatim
     python bench/bench_first_run.py --rows 4             # the same through the Python API
-    python bench/bench_first_run.py --rows 4 --slots 1 --threads 2 --bounds 4,120
+    python bench/bench_first_run.py --rows 4 --servers 1 --threads 2 --bounds 4,120
     python bench/bench_first_run.py --rows 3 --repeat 2  # determinism: same scores twice?
     python bench/bench_first_run.py --rows 4 --set cont_batching=false --set n_batch=512
+    python bench/bench_first_run.py --rows 4 --judge repair_attempts=0
+    python bench/bench_first_run.py --rates                   # llama.cpp's own speed here
+    python bench/bench_first_run.py --replay trace.jsonl --servers 1 --threads 2
+    python bench/bench_first_run.py --rates --quant q4_1      # the weights as shipped
 
 `--cli` runs `ragframe score` itself (with `--cache` pointed at a fresh file and
 `--no-progress` added) and reads the figures from the output's metadata; without it a child
@@ -82,6 +86,16 @@ def apply_settings(settings: dict[str, Any]) -> None:
     """Set the embedded judge up as asked, before anything starts it."""
     from ragframe.judge import local
 
+    quant = settings.get("quant")
+    if quant and quant != "Q4_0":  # other weights than the shipped default, converted here
+        source = local._gguf_path()
+        assert source is not None
+        weights = Path(tempfile.mkdtemp()) / f"smollm2-{quant}.gguf"
+        if quant == "Q4_1":
+            weights = source  # the file as shipped
+        else:
+            local._requantize(source, weights, quant)
+        local._weights = lambda: weights  # type: ignore[assignment]
     defaults = local.LOCAL_DEFAULTS
     if settings.get("max_tokens") is not None:
         defaults["max_tokens"] = settings["max_tokens"]
@@ -103,11 +117,12 @@ def apply_settings(settings: dict[str, Any]) -> None:
 
         local._params = patched  # type: ignore[assignment]
     server: dict[str, Any] = {}
-    for key, arg in (("slots", "n_parallel"), ("ctx", "n_ctx_per_slot"), ("threads", "threads")):
+    names = (("slots", "n_parallel"), ("ctx", "n_ctx_per_slot"), ("threads", "threads"))
+    for key, arg in (*names, ("servers", "servers")):
         if settings.get(key) is not None:
             server[arg] = settings[key]
-    if "n_parallel" in server:
-        defaults["concurrency"] = server["n_parallel"]
+    if "servers" in server:
+        defaults["concurrency"] = server["servers"] * server.get("n_parallel", 1)
     local.start_local_judge(**server)
 
 
@@ -139,28 +154,53 @@ def trace_requests(path: str) -> None:
     transport.Transport._post_chat = post_chat  # type: ignore[method-assign]
 
 
-def replay(settings: dict[str, Any], started: float) -> None:
-    """Send the chat bodies a `--trace` file recorded, in its order, as many at once as the
-    server has slots: the server's settings compared on identical work (no stage waits)."""
-    import concurrent.futures
+def sender() -> Any:
+    """A function posting one chat body to a free server of the embedded judge (the first
+    one free; a thread waits while every server has as many requests as the judge's
+    concurrency gives it)."""
+    import threading
     import urllib.request
 
     from ragframe.judge import local
 
-    url = local.start_local_judge() if local._base_url is None else local._base_url
-    lines = [json.loads(x) for x in Path(settings["replay"]).read_text().splitlines()]
-    bodies = [x["body"] for x in sorted(lines, key=lambda x: x["t"])]
+    local.start_local_judge()
+    urls = local.local_judge_urls()
+    per_server = max(1, int(local.LOCAL_DEFAULTS["concurrency"]) // len(urls))
+    free = [url for url in urls for _ in range(per_server)]
+    ready = threading.Condition()
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def send(body: dict[str, Any]) -> dict[str, Any]:
-        request = urllib.request.Request(
-            url + "/chat/completions",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with opener.open(request, timeout=600) as response:
-            return json.loads(response.read())  # type: ignore[no-any-return]
+        with ready:
+            while not free:
+                ready.wait()
+            url = free.pop(0)
+        try:
+            request = urllib.request.Request(
+                url + "/chat/completions",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            with opener.open(request, timeout=600) as response:
+                return json.loads(response.read())  # type: ignore[no-any-return]
+        finally:
+            with ready:
+                free.append(url)
+                ready.notify()
 
+    return send
+
+
+def replay(settings: dict[str, Any], started: float) -> None:
+    """Send the chat bodies a `--trace` file recorded, in its order, as many at once as the
+    judge's concurrency: the servers' settings compared on identical work (no stage waits)."""
+    import concurrent.futures
+
+    from ragframe.judge import local
+
+    send = sender()
+    lines = [json.loads(x) for x in Path(settings["replay"]).read_text().splitlines()]
+    bodies = [x["body"] for x in sorted(lines, key=lambda x: x["t"])][: settings.get("limit")]
     workers = local.LOCAL_DEFAULTS["concurrency"]
     for attempt in range(settings["repeat"]):
         t0 = time.perf_counter()
@@ -184,27 +224,19 @@ def replay(settings: dict[str, Any], started: float) -> None:
 
 def rates(settings: dict[str, Any]) -> None:
     """llama.cpp's own speed on this machine: prefill (a long prompt, one token out) and
-    generation with 1..slots requests decoded together, as tokens per wall second and per
-    CPU second of this process (the latter barely moves when other programs load the cores)."""
+    generation with 1..concurrency requests at once (spread over the servers), as tokens per
+    wall second and per CPU second of this process (the latter barely moves when other
+    programs load the cores)."""
     import concurrent.futures
-    import urllib.request
 
     from ragframe.judge import local
 
-    url = local._base_url or local.start_local_judge()
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    post = sender()
     text = pl.read_parquet(SAMPLE)["contexts"].list.join("\n").str.join("\n")[0]
 
     def send(prompt: str, max_tokens: int) -> dict[str, Any]:
         body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens}
-        body |= {"temperature": 0, "model": local.LOCAL_MODEL}
-        request = urllib.request.Request(
-            url + "/chat/completions",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with opener.open(request, timeout=600) as response:
-            return json.loads(response.read())  # type: ignore[no-any-return]
+        return post(body | {"temperature": 0, "model": local.LOCAL_MODEL})  # type: ignore[no-any-return]
 
     def timed(prompts: list[str], max_tokens: int, key: str) -> dict[str, Any]:
         w0, c0 = time.perf_counter(), time.process_time()
@@ -248,7 +280,8 @@ def child(settings: dict[str, Any]) -> None:
     frame = pl.read_parquet(settings["input"])
     for attempt in range(settings["repeat"]):
         with tempfile.TemporaryDirectory() as tmp:
-            judge = ragframe.Judge(cache=Path(tmp) / "cache.sqlite3", progress=False)
+            options = settings.get("judge") or {}
+            judge = ragframe.Judge(cache=Path(tmp) / "cache.sqlite3", progress=False, **options)
             t1 = time.perf_counter()
             result = ragframe.run(frame, settings["metrics"], judge=judge)
             run_s = time.perf_counter() - t1
@@ -353,12 +386,18 @@ def main() -> None:
     parser.add_argument("--cli", action="store_true", help="run the README command itself")
     parser.add_argument("--rows", type=int, default=20, help="first N rows of the sample")
     parser.add_argument("--metrics", default=",".join(CORE))
-    parser.add_argument("--slots", type=int, help="llama.cpp slots (n_parallel)")
-    parser.add_argument("--threads", type=int, help="llama.cpp threads")
+    parser.add_argument("--servers", type=int, help="llama.cpp servers (default: one per CPU)")
+    parser.add_argument(
+        "--quant", type=str.upper, help="weights: Q4_0 (default), Q4_1 (as shipped), Q8_0, F16..."
+    )
+    parser.add_argument("--limit", type=int, help="--replay: only the first N requests")
+    parser.add_argument("--slots", type=int, help="llama.cpp slots per server (n_parallel)")
+    parser.add_argument("--threads", type=int, help="llama.cpp threads per server")
     parser.add_argument("--ctx", type=int, help="context tokens per slot")
     parser.add_argument("--max-tokens", type=int, help="LOCAL_DEFAULTS max_tokens")
     parser.add_argument("--bounds", help="LOCAL_DEFAULTS output_bounds: items,chars")
     parser.add_argument("--set", action="append", default=[], help="CommonParams name=value")
+    parser.add_argument("--judge", action="append", default=[], help="Judge argument name=value")
     parser.add_argument("--repeat", type=int, default=1, help="runs from fresh caches")
     parser.add_argument("--restart", action="store_true", help="each repeat in a new process")
     parser.add_argument("--json", type=Path, help="also append the results to this file")
@@ -378,6 +417,9 @@ def main() -> None:
                 "input": str(rows_file(args.rows, folder)),
                 "metrics": args.metrics.split(","),
                 "slots": args.slots,
+                "servers": args.servers,
+                "quant": args.quant,
+                "limit": args.limit,
                 "threads": args.threads,
                 "ctx": args.ctx,
                 "max_tokens": args.max_tokens,
@@ -386,6 +428,7 @@ def main() -> None:
                 "trace": str(args.trace.resolve()) if args.trace else None,
                 "replay": str(args.replay.resolve()) if args.replay else None,
                 "rates": args.rates,
+                "judge": parse_set(args.judge),
             }
             processes = args.repeat if args.restart else 1
             settings["repeat"] = 1 if args.restart else args.repeat

@@ -18,7 +18,7 @@ PRICES: dict[str, tuple[float, float]] = {
     "text-embedding-3-small": (0.02, 0.0),
     "text-embedding-3-large": (0.13, 0.0),
     # Local judges cost nothing per token.
-    "smollm2-135m-instruct": (0.0, 0.0),
+    "smollm2-135m-instruct-q4_0": (0.0, 0.0),
 }
 
 

@@ -49,16 +49,17 @@ def test_embedded_judge_scores_the_sample(sample, monkeypatch, tmp_path):
         errors = out.filter(pl.col(name).is_null())[f"{name}_detail"].struct.field("error")
         assert errors.null_count() == 0  # every null says why
     assert result.stats.requests > 0
-    assert result.judge.describe()["model"] == "smollm2-135m-instruct"
+    assert result.judge.describe()["model"] == "smollm2-135m-instruct-q4_0"
     # Structurally the tiny model succeeds at most of it (the peers fail every metric on it).
     scored = sum(out[name].is_not_null().sum() for name in CORE)
     assert scored >= len(CORE) * rows.height // 2
 
 
 def test_embedded_judge_scores_the_same_twice(sample, monkeypatch, tmp_path):
-    """Temperature 0 from empty caches gives identical scores and details: on the same server
-    (whose own prompt cache has seen every prompt) and on a restarted one. llama.cpp's prompt
-    cache and flash attention each changed answers between such runs (see local._deterministic)."""
+    """Temperature 0 from empty caches gives identical scores and details: on the same servers
+    (which have seen every prompt) and on restarted ones. llama.cpp's prompt cache, sharing a
+    batch and the thread count each changed answers between such runs (see
+    local._deterministic)."""
     import ragframe
 
     _no_endpoint(monkeypatch)

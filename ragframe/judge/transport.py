@@ -124,10 +124,12 @@ class Transport:
         from openai import AsyncOpenAI
 
         judge = self.judge
+        http_client = None
         if judge.local:
-            from ragframe.judge.local import start_local_judge
+            from ragframe.judge.local import local_http_client, start_local_judge
 
             self._base_url = await asyncio.to_thread(start_local_judge)
+            http_client = local_http_client(judge.timeout)  # spread over its servers
         if judge.embedder is None and judge.embedding_model is None:
             judge.embedder = _local_embedder_or_none()
         self._client = AsyncOpenAI(
@@ -135,6 +137,7 @@ class Transport:
             api_key=judge._api_key or "not-needed",
             max_retries=0,
             timeout=judge.timeout,
+            http_client=http_client,
         )
         self._limiter = AdaptiveLimiter(
             judge.concurrency,
