@@ -55,7 +55,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--concurrency",
         type=int,
         default=16,
-        help="HTTP requests in flight (default: 16; the embedded judge: its slots)",
+        help="HTTP requests in flight (default: 16; the embedded judge: one per CPU, its servers)",
+    )
+    score.add_argument(
+        "--requests-per-minute",
+        type=float,
+        help="most requests sent per minute (default: no limit; with --ray, for the cluster)",
+    )
+    score.add_argument(
+        "--tokens-per-minute",
+        type=float,
+        help="most prompt and completion tokens per minute, estimated before each request "
+        "(default: no limit; with --ray, for the cluster)",
     )
     score.add_argument(
         "--timeout", type=float, default=120.0, help="seconds per request (default: 120)"
@@ -146,6 +157,8 @@ def _judge(args: argparse.Namespace) -> Any:
         base_url=args.base_url,
         embedding_model=args.embedding_model,
         concurrency=args.concurrency,
+        requests_per_minute=args.requests_per_minute,
+        tokens_per_minute=args.tokens_per_minute,
         timeout=args.timeout,
         cache=cache,
         fail_fast=args.fail_fast,

@@ -231,6 +231,10 @@ class Judge:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ConfigError(f"{name} must be positive or None, got {value}")
+        for name in ("requests_per_minute", "tokens_per_minute"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"{name} must be more than 0 or None (no limit), got {value}")
         if self.structured not in ("auto", *MODES):
             raise ConfigError(
                 f"structured must be auto, {', '.join(MODES)}; got {self.structured!r}"

@@ -1,0 +1,57 @@
+"""`ragframe score --requests-per-minute/--tokens-per-minute`: the API's rate limits on the
+command line, checked on what the fake server received."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ragframe.cli import main
+from ragframe.testing.server import FakeServer
+
+
+def _log(path: Path, n: int) -> Path:
+    pl.DataFrame(
+        {
+            "question": [f"Question {i}?" for i in range(n)],
+            "answer": [f"Answer {i}." for i in range(n)],
+            "contexts": [[f"Context {i}."] for i in range(n)],
+            "ground_truth": [f"Truth {i}." for i in range(n)],
+        }
+    ).write_parquet(path)
+    return path
+
+
+def _argv(server: FakeServer, tmp_path: Path, *extra: str) -> list[str]:
+    source = _log(tmp_path / "log.parquet", 6)
+    argv = ["score", str(source), "-o", str(tmp_path / "out.parquet"), "--overwrite"]
+    argv += ["--metrics", "context_recall", "--model", "fake-judge"]
+    argv += ["--base-url", server.base_url, "--no-progress", "--no-cache"]
+    return [*argv, *extra]
+
+
+def test_requests_per_minute_spaces_the_requests(server, tmp_path):
+    # 120 a minute: a bucket of one second's worth (2 requests) at the start, then one
+    # every 0.5 s, however fast the server answers.
+    assert main(_argv(server, tmp_path, "--requests-per-minute", "120")) == 0
+    starts = sorted(r.started for r in server.requests if r.path.endswith("/chat/completions"))
+    assert len(starts) == 6
+    assert starts[-1] - starts[0] >= 4 * 0.5 * 0.95  # four waits of 0.5 s (clock slack)
+
+
+def test_without_a_limit_the_requests_are_not_spaced(server, tmp_path):
+    """The same run unlimited is sent at once (concurrency 16 > 6 rows): the test above can
+    fail."""
+    assert main(_argv(server, tmp_path)) == 0
+    starts = sorted(r.started for r in server.requests if r.path.endswith("/chat/completions"))
+    assert len(starts) == 6 and starts[-1] - starts[0] < 0.45
+
+
+@pytest.mark.parametrize("flag", ["--requests-per-minute", "--tokens-per-minute"])
+def test_a_limit_of_zero_is_refused_before_any_request(server, tmp_path, capsys, flag):
+    assert main(_argv(server, tmp_path, flag, "0")) != 0
+    name = flag.removeprefix("--").replace("-", "_")
+    assert f"{name} must be more than 0" in capsys.readouterr().err
+    assert server.requests == []
