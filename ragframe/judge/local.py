@@ -26,6 +26,7 @@ Quirks of this server that callers should know (xllamacpp 2026.10, llama.cpp wit
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import json
 import os
@@ -268,7 +269,8 @@ def _weights() -> Path:
                 f"could not convert {source} to Q4_0 with gguf: {err}"
             ) from err
         finally:
-            partial.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # gone after os.replace, or never made
+                partial.unlink()
     raise LocalJudgeUnavailable(
         f"could not write the embedded judge's Q4_0 weights under {_models_dir()} or the "
         "temporary directory: set XDG_CACHE_HOME to a writable folder"
