@@ -330,7 +330,9 @@ async def arun(
     if repeats > 1:  # k runs at the judge's seed + 0..k-1, combined (see ragframe.repeats)
         from ragframe.repeats import score_repeats
 
-        repeated = await score_repeats(frame, metric_list, judge, repeats, columns=columns)
+        repeated = await score_repeats(
+            frame, metric_list, judge, repeats, columns=columns, seed=seed
+        )
         extra["repeats"] = repeated.summary
         seconds = loop.time() - t0
         return RunResult(
@@ -357,6 +359,7 @@ async def aestimate(
     sample: int | None = None,
     seed: int = 0,
     reasons: bool | None = None,
+    repeats: int = 1,
 ) -> dict[str, Any]:
     """What scoring `data` would send, without sending anything (a dry run).
 
@@ -365,42 +368,52 @@ async def aestimate(
     are counted at a typical size. Embedding requests are not counted (they are cheap). A file
     (Parquet, JSON Lines or CSV) is counted `chunk_rows` rows at a time, in the memory a
     streamed run needs; identical prompts are counted once within a chunk (and a frame), once
-    per chunk across chunks, so for a file with repeats the figure is an upper bound.
+    per chunk across chunks, so for a file with repeats the figure is an upper bound. With
+    `repeats` k, each repeat's requests are counted at its own judge seed, as `run` sends them
+    (their cached answers are free too).
     """
+    from ragframe.repeats import check_repeats, repeat_judges
+
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
+    repeats = check_repeats(repeats)
     judge = judge if judge is not None else Judge()
     # `head`: what validation looks at (the columns and types; rows are not needed).
+    source = None
     if sample is not None:
         head, _ = sampled_frame(data, sample, seed, columns)
-        chunks: Iterable[pl.DataFrame] = [head]
     elif isinstance(data, str | Path):
         source = open_input(data, list_columns=list_columns(columns))
         head = source.schema_frame()
-        chunks = source.chunks(chunk_rows)
     else:
         head = load_frame(data, columns)
-        chunks = [head]
     metric_list = prepare_metrics(choose_metrics(metrics, head.columns, columns), judge, reasons)
     check_run(head, metric_list, columns, judge)
-    session = judge.session(backend="dry")
+    totals: dict[str, int] = {}
     rows = 0
-    for chunk in chunks:
-        await score_frame(chunk, metric_list, session, columns)
-        session.forget()
-        rows += chunk.height
+    for one in repeat_judges(judge, repeats):
+        session = one.session(backend="dry")
+        chunks: Iterable[pl.DataFrame] = [head] if source is None else source.chunks(chunk_rows)
+        rows = 0
+        for chunk in chunks:
+            await score_frame(chunk, metric_list, session, columns)
+            session.forget()
+            rows += chunk.height
+        for key, value in session.estimate.items():
+            totals[key] = totals.get(key, 0) + value
     from ragframe.pricing import cost
 
-    estimate = session.estimate
-    dollars = cost(judge.price, estimate["prompt_tokens"], estimate["completion_tokens"])
+    prompt, completion = totals.get("prompt_tokens", 0), totals.get("completion_tokens", 0)
+    dollars = cost(judge.price, prompt, completion)
     return {
         "rows": rows,
-        "requests": estimate["requests"],
+        "repeats": repeats,
+        "requests": totals.get("requests", 0),
         "requests_by_task": {
-            k.split(":", 1)[1]: v for k, v in estimate.items() if k.startswith("requests:")
+            k.split(":", 1)[1]: v for k, v in totals.items() if k.startswith("requests:")
         },
-        "prompt_tokens": estimate["prompt_tokens"],
-        "completion_tokens": estimate["completion_tokens"],
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
         "model": judge.model,
         "cost_usd": None if dollars is None else round(dollars, 6),
     }
@@ -416,6 +429,7 @@ def estimate(
     sample: int | None = None,
     seed: int = 0,
     reasons: bool | None = None,
+    repeats: int = 1,
 ) -> dict[str, Any]:
     """Estimate requests, tokens and cost before any request is sent (`--dry-run`)."""
     return run_sync(  # type: ignore[no-any-return]
@@ -428,6 +442,7 @@ def estimate(
             sample=sample,
             seed=seed,
             reasons=reasons,
+            repeats=repeats,
         )
     )
 

@@ -252,3 +252,64 @@ def test_run_with_repeats_reports_them(scripted, make_judge, tmp_path):
     assert "retest ICC" in str(result)
     with pytest.raises(ConfigError, match="repeats"):
         ragframe.run(frame(1), [Faithfulness()], judge=judge, repeats=0)
+
+
+def test_the_estimate_counts_every_repeat_and_what_each_has_cached(scripted, make_judge):
+    """A dry run with repeats counts each repeat's requests at its own seed: k times a single
+    run's from an empty cache; after a run of 2 repeats, only the third's."""
+    judge = make_judge(seed=BASE_SEED, temperature=0.7, cache=True)
+    one = ragframe.estimate(frame(6), [Faithfulness()], judge=judge)
+    three = ragframe.estimate(frame(6), [Faithfulness()], judge=judge, repeats=3)
+    assert one["repeats"] == 1 and three["repeats"] == 3
+    assert three["requests"] == 3 * one["requests"] == 3 * 2 * 6
+    assert three["prompt_tokens"] == 3 * one["prompt_tokens"]
+    assert scripted.count() == 0  # nothing sent
+    ragframe.run(frame(6), [Faithfulness()], judge=judge, repeats=2)
+    after = ragframe.estimate(frame(6), [Faithfulness()], judge=judge, repeats=3)
+    assert after["requests"] == one["requests"]  # repeats 0 and 1 are cached
+
+
+def test_the_runs_seed_seeds_the_repeats_bootstrap(scripted, make_judge, monkeypatch):
+    import ragframe.repeats as module
+
+    seen: list[int] = []
+    original = module.repeat_summary
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["seed"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "repeat_summary", spy)
+    judge = make_judge(seed=BASE_SEED, temperature=0.7)
+    ragframe.run(frame(6), [Faithfulness()], judge=judge, repeats=3, seed=5)
+    assert seen == [5]
+
+
+def test_the_dry_run_line_names_the_repeats(scripted, tmp_path, capsys):
+    from ragframe.cli import main
+
+    source = tmp_path / "log.parquet"
+    frame(6).write_parquet(source)
+    argv = ["score", str(source), "-o", str(tmp_path / "out.parquet"), "--dry-run"]
+    argv += ["--metrics", "faithfulness", "--model", "fake-judge", "--no-cache"]
+    argv += ["--base-url", scripted.base_url, "--repeats", "3", "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "estimate: 36 requests" in out and "6 rows x 3 repeats" in out
+    assert scripted.count() == 0
+
+
+def test_repeats_at_a_temperature_from_the_command_line(server, tmp_path):
+    from ragframe.cli import main
+
+    source, target = tmp_path / "log.parquet", tmp_path / "out.parquet"
+    frame(6).write_parquet(source)
+    argv = ["score", str(source), "-o", str(target), "--metrics", "faithfulness"]
+    argv += ["--model", "fake-judge", "--no-cache", "--base-url", server.base_url]
+    argv += ["--repeats", "2", "--temperature", "0.7", "--no-progress"]
+    assert main(argv) == 0
+    assert {b["temperature"] for b in server.chat_requests} == {0.7}
+    assert seeds_sent(server) == {0, 1}  # the default judge seed 0, then 1
+    assert pl.read_parquet(target)["faithfulness_repeats"].list.len().to_list() == [2] * 6
+    with pytest.raises(ConfigError, match="temperature must be 0 or more"):
+        ragframe.Judge(temperature=-0.1)

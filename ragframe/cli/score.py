@@ -58,6 +58,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="HTTP requests in flight (default: 16; the embedded judge: one per CPU, its servers)",
     )
     score.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="the judge's sampling temperature (default: 0; above 0 with --repeats, to "
+        "measure sampling noise)",
+    )
+    score.add_argument(
         "--requests-per-minute",
         type=float,
         help="most requests sent per minute (default: no limit; with --ray, for the cluster)",
@@ -157,6 +164,7 @@ def _judge(args: argparse.Namespace) -> Any:
         base_url=args.base_url,
         embedding_model=args.embedding_model,
         concurrency=args.concurrency,
+        temperature=args.temperature,
         requests_per_minute=args.requests_per_minute,
         tokens_per_minute=args.tokens_per_minute,
         timeout=args.timeout,
@@ -311,12 +319,14 @@ def _estimate_says_stop(
         chunk_rows=args.chunk_rows,
         sample=args.sample,
         seed=args.seed,
+        repeats=args.repeats,
     )
     which = f"a sample of {guess['rows']}" if args.sample is not None else f"{guess['rows']}"
+    times = f" x {guess['repeats']} repeats" if guess["repeats"] > 1 else ""
     print(
         f"estimate: {guess['requests']} requests, {guess['prompt_tokens']} prompt + "
         f"{guess['completion_tokens']} completion tokens, {_dollars(guess['cost_usd'])} for "
-        f"{which} rows on {guess['model']} (cached answers are free and not counted)"
+        f"{which} rows{times} on {guess['model']} (cached answers are free and not counted)"
     )
     if args.dry_run:
         return True

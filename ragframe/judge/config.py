@@ -223,6 +223,8 @@ class Judge:
         """Refuse settings no run can use, before any request."""
         if self.concurrency < 1:
             raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.temperature < 0:
+            raise ConfigError(f"temperature must be 0 or more, got {self.temperature}")
         if self.rate_limit_wait < 0:
             raise ConfigError(
                 f"rate_limit_wait must be 0 or more seconds, got {self.rate_limit_wait}"
