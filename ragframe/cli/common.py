@@ -4,6 +4,8 @@ other nor names from the package's `__init__`, so no import cycle can form."""
 
 from __future__ import annotations
 
+import argparse
+import math
 import re
 import sys
 from collections.abc import Iterator
@@ -34,18 +36,93 @@ __all__ = [
     "EXIT_OK",
     "EXIT_STOPPED_WAITING",
     "LOCAL_WARNING",
+    "confidence_level",
     "endpoint_error",
     "endpoint_named",
     "format_summary",
+    "int_at_least",
+    "non_negative_float",
+    "non_negative_int",
     "one_line",
     "parse_columns",
     "parse_metrics",
+    "positive_float",
+    "positive_int",
     "refuse_input_as_output",
     "refuse_non_parquet_output",
     "report_failed_metrics",
 ]
 
 CORE_METRICS = "faithfulness,answer_relevancy,context_precision,context_recall"
+
+
+# Numeric option types. argparse calls them while parsing, so a bad value stops the command with
+# exit status 2 and `ragframe X: error: argument --timeout: must be ...` before any file is read
+# or any request sent (`--timeout 0` used to retry every request six times, then write nulls).
+# Each carries `rule` (what it accepts, for the message and the docs) and `rejects` (values it
+# refuses, which the table-driven test feeds to every option that uses it).
+
+
+def _number(text: str, kind: type, rule: str) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
+    return value
+
+
+def int_at_least(minimum: int) -> Any:
+    """An argparse type: a whole number >= `minimum`."""
+    rule = f"a whole number {minimum} or more"
+
+    def check(text: str) -> int:
+        value = int(_number(text, int, rule))
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
+        return value
+
+    check.__name__ = f"int_at_least_{minimum}"
+    check.rule = rule  # type: ignore[attr-defined]
+    check.rejects = (str(minimum - 1), "1.5", "x")  # type: ignore[attr-defined]
+    return check
+
+
+positive_int = int_at_least(1)
+"""An argparse type: a whole number 1 or more (counts: concurrency, rows, repeats, attempts)."""
+non_negative_int = int_at_least(0)
+"""An argparse type: a whole number 0 or more (seeds; rows shown, where 0 shows none)."""
+
+
+def _float_type(name: str, rule: str, accepts: Any, rejects: tuple[str, ...]) -> Any:
+    def check(text: str) -> float:
+        value = float(_number(text, float, rule))
+        if not accepts(value):
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
+        return value
+
+    check.__name__ = name
+    check.rule = rule  # type: ignore[attr-defined]
+    check.rejects = rejects  # type: ignore[attr-defined]
+    return check
+
+
+positive_float = _float_type(
+    "positive_float", "a finite number above 0", lambda v: v > 0, ("0", "-1", "nan", "inf")
+)
+"""An argparse type: a finite number > 0 (seconds, rates)."""
+non_negative_float = _float_type(
+    "non_negative_float", "a finite number 0 or more", lambda v: v >= 0, ("-1", "nan", "inf")
+)
+"""An argparse type: a finite number >= 0 (dollars, temperature, seconds to wait)."""
+confidence_level = _float_type(
+    "confidence_level",
+    "a confidence level strictly between 0 and 1, e.g. 0.95",
+    lambda v: 0 < v < 1,
+    ("0", "1", "95", "-0.5", "nan"),
+)
+"""An argparse type: a confidence level, 0 < level < 1 (95 is refused, not read as 95 %)."""
 
 
 def parse_columns(text: str | None) -> dict[str, str] | None:
