@@ -266,8 +266,8 @@ def test_claim_level_agreement_with_a_judge_that_agrees_with_the_experts(
 
     server.handler = router(faithfulness_verify=verify)
     result = jb.run_bench(jb_judge(server), ["expertqa"], ["faithfulness"], 12)
-    if jb.CLAIMS_SET in result.skipped:
-        pytest.xfail(f"bring your own claims not wired through ragframe.run yet: {result.skipped}")
+    # Faithfulness takes the given claims: the claims set must run, not be skipped.
+    assert jb.CLAIMS_SET not in result.skipped, result.skipped
     claims = result.table.filter((pl.col("unit") == "claim") & (pl.col("figure") == "kappa"))
     assert claims["value"].item() == 1.0
     assert claims["n"].item() == sum(len(c) for c in rows["expert_claims"].to_list())
