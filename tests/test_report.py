@@ -31,7 +31,7 @@ pytest.importorskip(
 )
 pytest.importorskip("vl_convert", reason="the report extra is not installed")
 
-from ragframe import Judge, run
+from ragframe import Judge, compare, run
 from ragframe.errors import ConfigError, InputError
 from ragframe.io import read_metadata, write_parquet
 from ragframe.report import report
@@ -719,7 +719,6 @@ def degrade(frame: pl.DataFrame) -> pl.DataFrame:
 def test_report_against_another_run(
     chromium: str, make_judge: Callable[..., Judge], tmp_path: Path
 ) -> None:
-    compare = pytest.importorskip("ragframe.compare", reason="ragframe.compare is missing").compare
     rows = pl.read_parquet(DATA / "sample.parquet").head(10)
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     run(rows, ["faithfulness", "context_recall"], judge=make_judge()).write_parquet(a)
