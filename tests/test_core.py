@@ -17,6 +17,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from conftest import fenced, reply, router, task_name
+from polars.testing import assert_frame_equal
 
 import ragframe
 from ragframe import (
@@ -680,28 +681,35 @@ def test_text_that_python_strips_to_nothing_is_missing_input(server, judge):
 
 
 def test_peer_column_names_and_mapping(server, judge):
-    ragas = frame().rename(
-        {
-            "question": "user_input",
-            "answer": "response",
-            "contexts": "retrieved_contexts",
-            "ground_truth": "reference",
-        }
-    )
-    out = ragframe.evaluate(ragas, ["context_recall"], judge=judge)
-    assert out.columns[:4] == ragas.columns and out["context_recall"][0] is not None
-    deepeval = frame().rename(
-        {
-            "question": "input",
-            "answer": "actual_output",
-            "contexts": "retrieval_context",
-            "ground_truth": "expected_output",
-        }
-    )
-    assert ragframe.evaluate(deepeval, ["faithfulness"], judge=judge)["faithfulness"][0] is not None
-    mine = frame().rename({"question": "prompt"})
-    out = ragframe.evaluate(mine, ["faithfulness"], judge=judge, columns={"question": "prompt"})
-    assert out["faithfulness"][0] is not None
+    """ragas's and deepeval's column names, and a mapping given with `columns=`, score every
+    row exactly as the canonical names do: each score and its whole detail."""
+    data = frame(4)
+    metrics = ["faithfulness", "context_precision", "context_recall"]
+    outputs = [c for m in metrics for c in (m, f"{m}_detail")]
+    expected = ragframe.evaluate(data, metrics, judge=judge).select(outputs)
+    assert all(expected[m].null_count() == 0 for m in metrics)  # every row scored
+
+    def check(renamed: pl.DataFrame, **options: Any) -> None:
+        out = ragframe.evaluate(renamed, metrics, judge=judge, **options)
+        assert out.columns[: renamed.width] == renamed.columns and out.height == data.height
+        assert_frame_equal(out.select(outputs), expected)
+
+    ragas = {
+        "question": "user_input",
+        "answer": "response",
+        "contexts": "retrieved_contexts",
+        "ground_truth": "reference",
+    }
+    deepeval = {
+        "question": "input",
+        "answer": "actual_output",
+        "contexts": "retrieval_context",
+        "ground_truth": "expected_output",
+    }
+    mine = {"question": "prompt", "answer": "reply", "contexts": "docs", "ground_truth": "gold"}
+    check(data.rename(ragas))
+    check(data.rename(deepeval))
+    check(data.rename(mine), columns=mine)
 
 
 def test_accepts_lazy_pandas_and_parquet_path(server, judge, tmp_path):
