@@ -1,0 +1,254 @@
+"""PPI++ human estimates: agreement with ppi_py, coverage by simulation, the frame API."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from ragframe.decide.human import (
+    human_estimate,
+    human_estimate_difference,
+    labels_needed,
+    ppi_mean,
+    read_labels,
+)
+from ragframe.errors import InputError
+
+ppi_py = pytest.importorskip("ppi_py")
+
+S, N = 500, 10_000
+LEVEL = 0.95
+
+
+def _data(rng: np.random.Generator, n_total: int, n: int) -> tuple[np.ndarray, ...]:
+    f = rng.uniform(size=n_total)
+    y = (rng.uniform(size=n_total) < 0.1 + 0.8 * f).astype(float)
+    idx = rng.choice(n_total, n, replace=False)
+    return y[idx], f[idx], f
+
+
+@pytest.mark.parametrize("lam", [None, 1.0, 0.0])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_matches_ppi_py(lam: float | None, weighted: bool) -> None:
+    rng = np.random.default_rng(7)
+    y, fl, fa = _data(rng, 3000, 120)
+    w = rng.uniform(0.5, 4.0, size=y.size) if weighted else None
+    ours = ppi_mean(y, fl, fa, lam=lam, w=w, level=0.9, interval="normal")
+    low, high = ppi_py.ppi_mean_ci(y, fl, fa, alpha=0.1, lam=lam, w=w)
+    point = ppi_py.ppi_mean_pointestimate(y, fl, fa, lam=lam, w=w)
+    assert float(ours.low) == pytest.approx(float(low[0]), abs=1e-6)
+    assert float(ours.high) == pytest.approx(float(high[0]), abs=1e-6)
+    assert float(ours.estimate) == pytest.approx(float(np.ravel(point)[0]), abs=1e-6)
+
+
+def test_frame_api_matches_ppi_py() -> None:
+    rng = np.random.default_rng(3)
+    f = rng.uniform(size=2000)
+    y = (rng.uniform(size=2000) < f).astype(float)
+    idx = rng.choice(2000, 150, replace=False)
+    scored = pl.DataFrame({"id": np.arange(2000), "faithfulness": f})
+    labels = pl.DataFrame({"id": idx, "faithful": y[idx].astype(bool)})
+    table = human_estimate(scored, labels, interval="normal")
+    row = table.filter(pl.col("method") == "ppi++").row(0, named=True)
+    low, high = ppi_py.ppi_mean_ci(y[idx], f[idx], f, alpha=0.05)
+    assert row["ci_low"] == pytest.approx(float(low[0]), abs=1e-6)
+    assert row["ci_high"] == pytest.approx(float(high[0]), abs=1e-6)
+    assert (row["n_labelled"], row["n_scored"], row["level"]) == (150, 2000, 0.95)
+    only = table.filter(pl.col("method") == "labels_only").row(0, named=True)
+    assert only["estimate"] == pytest.approx(y[idx].mean())
+    assert row["effective_n"] == pytest.approx(150 * only["se"] ** 2 / row["se"] ** 2)
+    assert row["effective_n"] > 150  # an informative judge is worth labels
+    assert table["method"].to_list() == ["ppi++", "judge_only", "labels_only"]
+
+
+def _simulate(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """S logs of N rows; three judges: unbiased, lenient by +0.15 on the rate, uninformative."""
+    x = rng.random((S, N))
+    q = np.where(x < 0.3, 0.1, np.where(x < 0.7, 0.5, 0.8))  # P(label true), rate 0.47
+    y = (rng.random((S, N)) < q).astype(float)
+    judges = {
+        "unbiased": q,
+        "lenient": q + 0.15,
+        "uninformative": 0.4 + 0.2 * rng.random((S, N)),
+    }
+    return y, y.mean(axis=1), judges
+
+
+def _covers(low: np.ndarray, high: np.ndarray, truth: np.ndarray) -> float:
+    return float(((low <= truth) & (truth <= high)).mean())
+
+
+def test_coverage_by_simulation() -> None:
+    rng = np.random.default_rng(20)
+    y, truth, judges = _simulate(rng)
+    order = np.argsort(rng.random((S, N)), axis=1)  # a uniform draw per log; n nested
+    z = 1.959963984540054
+    for name, f in judges.items():
+        assert abs(float((f - y).mean()) - {"unbiased": 0, "lenient": 0.15}.get(name, 0.03)) < 0.01
+        judge_low = f.mean(1) - z * f.std(1, ddof=1) / np.sqrt(N)
+        judge_high = f.mean(1) + z * f.std(1, ddof=1) / np.sqrt(N)
+        judge_cover = _covers(judge_low, judge_high, truth)
+        for n in (50, 150, 500):
+            idx = order[:, :n]
+            yl, fl = np.take_along_axis(y, idx, 1), np.take_along_axis(f, idx, 1)
+            ppi = ppi_mean(yl, fl, f, level=LEVEL)
+            only = ppi_mean(yl, fl, f, lam=0.0, level=LEVEL)
+            cover = _covers(ppi.low, ppi.high, truth)
+            assert cover >= 0.93, (name, n, cover)
+            ratio = float((ppi.high - ppi.low).mean() / (only.high - only.low).mean())
+            if name == "uninformative":
+                assert ratio <= 1.01, (name, n, ratio)
+            else:
+                assert ratio < 0.85, (name, n, ratio)
+        if name == "lenient":
+            assert judge_cover < 0.05  # the judge-only interval misses the people's rate
+    # An estimate from the lenient judge alone is off by its bias; PPI++ is not.
+    idx = order[:, :150]
+    f = judges["lenient"]
+    ppi = ppi_mean(np.take_along_axis(y, idx, 1), np.take_along_axis(f, idx, 1), f)
+    assert abs(float((ppi.estimate - truth).mean())) < 0.005
+
+
+def test_stratified_draw_stays_unbiased() -> None:
+    """Oversample the low-score stratum; the weights (1 / inclusion probability) keep the
+    estimate unbiased and the interval covering."""
+    rng = np.random.default_rng(5)
+    s, big_n = 500, 4000
+    x = rng.random((s, big_n))
+    stratum = (x >= 0.3).astype(int) + (x >= 0.7).astype(int)
+    q = np.array([0.1, 0.5, 0.8])[stratum]
+    y = (rng.random((s, big_n)) < q).astype(float)
+    f = np.array([0.1, 0.5, 1.0])[stratum]  # lenient on the high stratum only
+    truth = y.mean(1)
+    take = np.array([120, 60, 20])  # per stratum; stratum 2 is 30 % of rows, 10 % of labels
+    order = np.argsort(stratum + rng.random((s, big_n)), axis=1)  # strata contiguous
+    counts = np.stack([(stratum == h).sum(1) for h in range(3)], axis=1)
+    starts = np.concatenate([np.zeros((s, 1), int), np.cumsum(counts, 1)[:, :-1]], axis=1)
+    pos = np.concatenate([starts[:, [h]] + np.arange(take[h]) for h in range(3)], axis=1)
+    idx = np.take_along_axis(order, pos, 1)
+    w = np.concatenate([np.repeat(counts[:, [h]] / take[h], take[h], 1) for h in range(3)], 1)
+    yl, fl = np.take_along_axis(y, idx, 1), np.take_along_axis(f, idx, 1)
+    weighted = ppi_mean(yl, fl, f, w=w)
+    plain = ppi_mean(yl, fl, f)
+    assert abs(float((weighted.estimate - truth).mean())) < 0.005
+    assert _covers(weighted.low, weighted.high, truth) >= 0.93
+    assert abs(float((plain.estimate - truth).mean())) > 0.015  # unweighted: biased
+
+
+def _frames(n_rows: int = 400, n_labels: int = 120, seed: int = 1) -> tuple[pl.DataFrame, ...]:
+    rng = np.random.default_rng(seed)
+    f = rng.uniform(size=n_rows)
+    y = rng.uniform(size=n_rows) < f
+    scored = pl.DataFrame(
+        {
+            "id": [f"q{i}" for i in range(n_rows)],
+            "faithfulness": f,
+            "team": ["a", "b"] * (n_rows // 2),
+        }
+    )
+    idx = rng.choice(n_rows, n_labels, replace=False)
+    labels = pl.DataFrame({"id": [f"q{i}" for i in idx], "faithful": y[idx]})
+    return scored, labels
+
+
+def test_groups_nulls_and_notes() -> None:
+    scored, labels = _frames()
+    scored = scored.with_columns(
+        pl.when(pl.int_range(pl.len()) < 10)
+        .then(None)
+        .otherwise(pl.col("faithfulness"))
+        .alias("faithfulness")
+    )
+    table = human_estimate(scored, labels, by="team")
+    assert table.height == 6
+    assert set(table["team"]) == {"a", "b"}
+    first = table.filter((pl.col("team") == "a") & (pl.col("method") == "ppi++")).row(0, named=True)
+    assert first["n_scored"] == 195 and first["n_null_scores"] == 5
+    assert "5 rows with a null score" in first["note"]
+    assert table["n_labelled"].sum() // 3 <= 120
+    assert (table["ci_low"] <= table["estimate"]).all()
+
+
+def test_labels_from_a_filled_csv(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    scored, labels = _frames()
+    sheet = labels.with_columns(
+        pl.when(pl.col("faithful")).then(pl.lit("Yes")).otherwise(pl.lit("no")).alias("faithful")
+    )
+    sheet = pl.concat([sheet, pl.DataFrame({"id": ["q399"], "faithful": [""]})])
+    path = tmp_path / "sheet.csv"
+    sheet.write_csv(path)
+    read = read_labels(path, "id", "faithful")
+    assert read["faithful"].null_count() == 1 - int("q399" in labels["id"].to_list())
+    from_csv = human_estimate(scored, path)
+    from_frame = human_estimate(scored, labels)
+    assert from_csv["estimate"].to_list() == pytest.approx(from_frame["estimate"].to_list())
+    bad = tmp_path / "bad.csv"
+    sheet.with_columns(pl.lit("maybe").alias("faithful")).write_csv(bad)
+    with pytest.raises(InputError, match="maybe"):
+        human_estimate(scored, bad)
+
+
+def test_errors_name_the_fix() -> None:
+    scored, labels = _frames()
+    with pytest.raises(InputError, match="not in the frame's 'id'"):
+        human_estimate(
+            scored, pl.concat([labels, pl.DataFrame({"id": ["zz"], "faithful": [True]})])
+        )
+    with pytest.raises(InputError, match="row_index"):
+        human_estimate(scored.drop("id"), labels)
+    with pytest.raises(InputError, match="no column 'ok' in the labels"):
+        human_estimate(scored, labels, label="ok")
+    with pytest.raises(InputError, match="more than once"):
+        human_estimate(scored, pl.concat([labels, labels.head(1)]))
+
+
+def test_lower_is_better_is_turned_around() -> None:
+    scored, labels = _frames()
+    flipped = scored.select("id", (1 - pl.col("faithfulness")).alias("hallucination"))
+    table = human_estimate(flipped, labels, score="hallucination")
+    same = human_estimate(scored, labels)
+    assert table["estimate"].to_list() == pytest.approx(same["estimate"].to_list())
+
+
+def test_paired_difference() -> None:
+    rng = np.random.default_rng(9)
+    n_rows, n = 3000, 300
+    q = rng.uniform(0.2, 0.7, size=n_rows)
+    ya = rng.uniform(size=n_rows) < q
+    yb = rng.uniform(size=n_rows) < q + 0.2
+    keys = [str(i) for i in range(n_rows)]
+    a = pl.DataFrame({"id": keys, "faithfulness": q})
+    b = pl.DataFrame({"id": keys, "faithfulness": np.clip(q + 0.3, 0, 1)})  # b's judge: lenient
+    idx = rng.choice(n_rows, n, replace=False)
+    la = pl.DataFrame({"id": [keys[i] for i in idx], "faithful": ya[idx]})
+    lb = pl.DataFrame({"id": [keys[i] for i in idx[:-5]], "faithful": yb[idx[:-5]]})
+    table = human_estimate_difference(a, b, la, lb)
+    row = table.filter(pl.col("method") == "ppi++").row(0, named=True)
+    truth = float(yb.mean() - ya.mean())
+    assert row["ci_low"] <= truth <= row["ci_high"]
+    assert row["ci_low"] > 0  # people would find b more faithful, with an honest interval
+    assert row["n_labelled"] == n - 5 and row["n_scored"] == n_rows
+    assert "5 labels on one side only" in row["note"]
+    direct = ppi_mean(
+        (yb[idx[:-5]].astype(float) - ya[idx[:-5]]), np.full(n - 5, 0.3), np.full(n_rows, 0.3)
+    )
+    assert row["estimate"] == pytest.approx(float(direct.estimate))
+
+
+def test_labels_needed_reaches_the_width() -> None:
+    rng = np.random.default_rng(11)
+    big_n = 200_000
+    f = rng.uniform(size=big_n)
+    y = (rng.uniform(size=big_n) < f).astype(float)
+    plan = labels_needed(0.08, y[:60], f[:60], n_scored=big_n)
+    assert plan["n_batch"] == 60 and 0 < plan["correlation"] < 1
+    assert plan["n_needed"] < plan["n_labels_only"]
+    n = plan["n_needed"]
+    widths = []
+    for _ in range(20):
+        idx = rng.choice(big_n, n, replace=False)
+        got = ppi_mean(y[idx], f[idx], f)
+        widths.append(float(got.high - got.low))
+    assert np.mean(widths) == pytest.approx(0.08, rel=0.2)
+    assert labels_needed(0.08, y[:60], f[:60], n_scored=50)["n_needed"] is None
