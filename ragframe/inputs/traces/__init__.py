@@ -1,0 +1,249 @@
+"""Traces in, ragframe's frame out: one row per RAG turn (trace), with `question`, `answer`,
+`contexts` and the ids, times, model and token counts that let scores join back.
+
+    rows = read_traces("spans.jsonl", format="openinference")      # a LazyFrame
+    read = read_traces_report("spans.jsonl")                         # rows + skipped, eager
+
+Formats: `openinference` (SDK span JSON Lines, Phoenix span frames as Parquet / JSON Lines /
+DataFrame), `otel` (OTLP JSON, the Collector's file exporter), `langsmith` (run JSON Lines),
+`ragas` (EvaluationDataset JSON Lines / CSV) and `deepeval` (test-case JSON). The rules that
+turn spans into rows are in `ragframe.inputs.traces.assemble`.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import polars as pl
+
+from ragframe.errors import InputError
+from ragframe.inputs.traces import datasets, langsmith, openinference, otel
+from ragframe.inputs.traces.assemble import ROW_SCHEMA, SKIP_SCHEMA, assemble
+
+FORMATS = ("openinference", "otel", "langsmith", "ragas", "deepeval")
+Format = Literal["openinference", "otel", "langsmith", "ragas", "deepeval"]
+OnSkip = Literal["warn", "raise", "ignore"]
+
+__all__ = [
+    "FORMATS",
+    "ROW_SCHEMA",
+    "SKIP_SCHEMA",
+    "TraceRead",
+    "detect_format",
+    "read_traces",
+    "read_traces_report",
+    "scan_traces",
+]
+
+
+@dataclass
+class TraceRead:
+    """What a read gave: the rows to score and the spans or lines that formed no row."""
+
+    rows: pl.DataFrame
+    skipped: pl.DataFrame
+
+    def skipped_summary(self, limit: int = 5) -> str:
+        """One line per reason with its count, then the first few places (line, trace)."""
+        if self.skipped.height == 0:
+            return "nothing skipped"
+        counts = self.skipped.group_by("reason", maintain_order=True).len()
+        parts = [f"{n} × {reason}" for reason, n in counts.iter_rows()]
+        where = [
+            f"line {line} (trace {trace})" if trace else f"line {line}"
+            for _, trace, _, line in self.skipped.head(limit).iter_rows()
+        ]
+        return (
+            f"skipped {self.skipped.height}: "
+            + "; ".join(parts)
+            + " — first at "
+            + ", ".join(where)
+        )
+
+
+def _peek(path: Path) -> Any:
+    """The first JSON value of a file: a JSON Lines file's first line, else the whole file when
+    it is one JSON document (None when neither parses)."""
+    first = openinference.first_record(path)
+    if first is not None:
+        return first
+    try:
+        with path.open("rb") as handle:
+            return json.load(handle)
+    except ValueError:
+        return None
+
+
+def detect_format(source: str | Path | Any) -> Format:
+    """The format of a trace export or dataset, where it is unambiguous; else an InputError
+    that says which `format=` / `--from` values exist."""
+    if isinstance(source, (pl.DataFrame, pl.LazyFrame)) or type(source).__name__ == "DataFrame":
+        return "openinference"
+    path = Path(source)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    hint = f"pass format= (--from) one of {', '.join(FORMATS)}"
+    if path.suffix == ".parquet":
+        names = set(pl.read_parquet_schema(path))
+        if "context.span_id" in names:
+            return "openinference"
+        if "run_type" in names:
+            return "langsmith"
+        if "user_input" in names:
+            return "ragas"
+        raise InputError(f"{path}: a Parquet file that is no span frame or run export; {hint}")
+    if path.suffix == ".csv":
+        header = path.open(encoding="utf-8").readline()
+        if "user_input" in header:
+            return "ragas"
+        raise InputError(f"{path}: a CSV file without ragas' user_input column; {hint}")
+    value = _peek(path)
+    if isinstance(value, list):
+        value = value[0] if value and isinstance(value[0], dict) else {}
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: line 1 is not a JSON object; {hint}")
+    if "resourceSpans" in value or "resource_spans" in value:
+        return "otel"
+    if openinference.is_sdk_json(value) or openinference.is_phoenix_record(value):
+        return "openinference"
+    if "run_type" in value:
+        return "langsmith"
+    if "user_input" in value:
+        return "ragas"
+    if "actual_output" in value or "test_cases" in value or "testCases" in value:
+        return "deepeval"
+    raise InputError(
+        f"{path}: cannot tell the format from line 1's keys {sorted(value)[:8]}; {hint}"
+    )
+
+
+def _bad_json_lines(path: Path, *, require: str | None = None) -> list[tuple[int, str]]:
+    """(line, reason) of every non-empty line that is not a JSON object: one streaming Python
+    pass, run only after Polars refused the file."""
+    bad = []
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw)
+            except ValueError as exc:
+                bad.append((number, f"line is not JSON ({exc.msg} at column {exc.colno})"))
+                continue
+            if not isinstance(value, dict):
+                bad.append((number, "line is not a JSON object"))
+            elif require is not None and require not in value:
+                bad.append((number, f"line has no {require!r} key"))
+    return bad
+
+
+def _lines(path: Path) -> pl.LazyFrame:
+    """A JSON Lines file as (`n`: 1-based line number, `line`: text), empty lines left out."""
+    return pl.scan_lines(path, name="line", row_index_name="n", row_index_offset=1).filter(
+        pl.col("line").str.strip_chars() != ""
+    )
+
+
+def _with_bad_lines(
+    path: Path, build: Any, *, require: str | None = None
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """(rows, skipped) of `build(lines)`, collected; when Polars refuses a line, the lines that
+    are not JSON objects are found, listed as skipped and left out, and the rest read again."""
+    lines = _lines(path)
+    try:
+        rows, skipped = pl.collect_all(list(build(lines)))
+        return rows.lazy(), skipped.lazy()
+    except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as exc:
+        bad = _bad_json_lines(path, require=require)
+        if not bad:
+            raise InputError(f"{path}: could not be read as {require or 'spans'}: {exc}") from exc
+    numbers = [n for n, _ in bad]
+    rows, skipped = pl.collect_all(list(build(lines.filter(~pl.col("n").is_in(numbers)))))
+    listed = pl.DataFrame(
+        {
+            "reason": [r for _, r in bad],
+            "trace_id": [None] * len(bad),
+            "span_id": [None] * len(bad),
+            "line": numbers,
+        },
+        schema=SKIP_SCHEMA,
+    )
+    return rows.lazy(), pl.concat([listed, skipped]).lazy()
+
+
+def scan_traces(
+    source: str | Path | Any, format: Format | None = None
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """(rows, skipped), both lazy: sink the rows of a large export to Parquet without
+    collecting them. Files with malformed lines are checked eagerly; use
+    `read_traces_report` to have them listed."""
+    return _read(source, format, eager=False)
+
+
+def _read(
+    source: str | Path | Any, format: Format | None, *, eager: bool
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    fmt = format or detect_format(source)
+    if fmt not in FORMATS:
+        raise InputError(f"unknown trace format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if not isinstance(source, (str, Path)):
+        if fmt != "openinference":
+            raise InputError(f"a frame is read as a Phoenix span frame only, not as {fmt!r}")
+        frame = (
+            source
+            if isinstance(source, (pl.DataFrame, pl.LazyFrame))
+            else pl.from_pandas(source.reset_index() if source.index.name else source)
+        )
+        return assemble(openinference.from_frame(frame.lazy()))
+    path = Path(source)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if fmt in ("ragas", "deepeval"):
+        return datasets.read(path, fmt)
+    if fmt == "openinference":
+        first = openinference.first_record(path) if path.suffix != ".parquet" else None
+        if path.suffix == ".parquet" or (
+            first is not None and openinference.is_phoenix_record(first)
+        ):
+            return assemble(openinference.from_frame(openinference.read_phoenix_file(path)))
+
+        def build(lines: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+            return assemble(openinference.scan_jsonl(lines, pl.col("n")))
+
+        return _with_bad_lines(path, build) if eager else build(_lines(path))
+    if fmt == "otel":
+        build = lambda ls: assemble(otel.scan_otlp(ls))  # noqa: E731
+        return (
+            _with_bad_lines(path, build, require="resourceSpans") if eager else build(_lines(path))
+        )
+    build = lambda ls: assemble(langsmith.scan_runs(ls))  # noqa: E731
+    return _with_bad_lines(path, build, require="id") if eager else build(_lines(path))
+
+
+def read_traces_report(source: str | Path | Any, format: Format | None = None) -> TraceRead:
+    """Read an export: the rows (ROW_SCHEMA) and every span, line or trace that formed none
+    (SKIP_SCHEMA: reason, trace_id, span_id, line)."""
+    rows, skipped = pl.collect_all(list(_read(source, format, eager=True)))
+    return TraceRead(rows, skipped.sort("line", nulls_last=True))
+
+
+def read_traces(
+    source: str | Path | Any, format: Format | None = None, *, on_skip: OnSkip = "warn"
+) -> pl.LazyFrame:
+    """The rows of a trace export or dataset, as a LazyFrame ragframe scores as is.
+
+    on_skip : what to do when spans, lines or traces formed no row: "warn" (a warning with the
+        counts by reason and where the first are), "raise" (an InputError saying the same),
+        "ignore". `read_traces_report` returns them as a frame.
+    """
+    read = read_traces_report(source, format)
+    if read.skipped.height and on_skip != "ignore":
+        message = f"{source}: {read.skipped_summary()}"
+        if on_skip == "raise":
+            raise InputError(message + " (pass on_skip='warn' to read the rest)")
+        warnings.warn(message, stacklevel=2)
+    return read.rows.lazy()

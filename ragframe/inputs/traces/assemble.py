@@ -1,0 +1,251 @@
+"""From spans to rows: one row per trace (one RAG turn), with the rules below.
+
+Every reader (OpenInference, OTLP JSON, LangSmith) first turns its export into the same span
+frame (`SPAN_SCHEMA`: ids, kind, times, input / output text, the last user and assistant
+messages of an LLM span, retrieved documents, model and token counts, the source line). This
+module groups that frame by trace id, lazily, and applies one set of rules:
+
+answer
+    The output of the trace's outermost CHAIN or AGENT span that has one: the root span (no
+    parent) first, else the one that starts first (ties: the one that ends last). When no
+    such span has an output, the last LLM span's output by end time (its last assistant
+    message, else `output.value`). `span_id`, `start_time`, `end_time` and `latency_ms` are
+    that span's, so scores exported later land on the span the answer came from.
+question
+    The same span's input (`input.value`, the question field when it is JSON); for an LLM
+    span, its last user message.
+contexts
+    The documents of every RETRIEVER span of the trace, in order of span start time (ties:
+    source line), then document position; several retrievals are concatenated, counted in
+    `retrievals` and named in `note`. No retriever span: an empty list and the note
+    "no retriever span". `context_document_ids` and `context_scores` run parallel to it.
+model, tokens
+    `model_name` is the last LLM span's; `prompt_tokens`, `completion_tokens` and
+    `total_tokens` are summed over the trace's LLM spans (null when it has none).
+skipped
+    A span with no trace id or no attributes, a line that is not JSON, and a trace that has no
+    answer (e.g. a retriever span whose trace has no CHAIN, AGENT or LLM output) form no row:
+    each is listed in the skipped frame (`reason`, `trace_id`, `span_id`, `line`), never
+    dropped silently.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+from openinference.semconv.trace import OpenInferenceSpanKindValues as Kind
+
+DOCUMENT = pl.Struct({"content": pl.String, "id": pl.String, "score": pl.Float64})
+TIME = pl.Datetime("us", "UTC")
+
+#: The span frame every reader produces (`line`: 1-based source line or row, for messages).
+SPAN_SCHEMA: dict[str, pl.DataType] = {
+    "line": pl.Int64(),
+    "trace_id": pl.String(),
+    "span_id": pl.String(),
+    "parent_id": pl.String(),
+    "kind": pl.String(),
+    "start_time": TIME,
+    "end_time": TIME,
+    "input": pl.String(),
+    "output": pl.String(),
+    "user_message": pl.String(),
+    "assistant_message": pl.String(),
+    "documents": pl.List(DOCUMENT),
+    "model_name": pl.String(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "total_tokens": pl.Int64(),
+    "ground_truth": pl.String(),
+    "has_attributes": pl.Boolean(),
+}
+
+#: The rows' columns, in order.
+ROW_SCHEMA: dict[str, pl.DataType] = {
+    "question": pl.String(),
+    "answer": pl.String(),
+    "contexts": pl.List(pl.String),
+    "ground_truth": pl.String(),
+    "trace_id": pl.String(),
+    "span_id": pl.String(),
+    "context_document_ids": pl.List(pl.String),
+    "context_scores": pl.List(pl.Float64),
+    "retrievals": pl.UInt32(),
+    "start_time": TIME,
+    "end_time": TIME,
+    "latency_ms": pl.Float64(),
+    "model_name": pl.String(),
+    "prompt_tokens": pl.Int64(),
+    "completion_tokens": pl.Int64(),
+    "total_tokens": pl.Int64(),
+    "note": pl.String(),
+}
+
+SKIP_SCHEMA: dict[str, pl.DataType] = {
+    "reason": pl.String(),
+    "trace_id": pl.String(),
+    "span_id": pl.String(),
+    "line": pl.Int64(),
+}
+
+TOP_KINDS = [Kind.CHAIN.value, Kind.AGENT.value]
+LLM = Kind.LLM.value
+RETRIEVER = Kind.RETRIEVER.value
+
+__all__ = ["DOCUMENT", "ROW_SCHEMA", "SKIP_SCHEMA", "SPAN_SCHEMA", "assemble", "normalize_id"]
+
+
+def normalize_id(expr: pl.Expr) -> pl.Expr:
+    """Hex ids as Phoenix shows them: lower case, no `0x` prefix (the SDK's JSON adds one)."""
+    return expr.cast(pl.String).str.strip_prefix("0x").str.to_lowercase()
+
+
+def _pick(mask: pl.Expr, by: list[pl.Expr], descending: list[bool], *, last: bool) -> pl.Expr:
+    """Within a trace, the one span (as a struct) among `mask` ordered by `by`."""
+    fields = ["span_id", "input", "output", "user_message", "assistant_message"]
+    span = pl.struct([*fields, "start_time", "end_time", "model_name"]).filter(mask)
+    ordered = span.sort_by([b.filter(mask) for b in by], descending=descending)
+    return ordered.last() if last else ordered.first()
+
+
+def assemble(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """(rows, skipped) from a span frame with `SPAN_SCHEMA`, both lazy."""
+    spans = spans.select([pl.col(c).cast(t) for c, t in SPAN_SCHEMA.items()])
+    usable = pl.col("trace_id").is_not_null() & pl.col("has_attributes")
+    bad = spans.filter(~usable).select(
+        pl.when(pl.col("trace_id").is_null())
+        .then(pl.lit("span has no trace id"))
+        .otherwise(pl.lit("span has no attributes"))
+        .alias("reason"),
+        "trace_id",
+        "span_id",
+        "line",
+    )
+    kind = pl.col("kind")
+    top = kind.is_in(TOP_KINDS) & pl.col("output").is_not_null()
+    llm_answer = pl.coalesce("assistant_message", "output")
+    is_llm = (kind == LLM) & llm_answer.is_not_null()
+    retriever = kind == RETRIEVER
+    llm_kind = kind == LLM
+    per_trace = (
+        spans.filter(usable)
+        .group_by("trace_id")
+        .agg(
+            _pick(
+                top,
+                [pl.col("parent_id").is_not_null(), pl.col("start_time"), pl.col("end_time")],
+                [False, False, True],
+                last=False,
+            ).alias("top"),
+            _pick(is_llm, [pl.col("end_time"), pl.col("line")], [False, False], last=True).alias(
+                "llm"
+            ),
+            pl.col("documents")
+            .filter(retriever)
+            .sort_by([pl.col("start_time").filter(retriever), pl.col("line").filter(retriever)])
+            .list.explode(keep_nulls=False, empty_as_null=False)
+            .drop_nulls()
+            .alias("docs"),
+            retriever.sum().cast(pl.UInt32).alias("retrievals"),
+            llm_kind.sum().alias("llm_calls"),
+            pl.col("model_name")
+            .filter(llm_kind)
+            .sort_by(pl.col("end_time").filter(llm_kind))
+            .drop_nulls()
+            .last()
+            .alias("model_name"),
+            *(
+                pl.when(llm_kind.any())
+                .then(pl.col(c).filter(llm_kind).sum())
+                .otherwise(None)
+                .alias(c)
+                for c in ("prompt_tokens", "completion_tokens", "total_tokens")
+            ),
+            pl.col("ground_truth").drop_nulls().first(),
+            pl.col("line").min().alias("first_line"),
+        )
+    )
+    from_top = pl.col("top").struct.field("output").is_not_null()
+    answer_span = pl.when(from_top).then(pl.col("top")).otherwise(pl.col("llm"))
+    question = (
+        pl.when(from_top)
+        .then(pl.col("top").struct.field("input"))
+        .otherwise(
+            pl.coalesce(
+                pl.col("llm").struct.field("user_message"), pl.col("llm").struct.field("input")
+            )
+        )
+    )
+    answer = (
+        pl.when(from_top)
+        .then(pl.col("top").struct.field("output"))
+        .otherwise(
+            pl.coalesce(
+                pl.col("llm").struct.field("assistant_message"),
+                pl.col("llm").struct.field("output"),
+            )
+        )
+    )
+    decided = per_trace.with_columns(
+        question.alias("question"),
+        answer.alias("answer"),
+        answer_span.alias("answer_span"),
+        from_top.alias("from_top"),
+    )
+    formable = pl.col("answer").is_not_null() & pl.col("question").is_not_null()
+    no_row = decided.filter(~formable).select(
+        pl.when(pl.col("retrievals") > 0)
+        .then(
+            pl.lit(
+                "retriever span(s) but no answer in the trace (no CHAIN, AGENT or LLM span "
+                "with an input and an output)"
+            )
+        )
+        .when(pl.col("answer").is_not_null())
+        .then(pl.lit("answer span has no input (no question)"))
+        .otherwise(pl.lit("no CHAIN, AGENT or LLM span with an input and an output"))
+        .alias("reason"),
+        "trace_id",
+        pl.lit(None, pl.String).alias("span_id"),
+        pl.col("first_line").alias("line"),
+    )
+    span_field = pl.col("answer_span").struct.field
+    notes = pl.concat_list(
+        pl.when(pl.col("retrievals") == 0).then(pl.lit("no retriever span")),
+        pl.when(pl.col("retrievals") > 1).then(
+            pl.format("{} retrievals: contexts concatenated in start order", "retrievals")
+        ),
+        pl.when(~pl.col("from_top")).then(
+            pl.lit("answer from the last LLM span (no CHAIN or AGENT output)")
+        ),
+        pl.when(pl.col("from_top") & (pl.col("llm_calls") > 1)).then(
+            pl.format("{} LLM calls: answer from the outermost CHAIN/AGENT span", "llm_calls")
+        ),
+    ).list.drop_nulls()
+    rows = decided.filter(formable).select(
+        "question",
+        "answer",
+        pl.col("docs").list.eval(pl.element().struct.field("content")).alias("contexts"),
+        "ground_truth",
+        "trace_id",
+        span_field("span_id").alias("span_id"),
+        pl.col("docs").list.eval(pl.element().struct.field("id")).alias("context_document_ids"),
+        pl.col("docs").list.eval(pl.element().struct.field("score")).alias("context_scores"),
+        "retrievals",
+        span_field("start_time").alias("start_time"),
+        span_field("end_time").alias("end_time"),
+        (
+            (span_field("end_time") - span_field("start_time")).dt.total_microseconds() / 1000.0
+        ).alias("latency_ms"),
+        pl.coalesce("model_name", span_field("model_name")).alias("model_name"),
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        pl.when(notes.list.len() > 0).then(notes.list.join("; ")).alias("note"),
+        "first_line",
+    )
+    rows = rows.sort("first_line").drop("first_line")
+    rows = rows.select([pl.col(c).cast(t) for c, t in ROW_SCHEMA.items()])
+    skipped = pl.concat([bad, no_row], how="vertical_relaxed").select(
+        [pl.col(c).cast(t) for c, t in SKIP_SCHEMA.items()]
+    )
+    return rows, skipped

@@ -1,0 +1,241 @@
+"""Real traces from real instrumentation: a small RAG pipeline (a retriever over a handful of
+documents, then an answer from the `openai` client against ragframe's fake server), traced by
+OpenInference's OpenAI instrumentor and a tracer, exported through `opentelemetry-sdk`'s own
+exporters; the readers must give back exactly what the pipeline saw."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import polars as pl
+import pytest
+from openinference.instrumentation.openai import OpenAIInstrumentor
+from openinference.semconv.trace import (
+    DocumentAttributes,
+    OpenInferenceSpanKindValues,
+    SpanAttributes,
+)
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from ragframe import Judge, evaluate
+from ragframe.export import export_scores
+from ragframe.inputs.traces import read_traces, read_traces_report
+from ragframe.testing.server import FakeServer
+
+os.environ.setdefault("LANGSMITH_TRACING", "false")
+
+DOCUMENTS = {
+    "doc-paris": "Paris is the capital of France and sits on the Seine.",
+    "doc-berlin": "Berlin is the capital of Germany.",
+    "doc-rome": "Rome is the capital of Italy, founded on seven hills.",
+    "doc-seine": "The Seine flows through Paris into the English Channel.",
+    "doc-alps": "The Alps stretch across France, Italy, Switzerland and Austria.",
+}
+QUESTIONS = [
+    "What is the capital of France?",
+    "Which river flows through Paris?",
+    "What is the capital of Italy?",
+]
+
+
+def retrieve(question: str, k: int = 2) -> list[tuple[str, str, float]]:
+    """Top-k documents by word overlap (id, text, score), best first."""
+    words = set(question.lower().strip("?").split())
+    scored = [
+        (doc_id, text, len(words & set(text.lower().strip(".").split())) / len(words))
+        for doc_id, text in DOCUMENTS.items()
+    ]
+    return sorted(scored, key=lambda d: -d[2])[:k]
+
+
+def answer_from_context(body: dict[str, Any]) -> str:
+    """The fake LLM: answers with the first context line of the prompt."""
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return "Answer: " + user.split("\n")[1]
+
+
+def run_pipeline(tracer_provider: TracerProvider, base_url: str) -> list[dict[str, Any]]:
+    """Run the RAG pipeline over QUESTIONS; return what it saw, per question."""
+    tracer = tracer_provider.get_tracer("rag-pipeline")
+    client = openai.OpenAI(base_url=base_url, api_key="sk-test-not-a-real-key")
+    kind = SpanAttributes.OPENINFERENCE_SPAN_KIND
+    seen = []
+    for question in QUESTIONS:
+        with tracer.start_as_current_span(
+            "rag", attributes={kind: OpenInferenceSpanKindValues.CHAIN.value}
+        ) as chain:
+            chain.set_attribute(SpanAttributes.INPUT_VALUE, question)
+            with tracer.start_as_current_span(
+                "retrieve", attributes={kind: OpenInferenceSpanKindValues.RETRIEVER.value}
+            ) as retriever:
+                retriever.set_attribute(SpanAttributes.INPUT_VALUE, question)
+                docs = retrieve(question)
+                for i, (doc_id, text, score) in enumerate(docs):
+                    prefix = f"{SpanAttributes.RETRIEVAL_DOCUMENTS}.{i}."
+                    retriever.set_attribute(prefix + DocumentAttributes.DOCUMENT_ID, doc_id)
+                    retriever.set_attribute(prefix + DocumentAttributes.DOCUMENT_CONTENT, text)
+                    retriever.set_attribute(prefix + DocumentAttributes.DOCUMENT_SCORE, score)
+            prompt = "Context:\n" + "\n".join(t for _, t, _ in docs) + f"\nQuestion: {question}"
+            reply = client.chat.completions.create(
+                model="fake-rag-model",
+                messages=[
+                    {"role": "system", "content": "Answer from the context."},
+                    {"role": "user", "content": prompt},
+                ],
+            )
+            answer = reply.choices[0].message.content
+            chain.set_attribute(SpanAttributes.OUTPUT_VALUE, answer)
+            context = chain.get_span_context()
+            seen.append(
+                {
+                    "question": question,
+                    "answer": answer,
+                    "contexts": [t for _, t, _ in docs],
+                    "context_document_ids": [d for d, _, _ in docs],
+                    "context_scores": [s for _, _, s in docs],
+                    "trace_id": f"{context.trace_id:032x}",
+                    "span_id": f"{context.span_id:016x}",
+                    "prompt": prompt,
+                }
+            )
+    return seen
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The pipeline run once under instrumentation: the spans in memory, the same spans in a
+    JSON Lines file written by the SDK's ConsoleSpanExporter, and what the pipeline saw."""
+    folder = tmp_path_factory.mktemp("traces")
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    path = folder / "spans.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        provider.add_span_processor(
+            SimpleSpanProcessor(
+                ConsoleSpanExporter(out=out, formatter=lambda s: s.to_json(indent=None) + "\n")
+            )
+        )
+        instrumentor = OpenAIInstrumentor()
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            with FakeServer(handler=answer_from_context) as fake:
+                seen = run_pipeline(provider, fake.base_url)
+        finally:
+            instrumentor.uninstrument()
+        provider.force_flush()
+    yield {"spans": list(memory.get_finished_spans()), "path": path, "seen": seen}
+
+
+def test_pipeline_really_traced_the_openai_call(traced: dict[str, Any]) -> None:
+    kinds = [s.attributes.get(SpanAttributes.OPENINFERENCE_SPAN_KIND) for s in traced["spans"]]
+    assert kinds.count("LLM") == len(QUESTIONS)  # spans from the instrumentor, not from us
+    assert kinds.count("RETRIEVER") == kinds.count("CHAIN") == len(QUESTIONS)
+
+
+def test_openinference_jsonl_rows_equal_what_the_pipeline_saw(traced: dict[str, Any]) -> None:
+    read = read_traces_report(traced["path"])  # format detected
+    assert read.skipped.height == 0
+    rows = read.rows
+    assert rows.height == len(QUESTIONS)
+    for row, seen in zip(rows.iter_rows(named=True), traced["seen"], strict=True):
+        for key in ("question", "answer", "contexts", "context_document_ids", "trace_id"):
+            assert row[key] == seen[key], key
+        assert row["context_scores"] == pytest.approx(seen["context_scores"])
+        assert row["span_id"] == seen["span_id"]  # the CHAIN span the answer came from
+        assert row["model_name"] == "fake-rag-model"
+        assert row["prompt_tokens"] is not None and row["total_tokens"] >= row["prompt_tokens"]
+        assert row["latency_ms"] > 0
+        assert row["retrievals"] == 1 and row["note"] is None
+
+
+def test_phoenix_span_frame_from_the_same_spans(traced: dict[str, Any], tmp_path: Path) -> None:
+    """The SDK spans flattened as Phoenix's get_spans_dataframe() lays them out."""
+    frame = phoenix_frame(traced["spans"])
+    frame.write_parquet(tmp_path / "spans.parquet")
+    rows = read_traces(tmp_path / "spans.parquet", on_skip="raise").collect()
+    assert rows["question"].to_list() == [s["question"] for s in traced["seen"]]
+    assert rows["contexts"].to_list() == [s["contexts"] for s in traced["seen"]]
+    assert rows["span_id"].to_list() == [s["span_id"] for s in traced["seen"]]
+
+
+def phoenix_frame(spans: list[ReadableSpan]) -> pl.DataFrame:
+    """Phoenix's span frame shape: `context.*`, `span_kind`, `attributes.<key>` columns, and
+    `attributes.retrieval.documents` / `attributes.llm.*_messages` as lists of objects."""
+    records = []
+    for span in spans:
+        attrs = dict(span.attributes or {})
+        record: dict[str, Any] = {
+            "name": span.name,
+            "span_kind": attrs.get(SpanAttributes.OPENINFERENCE_SPAN_KIND),
+            "parent_id": f"{span.parent.span_id:016x}" if span.parent else None,
+            "start_time": span.start_time,
+            "end_time": span.end_time,
+            "context.span_id": f"{span.context.span_id:016x}",
+            "context.trace_id": f"{span.context.trace_id:032x}",
+        }
+        lists: dict[str, dict[int, dict[str, Any]]] = {}
+        for key, value in attrs.items():
+            for group in (
+                SpanAttributes.RETRIEVAL_DOCUMENTS,
+                SpanAttributes.LLM_INPUT_MESSAGES,
+                SpanAttributes.LLM_OUTPUT_MESSAGES,
+            ):
+                if key.startswith(group + "."):
+                    index, _, rest = key[len(group) + 1 :].partition(".")
+                    lists.setdefault(group, {}).setdefault(int(index), {})[rest] = value
+                    break
+            else:
+                record[f"attributes.{key}"] = value
+        for group, items in lists.items():
+            record[f"attributes.{group}"] = [items[i] for i in sorted(items)]
+        records.append(record)
+    frame = pl.DataFrame(records, infer_schema_length=None)
+    return frame.with_columns(
+        pl.from_epoch(pl.col("start_time"), "ns").dt.replace_time_zone("UTC"),
+        pl.from_epoch(pl.col("end_time"), "ns").dt.replace_time_zone("UTC"),
+    )
+
+
+def test_round_trip_read_score_export_ids_match(
+    traced: dict[str, Any], judge: Judge, tmp_path: Path
+) -> None:
+    """read traces → score with ragframe.evaluate (fake judge) → export → the ids are the
+    input's: Phoenix span ids, LangSmith run ids and OTel span ids all name the CHAIN spans."""
+    rows = read_traces(traced["path"], on_skip="raise")
+    scored = evaluate(rows, ["faithfulness"], judge=judge, thresholds={"faithfulness": 0.5})
+    scored.write_parquet(tmp_path / "scored.parquet")
+    chain_ids = {f"{s.context.span_id:016x}" for s in traced["spans"] if s.parent is None}
+    trace_ids = {f"{s.context.trace_id:032x}" for s in traced["spans"]}
+
+    phoenix = export_scores(tmp_path / "scored.parquet", "phoenix", tmp_path / "evals.parquet")
+    evals = pl.read_parquet(phoenix.path)
+    assert set(evals["span_id"]) == chain_ids and set(evals["trace_id"]) == trace_ids
+    assert evals["score"].to_list() == scored["faithfulness"].to_list()
+    assert evals["label"].to_list() == [
+        "pass" if p else "fail" for p in scored["faithfulness_pass"].to_list()
+    ]
+    assert all(e for e in evals["explanation"].to_list())  # the verdicts' reasons
+
+    export_scores(tmp_path / "scored.parquet", "langsmith", tmp_path / "feedback.jsonl")
+    feedback = pl.read_ndjson(tmp_path / "feedback.jsonl")
+    assert set(feedback["run_id"]) == chain_ids and set(feedback["key"]) == {"faithfulness"}
+
+    export_scores(tmp_path / "scored.parquet", "otel", tmp_path / "evals.otlp.json")
+    lines = (tmp_path / "evals.otlp.json").read_text().splitlines()
+    records = [
+        r
+        for line in lines
+        for rl in json.loads(line)["resourceLogs"]
+        for sl in rl["scopeLogs"]
+        for r in sl["logRecords"]
+    ]
+    assert {r["spanId"] for r in records} == chain_ids
+    assert {r["eventName"] for r in records} == {"gen_ai.evaluation.result"}
