@@ -69,6 +69,7 @@ __all__ = [
     "PPIResult",
     "human_estimate",
     "human_estimate_difference",
+    "labelled_scores",
     "labels_needed",
     "ppi_mean",
     "read_labels",
@@ -624,3 +625,26 @@ def labels_needed(
         "n_labels_only": only,
         "n_scored": n_scored,
     }
+
+
+def labelled_scores(
+    scored: Any,
+    labels: Any,
+    score: str = "faithfulness",
+    label: str = "faithful",
+    on: str = "id",
+    *,
+    calibration: Any = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(labels, the judge's scores on those rows, N scored rows) as `human_estimate` reads
+    them, for `labels_needed` after a first batch."""
+    frame, where = _scores(scored, score, on, [], calibration)
+    labelled = read_labels(labels, on, label).filter(pl.col(label).is_not_null())
+    joined, _ = _join(frame, labelled, on, label, where)
+    scored_rows = joined.filter(pl.col(score).is_not_null())
+    both = scored_rows.filter(pl.col(label).is_not_null())
+    return (
+        both.get_column(label).to_numpy(),
+        both.get_column(score).to_numpy(),
+        scored_rows.height,
+    )
