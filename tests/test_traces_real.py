@@ -239,3 +239,77 @@ def test_round_trip_read_score_export_ids_match(
     ]
     assert {r["spanId"] for r in records} == chain_ids
     assert {r["eventName"] for r in records} == {"gen_ai.evaluation.result"}
+
+
+def any_value(value: Any) -> dict[str, Any]:
+    """An attribute value as OTLP JSON's AnyValue (ints as strings, as the spec writes them)."""
+    if isinstance(value, bool):
+        return {"boolValue": value}
+    if isinstance(value, int):
+        return {"intValue": str(value)}
+    if isinstance(value, float):
+        return {"doubleValue": value}
+    if isinstance(value, (list, tuple)):
+        return {"arrayValue": {"values": [any_value(v) for v in value]}}
+    return {"stringValue": str(value)}
+
+
+def otlp_json(spans: list[ReadableSpan]) -> dict[str, Any]:
+    """The SDK's spans as one OTLP JSON export request, the Collector file exporter's line.
+
+    `opentelemetry-exporter-otlp-proto-common` (whose `encode_spans` gives the protobuf) is not
+    installed here, so this small helper writes the JSON mapping of that protobuf by hand from
+    the SDK's ReadableSpan objects: hex ids, nanosecond times as strings, key / AnyValue
+    attribute lists, one resource and one scope per span."""
+    resource_spans = []
+    for span in spans:
+        record = {
+            "traceId": f"{span.context.trace_id:032x}",
+            "spanId": f"{span.context.span_id:016x}",
+            "parentSpanId": f"{span.parent.span_id:016x}" if span.parent else "",
+            "name": span.name,
+            "kind": span.kind.value + 1,
+            "startTimeUnixNano": str(span.start_time),
+            "endTimeUnixNano": str(span.end_time),
+            "attributes": [
+                {"key": k, "value": any_value(v)} for k, v in (span.attributes or {}).items()
+            ],
+            "events": [],
+            "status": {},
+        }
+        resource = {
+            "attributes": [
+                {"key": k, "value": any_value(v)} for k, v in span.resource.attributes.items()
+            ]
+        }
+        scope = {"name": span.instrumentation_scope.name if span.instrumentation_scope else ""}
+        resource_spans.append(
+            {"resource": resource, "scopeSpans": [{"scope": scope, "spans": [record]}]}
+        )
+    return {"resourceSpans": resource_spans}
+
+
+def test_otlp_json_file_rows_equal_what_the_pipeline_saw(
+    traced: dict[str, Any], tmp_path: Path
+) -> None:
+    spans = traced["spans"]
+    path = tmp_path / "traces.otlp.jsonl"
+    # two export requests, split mid-trace, as a batching exporter writes them
+    half = len(spans) // 2 + 1
+    path.write_text(
+        json.dumps(otlp_json(spans[:half])) + "\n" + json.dumps(otlp_json(spans[half:])) + "\n"
+    )
+    read = read_traces_report(path)  # detected as otel
+    assert read.skipped.height == 0
+    rows = read.rows
+    for row, seen in zip(rows.iter_rows(named=True), traced["seen"], strict=True):
+        for key in (
+            "question",
+            "answer",
+            "contexts",
+            "context_document_ids",
+            "trace_id",
+            "span_id",
+        ):
+            assert row[key] == seen[key], key
+        assert row["model_name"] == "fake-rag-model" and row["prompt_tokens"] > 0

@@ -243,7 +243,7 @@ def assemble(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
         pl.when(notes.list.len() > 0).then(notes.list.join("; ")).alias("note"),
         "first_line",
     )
-    rows = rows.sort("first_line").drop("first_line")
+    rows = rows.sort("first_line", "start_time").drop("first_line")
     rows = rows.select([pl.col(c).cast(t) for c, t in ROW_SCHEMA.items()])
     skipped = pl.concat([bad, no_row], how="vertical_relaxed").select(
         [pl.col(c).cast(t) for c, t in SKIP_SCHEMA.items()]

@@ -1,1 +1,264 @@
-"""placeholder"""
+"""OTLP JSON (the OpenTelemetry Collector's file exporter: one `{"resourceSpans": [...]}`
+request per line) into the span frame.
+
+Attributes are OTLP key / AnyValue lists. Both conventions that ride on OTLP are read:
+OpenInference's (what Phoenix ingests: `openinference.span.kind`, `input.value`,
+`retrieval.documents.N.document.*`, `llm.*`) and OpenTelemetry GenAI's: `gen_ai.operation.name`
+(chat / text_completion / generate_content → LLM, invoke_agent → AGENT, embeddings, execute_tool),
+`gen_ai.request.model` / `gen_ai.response.model`, `gen_ai.usage.input_tokens` /
+`output_tokens`, and the messages in `gen_ai.input.messages` / `gen_ai.output.messages` (JSON,
+text parts) or in `gen_ai.user.message` / `gen_ai.choice` span events with a `content`
+attribute. Parsing, the explode to spans and the attribute lookups are Polars expressions.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+from openinference.semconv.trace import (
+    DocumentAttributes,
+    MessageAttributes,
+    OpenInferenceSpanKindValues,
+    SpanAttributes,
+)
+
+from ragframe.inputs.traces.assemble import DOCUMENT, TIME, normalize_id
+from ragframe.inputs.traces.openinference import INPUT_KEYS, OUTPUT_KEYS, json_text
+
+S = SpanAttributes
+VALUE = pl.Struct(
+    {
+        "stringValue": pl.String,
+        "intValue": pl.String,
+        "doubleValue": pl.String,
+        "boolValue": pl.String,
+    }
+)
+KV = pl.List(pl.Struct({"key": pl.String, "value": VALUE}))
+SPAN = pl.Struct(
+    {
+        "traceId": pl.String,
+        "spanId": pl.String,
+        "parentSpanId": pl.String,
+        "name": pl.String,
+        "startTimeUnixNano": pl.String,
+        "endTimeUnixNano": pl.String,
+        "attributes": KV,
+        "events": pl.List(pl.Struct({"name": pl.String, "attributes": KV})),
+    }
+)
+REQUEST = pl.Struct(
+    {
+        "resourceSpans": pl.List(
+            pl.Struct({"scopeSpans": pl.List(pl.Struct({"spans": pl.List(SPAN)}))})
+        )
+    }
+)
+GENAI_KINDS = {
+    "chat": OpenInferenceSpanKindValues.LLM.value,
+    "text_completion": OpenInferenceSpanKindValues.LLM.value,
+    "generate_content": OpenInferenceSpanKindValues.LLM.value,
+    "invoke_agent": OpenInferenceSpanKindValues.AGENT.value,
+    "embeddings": OpenInferenceSpanKindValues.EMBEDDING.value,
+    "execute_tool": OpenInferenceSpanKindValues.TOOL.value,
+}
+MESSAGES = pl.List(
+    pl.Struct(
+        {"role": pl.String, "parts": pl.List(pl.Struct({"type": pl.String, "content": pl.String}))}
+    )
+)
+DOC_FIELDS = "|".join(
+    k.removeprefix("document.")
+    for k in (
+        DocumentAttributes.DOCUMENT_CONTENT,
+        DocumentAttributes.DOCUMENT_ID,
+        DocumentAttributes.DOCUMENT_SCORE,
+    )
+)
+DOC_PATTERN = rf"^{S.RETRIEVAL_DOCUMENTS}\.(\d+)\.document\.({DOC_FIELDS})$"
+
+__all__ = ["scan_otlp"]
+
+
+def _text(value: pl.Expr) -> pl.Expr:
+    return pl.coalesce(
+        value.struct.field("stringValue"),
+        value.struct.field("intValue"),
+        value.struct.field("doubleValue"),
+        value.struct.field("boolValue"),
+    )
+
+
+def _attr(key: str, column: str = "attrs") -> pl.Expr:
+    return (
+        pl.col(column)
+        .list.eval(
+            pl.element().filter(pl.element().struct.field("key") == key).struct.field("text")
+        )
+        .list.first()
+    )
+
+
+def _last_message(column: str, role: str) -> pl.Expr:
+    """The text parts of the last `role` message of a GenAI messages attribute (JSON)."""
+    messages = _attr(column).str.json_decode(MESSAGES)
+    return messages.list.eval(
+        pl.element()
+        .filter(pl.element().struct.field("role") == role)
+        .struct.field("parts")
+        .list.eval(pl.element().struct.field("content"))
+        .list.join("")
+    ).list.last()
+
+
+def _indexed(spans: pl.LazyFrame, pattern: str, fields: dict[str, str]) -> pl.LazyFrame:
+    """Per span (`sid`), the attributes `prefix.N.field` regrouped by N, in N order, as a list
+    of structs with `fields` (output name → attribute field)."""
+    long = (
+        spans.select("sid", "attrs")
+        .explode("attrs")
+        .select("sid", pl.col("attrs").struct.field("key"), pl.col("attrs").struct.field("text"))
+        .filter(pl.col("key").str.contains(pattern))
+        .with_columns(
+            pl.col("key").str.extract(pattern, 1).cast(pl.Int64).alias("index"),
+            pl.col("key").str.extract(pattern, 2).alias("field"),
+        )
+    )
+    per_item = long.group_by("sid", "index").agg(
+        pl.col("text").filter(pl.col("field") == attr).first().alias(name)
+        for name, attr in fields.items()
+    )
+    return per_item.group_by("sid").agg(pl.struct(list(fields)).sort_by("index").alias("items"))
+
+
+def scan_otlp(lines: pl.LazyFrame) -> pl.LazyFrame:
+    """The span frame of OTLP JSON lines (`n`: line number, `line`: one export request)."""
+    spans = (
+        lines.select(
+            pl.col("n").cast(pl.Int64).alias("line"),
+            pl.col("line").str.json_decode(REQUEST).alias("request"),
+        )
+        .unnest("request")
+        .explode("resourceSpans")
+        .select("line", pl.col("resourceSpans").struct.field("scopeSpans"))
+        .explode("scopeSpans")
+        .select("line", pl.col("scopeSpans").struct.field("spans"))
+        .explode("spans")
+        .filter(pl.col("spans").is_not_null())
+        .unnest("spans")
+        .with_row_index("sid")
+        .with_columns(
+            pl.col("attributes")
+            .list.eval(
+                pl.struct(
+                    pl.element().struct.field("key"),
+                    _text(pl.element().struct.field("value")).alias("text"),
+                )
+            )
+            .alias("attrs")
+        )
+    )
+    docs = _indexed(
+        spans,
+        DOC_PATTERN,
+        {"content": "content", "id": "id", "score": "score"},
+    ).select(
+        "sid",
+        pl.col("items")
+        .list.eval(
+            pl.struct(
+                pl.element().struct.field("content"),
+                pl.element().struct.field("id"),
+                pl.element().struct.field("score").cast(pl.Float64, strict=False),
+            ).filter(pl.element().struct.field("content").is_not_null())
+        )
+        .alias("documents"),
+    )
+    msg_fields = {
+        "role": MessageAttributes.MESSAGE_ROLE.removeprefix("message."),
+        "content": "content",
+    }
+    messages = {}
+    for prefix, role, name in (
+        (S.LLM_INPUT_MESSAGES, "user", "oi_user"),
+        (S.LLM_OUTPUT_MESSAGES, "assistant", "oi_assistant"),
+    ):
+        pattern = rf"^{prefix}\.(\d+)\.message\.(role|content)$"
+        messages[name] = _indexed(spans, pattern, msg_fields).select(
+            "sid",
+            pl.col("items")
+            .list.eval(
+                pl.element()
+                .filter(pl.element().struct.field("role") == role)
+                .struct.field("content")
+            )
+            .list.last()
+            .alias(name),
+        )
+    event_content = {
+        name: pl.col("events")
+        .list.eval(
+            pl.element()
+            .filter(pl.element().struct.field("name") == name)
+            .struct.field("attributes")
+            .list.eval(
+                _text(
+                    pl.element()
+                    .filter(pl.element().struct.field("key") == "content")
+                    .struct.field("value")
+                )
+            )
+            .list.first()
+        )
+        .list.drop_nulls()
+        .list.last()
+        for name in ("gen_ai.user.message", "gen_ai.choice")
+    }
+    operation = _attr("gen_ai.operation.name")
+    kind = pl.coalesce(
+        _attr(S.OPENINFERENCE_SPAN_KIND).str.to_uppercase(),
+        operation.replace_strict(GENAI_KINDS, default=None, return_dtype=pl.String),
+    )
+
+    def number(*keys: str) -> pl.Expr:
+        return pl.coalesce(*(_attr(k).cast(pl.Float64, strict=False) for k in keys)).cast(pl.Int64)
+
+    def nanos(column: str) -> pl.Expr:
+        return pl.from_epoch(pl.col(column).cast(pl.Int64, strict=False), "ns").cast(TIME)
+
+    prompt = number(S.LLM_TOKEN_COUNT_PROMPT, "gen_ai.usage.input_tokens")
+    completion = number(S.LLM_TOKEN_COUNT_COMPLETION, "gen_ai.usage.output_tokens")
+    frame = spans
+    for extra in (docs, *messages.values()):
+        frame = frame.join(extra, on="sid", how="left")
+    return frame.select(
+        "line",
+        normalize_id(pl.col("traceId")).alias("trace_id"),
+        normalize_id(pl.col("spanId")).alias("span_id"),
+        pl.when(pl.col("parentSpanId") != "")
+        .then(normalize_id(pl.col("parentSpanId")))
+        .alias("parent_id"),
+        kind.alias("kind"),
+        nanos("startTimeUnixNano").alias("start_time"),
+        nanos("endTimeUnixNano").alias("end_time"),
+        json_text(_attr(S.INPUT_VALUE), _attr(S.INPUT_MIME_TYPE), INPUT_KEYS).alias("input"),
+        json_text(_attr(S.OUTPUT_VALUE), _attr(S.OUTPUT_MIME_TYPE), OUTPUT_KEYS).alias("output"),
+        pl.coalesce(
+            "oi_user",
+            _last_message("gen_ai.input.messages", "user"),
+            event_content["gen_ai.user.message"],
+        ).alias("user_message"),
+        pl.coalesce(
+            "oi_assistant",
+            _last_message("gen_ai.output.messages", "assistant"),
+            event_content["gen_ai.choice"],
+        ).alias("assistant_message"),
+        pl.col("documents").fill_null(pl.lit([], pl.List(DOCUMENT))),
+        pl.coalesce(
+            _attr(S.LLM_MODEL_NAME), _attr("gen_ai.response.model"), _attr("gen_ai.request.model")
+        ).alias("model_name"),
+        prompt.alias("prompt_tokens"),
+        completion.alias("completion_tokens"),
+        pl.coalesce(number(S.LLM_TOKEN_COUNT_TOTAL), prompt + completion).alias("total_tokens"),
+        pl.lit(None, pl.String).alias("ground_truth"),
+        (pl.col("attrs").list.len() > 0).fill_null(False).alias("has_attributes"),
+    )
