@@ -33,7 +33,9 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
     p.add_argument("--embedding-model", help="embedding model for answer_relevancy (sent live)")
     p.add_argument("--cache", help="answer cache file (default: the manifest's, else ~/.cache)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per HTTP request")
+    p.add_argument(
+        "--timeout", type=common.positive_float, default=120.0, help="seconds per HTTP request"
+    )
     p.add_argument(
         "--retry-failed",
         action="store_true",
@@ -42,7 +44,7 @@ def _judge_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-attempts",
-        type=int,
+        type=common.positive_int,
         help="times a request may fail in batches before its rows report it (default 3)",
     )
 
@@ -87,10 +89,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("-o", "--output", required=True, help="output Parquet file")
     run.add_argument("--manifest", required=True)
     run.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    run.add_argument("--poll-interval", type=float, default=60.0, help="seconds between polls")
+    run.add_argument(
+        "--poll-interval",
+        type=common.positive_float,
+        default=60.0,
+        help="seconds between polls",
+    )
     run.add_argument(
         "--wait",
-        type=float,
+        type=common.non_negative_float,
         default=48 * 3600,
         help="give up waiting after this many seconds (resume with collect; default 48 h)",
     )

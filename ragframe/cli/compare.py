@@ -39,14 +39,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--metrics", help="score columns, comma-separated (default: every metric both have)"
     )
     parser.add_argument(
-        "--level", type=float, default=0.95, help="confidence level (default: 0.95)"
+        "--level",
+        type=common.confidence_level,
+        default=0.95,
+        help="confidence level (default: 0.95)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="bootstrap and permutation seed (default: 0)"
+        "--seed",
+        type=common.non_negative_int,
+        default=0,
+        help="bootstrap and permutation seed (default: 0)",
     )
     parser.add_argument(
         "--changed",
-        type=int,
+        type=common.non_negative_int,
         default=3,
         metavar="N",
         help="most-changed rows shown per metric (default: 3; --json carries 10)",

@@ -34,7 +34,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_gate_options(parser)
     parser.add_argument(
         "--worst",
-        type=int,
+        type=common.non_negative_int,
         default=5,
         metavar="N",
         help="worst rows listed per failing gate, with their reasons (default: 5)",

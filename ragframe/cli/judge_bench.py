@@ -8,6 +8,7 @@ requests, tokens and cost the run took.
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from ragframe.cli import common
@@ -49,7 +50,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--limit",
-        type=int,
+        type=common.positive_int,
         metavar="N",
         help="the first N rows (pairs for ragchecker) of each set; the files are ordered so "
         "that a prefix is a fair sample (default: all, 146 to 300 per set)",
@@ -62,15 +63,31 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="print what the run would send and cost, then stop (nothing is sent)",
     )
     bench.add_argument(
-        "--seed", type=int, default=0, help="cross-validation folds and bootstrap (default: 0)"
-    )
-    bench.add_argument("--folds", type=int, default=5, help="cross-validation folds (default: 5)")
-    bench.add_argument("--level", type=float, default=0.95, help="interval level (default: 0.95)")
-    bench.add_argument(
-        "--concurrency", type=int, default=16, help="HTTP requests in flight (default: 16)"
+        "--seed",
+        type=common.non_negative_int,
+        default=0,
+        help="cross-validation folds and bootstrap (default: 0)",
     )
     bench.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds per request (default: 120)"
+        "--folds",
+        type=common.int_at_least(2),
+        default=5,
+        help="cross-validation folds (default: 5)",
+    )
+    bench.add_argument(
+        "--level", type=common.confidence_level, default=0.95, help="interval level (default: 0.95)"
+    )
+    bench.add_argument(
+        "--concurrency",
+        type=common.positive_int,
+        default=16,
+        help="HTTP requests in flight (default: 16)",
+    )
+    bench.add_argument(
+        "--timeout",
+        type=common.positive_float,
+        default=120.0,
+        help="seconds per request (default: 120)",
     )
     bench.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     bench.add_argument("--cache", help=f"cache file (default: {default_cache_path()})")
@@ -81,7 +98,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--max-cost",
-        type=float,
+        type=common.non_negative_float,
         help="dollars: refuse a run whose estimate exceeds it, and stop one that spends it",
     )
     return bench
@@ -94,6 +111,10 @@ def _price(text: str | None) -> tuple[float, float] | None:
         prompt_price, completion_price = (float(x) for x in text.split(","))
     except ValueError:
         raise RagframeError(f"--price expects two numbers like 0.15,0.60, got {text!r}") from None
+    if not all(math.isfinite(x) and x >= 0 for x in (prompt_price, completion_price)):
+        raise RagframeError(
+            f"--price expects two finite dollar amounts 0 or more, like 0.15,0.60, got {text!r}"
+        )
     return prompt_price, completion_price
 
 

@@ -46,13 +46,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     report.add_argument(
         "--worst",
-        type=int,
+        type=common.non_negative_int,
         default=20,
         help="worst rows shown per metric, with their verdicts (default: 20)",
     )
     report.add_argument(
         "--level",
-        type=float,
+        type=common.confidence_level,
         default=0.95,
         help="confidence level of the intervals (default: 0.95)",
     )

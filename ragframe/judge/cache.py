@@ -105,6 +105,37 @@ def default_cache_path() -> Path:
     return Path(base) / "ragframe" / "cache.sqlite3"
 
 
+def make_private_dirs(directory: Path) -> None:
+    """Create `directory` and any missing parents 0700 whatever the umask: the cache holds
+    every prompt sent. Folders that already exist keep their mode (they are the user's)."""
+    missing: list[Path] = []
+    for folder in (directory, *directory.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:  # made meanwhile by another process
+            continue
+        os.chmod(folder, 0o700)
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)  # raises the error that says why
+
+
+def create_private_file(path: Path) -> None:
+    """Create `path` empty with mode 0600 whatever the umask, unless it exists (an existing
+    file keeps its mode). SQLite creates a database's -wal and -shm files with its mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:  # exists; or cannot be made, which opening it will then report
+        return
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+
+
 def request_key(payload: dict[str, Any]) -> str:
     """A stable hash of everything that decides an answer: model, endpoint, messages, schema,
     sampling parameters. (The structured-output transport is not part of it, so a server
@@ -161,7 +192,8 @@ class AnswerCache:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.path.parent)
+        create_private_file(self.path)  # SQLite gives its -wal and -shm files the same mode
         self._lock = threading.Lock()  # the sync reads' connection
         self._state = threading.Lock()  # the threads, the closed flag
         self._db = self._connect()
@@ -530,7 +562,7 @@ class SharedAnswerCache(AnswerCache):
 
     def __init__(self, directory: str | Path, name: str, *, rescan_seconds: float = 5.0) -> None:
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.directory)
         self._lockfile, own = _claim(self.directory, name)
         super().__init__(self.directory / f"{own}.sqlite3")
         self.rescan_seconds = rescan_seconds
@@ -620,6 +652,7 @@ def _claim(directory: Path, name: str) -> tuple[IO[str] | None, str]:
         return None, name
     for attempt in itertools.count():
         candidate = name if attempt == 0 else f"{name}.{attempt}"
+        create_private_file(directory / f"{candidate}.lock")
         handle = open(directory / f"{candidate}.lock", "a")  # noqa: SIM115 -- held until close
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

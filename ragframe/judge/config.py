@@ -3,13 +3,15 @@ per-run state (pool, cache reads, stats) is a `JudgeSession`, made by `Judge.ses
 
 from __future__ import annotations
 
+import base64
 import copy
+import math
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, unquote, urlencode, urlparse
 
 from ragframe.errors import ConfigError
 from ragframe.judge.cache import AnswerCache, default_cache_path
@@ -166,8 +168,8 @@ class Judge:
         self.reasons = reasons if reasons is not None else local.get("reasons", True)
         self.retry_failed = retry_failed
         self.structured = structured
-        self.repair_attempts = max(
-            0, repair_attempts if repair_attempts is not None else local.get("repair_attempts", 1)
+        self.repair_attempts = (
+            repair_attempts if repair_attempts is not None else local.get("repair_attempts", 1)
         )
         self.max_text_chars = max_text_chars
         self.embedding_max_tokens = embedding_max_tokens
@@ -178,15 +180,15 @@ class Judge:
         self.requests_per_minute = requests_per_minute
         self.tokens_per_minute = tokens_per_minute
         self.timeout = timeout
-        self.max_attempts = max(1, max_attempts)
+        self.max_attempts = max_attempts
         self.rate_limit_wait = rate_limit_wait
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         # What a request that fails for good does to the run, and whether it shows progress.
         self.fail_fast = fail_fast
         self.progress = progress
-        self._check_settings()
         self.price, self.max_cost = self._pick_price(price, max_cost)
+        self._check_settings()
         self.cache_path = _cache_path(cache)
         self._cache: AnswerCache | None = None
 
@@ -200,8 +202,8 @@ class Judge:
         model = model or (OPENAI_DEFAULT_MODEL if self.base_url is None else "")
         if not model:
             raise ConfigError(
-                f"no judge model given for the endpoint {self.base_url}: pass model=... "
-                "(--model on the command line) or set RAGFRAME_MODEL"
+                f"no judge model given for the endpoint {public_url(self.base_url)}: pass "
+                "model=... (--model on the command line) or set RAGFRAME_MODEL"
             )
         return model
 
@@ -220,23 +222,35 @@ class Judge:
         return price, max_cost
 
     def _check_settings(self) -> None:
-        """Refuse settings no run can use, before any request."""
-        if self.concurrency < 1:
-            raise ConfigError(f"concurrency must be at least 1, got {self.concurrency}")
-        if self.temperature < 0:
-            raise ConfigError(f"temperature must be 0 or more, got {self.temperature}")
-        if self.rate_limit_wait < 0:
-            raise ConfigError(
-                f"rate_limit_wait must be 0 or more seconds, got {self.rate_limit_wait}"
-            )
-        for name in ("max_text_chars", "embedding_max_tokens"):
+        """Refuse settings no run can use, before any request (`Judge(timeout=0)` used to
+        retry every request `max_attempts` times, then record every row as failed)."""
+        _check_int("concurrency", self.concurrency, 1)
+        _check_int("max_attempts", self.max_attempts, 1)
+        _check_int("repair_attempts", self.repair_attempts, 0)
+        _check_number("timeout", self.timeout, "seconds", positive=True)
+        _check_number("temperature", self.temperature, "")
+        _check_number("rate_limit_wait", self.rate_limit_wait, "seconds")
+        _check_number("backoff_base", self.backoff_base, "seconds")
+        _check_number("backoff_max", self.backoff_max, "seconds")
+        for name in ("max_text_chars", "embedding_max_tokens", "max_tokens_cap"):
             value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ConfigError(f"{name} must be positive or None, got {value}")
+            if value is not None:
+                _check_int("max_tokens" if name == "max_tokens_cap" else name, value, 1, "or None")
+        if self.seed is not None:
+            _check_int("seed", self.seed, 0, "or None")
         for name in ("requests_per_minute", "tokens_per_minute"):
             value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ConfigError(f"{name} must be more than 0 or None (no limit), got {value}")
+            if value is not None:
+                _check_number(name, value, "or None for no limit", positive=True)
+        if self.max_cost is not None:
+            _check_number("max_cost", self.max_cost, "dollars, or None (no limit)")
+        if self.price is not None:
+            if len(self.price) != 2:
+                raise ConfigError(
+                    f"price must be (prompt $/1M tokens, completion $/1M tokens), got {self.price}"
+                )
+            for part in self.price:
+                _check_number("price", part, "dollars per million tokens")
         if self.structured not in ("auto", *MODES):
             raise ConfigError(
                 f"structured must be auto, {', '.join(MODES)}; got {self.structured!r}"
@@ -305,11 +319,10 @@ class Judge:
 
     @property
     def public_base_url(self) -> str:
-        """The URL this process sends to, as it may be shown (user:password@ removed)."""
+        """The URL this process sends to, as it may be shown (credentials removed)."""
         if self.base_url is None:
             return "https://api.openai.com/v1"
-        parsed = urlparse(self.base_url)
-        return parsed._replace(netloc=parsed.netloc.rpartition("@")[2]).geturl()
+        return public_url(self.base_url)
 
     @property
     def cache(self) -> AnswerCache | None:
@@ -373,9 +386,71 @@ def _endpoints(base_url: str | Sequence[str] | None) -> tuple[str, ...]:
     return urls
 
 
+#: Query parameters whose value is a credential (`?api-key=...` on Azure, `?key=` on Gemini).
+_SECRET_PARAM = re.compile(
+    r"(?i)^(api[-_]?key|key|token|access[-_]?token|auth|authorization|password|passwd|pwd|"
+    r"secret|client[-_]?secret|sig|signature|x-api-key|code)$"
+)
+REDACTED = "REDACTED"
+
+
+def public_url(url: str) -> str:
+    """`url` as it may be printed, logged or written: without user:password@ and with the value
+    of any credential-like query parameter replaced by REDACTED. The one place a base URL is
+    made safe to show; use it for every message, log line, metadata field and manifest."""
+    if "://" not in url:  # "alice:pw@host/v1" parses with no netloc; cut what precedes an @
+        head, at, _ = url.partition("/")[0].rpartition("@")
+        return url[len(head) + len(at) :] if at else url
+    parsed = urlparse(url)
+    netloc = parsed.netloc.rpartition("@")[2]
+    query = parsed.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode(
+            [(k, REDACTED if _SECRET_PARAM.match(k) else v) for k, v in pairs], safe=","
+        )
+    return parsed._replace(netloc=netloc, query=query).geturl()
+
+
+def client_endpoint(url: str | None) -> tuple[str | None, dict[str, str] | None]:
+    """(base_url, default_headers) for the `openai` client: the URL without user:password@ and,
+    when it had one, the Basic Authorization header it stood for. What the HTTP library does
+    with such a URL anyway, except that it also logs the URL whole, password included."""
+    if url is None or "://" not in url:
+        return url, None
+    parsed = urlparse(url)
+    if parsed.username is None and parsed.password is None:
+        return url, None
+    user, password = unquote(parsed.username or ""), unquote(parsed.password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    bare = parsed._replace(netloc=parsed.netloc.rpartition("@")[2]).geturl()
+    return bare, {"Authorization": f"Basic {token}"}
+
+
 def _host(url: str) -> str:
     """host[:port] of a URL, without any user:password@."""
-    return urlparse(url).netloc.rpartition("@")[2] or url
+    return urlparse(url).netloc.rpartition("@")[2] or public_url(url).partition("/")[0]
+
+
+def _check_int(name: str, value: Any, minimum: int, also: str = "") -> None:
+    """ConfigError naming `name` unless `value` is a whole number >= `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        rest = f" {also}" if also else ""
+        raise ConfigError(f"{name} must be a whole number {minimum} or more{rest}, got {value!r}")
+
+
+def _check_number(name: str, value: Any, unit: str, *, positive: bool = False) -> None:
+    """ConfigError naming `name` unless `value` is a finite number >= 0 (> 0 if `positive`)."""
+    ok = (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (value > 0 if positive else value >= 0)
+    )
+    if not ok:
+        rule = "more than 0" if positive else "0 or more"
+        rest = f" ({unit})" if unit else ""
+        raise ConfigError(f"{name} must be {rule}, a finite number{rest}; got {value!r}")
 
 
 def _cache_path(cache: bool | str | Path | None) -> Path | None:

@@ -26,7 +26,7 @@ from typing import Any, NoReturn, TypeVar
 import numpy as np
 
 from ragframe.errors import BudgetExceeded, EndpointError, JudgeError
-from ragframe.judge.config import EMBED_CHARS_PER_TOKEN, Judge
+from ragframe.judge.config import EMBED_CHARS_PER_TOKEN, Judge, client_endpoint
 from ragframe.judge.limits import AdaptiveLimiter, PauseTooLong, RateLimiter
 from ragframe.judge.results import RunStats
 from ragframe.judge.structured import (
@@ -132,12 +132,15 @@ class Transport:
             http_client = local_http_client(judge.timeout)  # spread over its servers
         if judge.embedder is None and judge.embedding_model is None:
             judge.embedder = _local_embedder_or_none()
+        # A user:password@ goes as its Basic header, never in the URL the HTTP library logs.
+        base_url, headers = client_endpoint(self._base_url)
         self._client = AsyncOpenAI(
-            base_url=self._base_url,
+            base_url=base_url,
             api_key=judge._api_key or "not-needed",
             max_retries=0,
             timeout=judge.timeout,
             http_client=http_client,
+            default_headers=headers,
         )
         self._limiter = AdaptiveLimiter(
             judge.concurrency,

@@ -23,6 +23,7 @@ from ragframe.judge.batch.manifest import (
     status_of,
 )
 from ragframe.judge.client import Judge
+from ragframe.judge.config import client_endpoint
 from ragframe.judge.transport import scrub
 
 
@@ -31,11 +32,13 @@ def make_client(judge: Judge) -> Any:
     (uploads and downloads can be large)."""
     from openai import OpenAI
 
+    base_url, headers = client_endpoint(judge.base_url)  # no user:password@ in logged URLs
     return OpenAI(
-        base_url=judge.base_url,
+        base_url=base_url,
         api_key=judge._api_key or "not-needed",
         max_retries=3,
         timeout=max(judge.timeout, 300.0),
+        default_headers=headers,
     )
 
 
@@ -51,7 +54,7 @@ def api_errors(judge: Judge) -> Iterator[None]:
     except openai.APIError as err:
         status = getattr(err, "status_code", None)
         text = scrub(" ".join(str(getattr(err, "message", None) or err).split()), judge._api_key)
-        where = f"{judge.base_url or 'https://api.openai.com/v1'} (model {judge.model!r})"
+        where = f"{judge.public_base_url} (model {judge.model!r})"  # no user:password@
         if status in (401, 403):
             fix = "check the API key ($OPENAI_API_KEY) is valid for this endpoint"
         elif status == 404:
