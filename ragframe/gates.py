@@ -42,6 +42,7 @@ from ragframe.errors import ConfigError, InputError
 from ragframe.stats import (
     PassRule,
     direction_of,
+    format_interval,
     load_scored,
     mean_interval,
     pass_rules,
@@ -539,7 +540,7 @@ def _gate_parts(row: Mapping[str, Any], level: float, ignore_failed: bool) -> tu
     else:
         notes.append(f"n={row['n']}")
         if row["ci_low"] is not None:
-            notes.append(f"{level:.0%} interval [{row['ci_low']:.2f}, {row['ci_high']:.2f}]")
+            notes.append(f"{level:.0%} interval {format_interval(row['ci_low'], row['ci_high'])}")
     if failed:
         counted = "as failing" if rate else f"as {0 if higher else 1}"
         notes.append(f"{failed_rows}, {'left out' if ignore_failed else 'counted ' + counted}")

@@ -33,8 +33,10 @@ Figures, per metric, on the rows scored by every repeat (`n`; `incomplete` count
   model, as ICC(2,1) or ICC(3,1) would for raters); any systematic shift between repeats counts
   as noise, where a mean pairwise Pearson correlation would ignore it. It rests on the spread
   of the rows too: rows that all deserve the same score give a low retest even with little
-  noise (read row_sd beside it). `ci_low` / `ci_high`: a percentile bootstrap over rows
-  (RESAMPLES resamples, seeded; n >= 3);
+  noise (read row_sd beside it). `ci_low` / `ci_high`: the expanded percentile bootstrap over
+  rows, the one every ragframe bootstrap uses (`ragframe.stats.expanded_tail`: percentiles at
+  a level widened by sqrt(n / (n - 1)) * t(n - 1) / z; RESAMPLES resamples, seeded, of the rows
+  in sorted order, so the row order cannot change it; n >= 3);
 - `runs_needed`: how many runs to average for a reliability of RELIABILITY_TARGET (0.9), by
   Spearman-Brown, m * r / (1 + (m - 1) r): 1 when one run already reaches it, None when
   retest <= 0 (averaging cannot make such a metric tell rows apart).
@@ -55,7 +57,7 @@ import polars as pl
 
 from ragframe.errors import ConfigError
 from ragframe.judge.client import Judge, RunStats
-from ragframe.stats import RESAMPLES
+from ragframe.stats import RESAMPLES, expanded_tail
 from ragframe.thresholds import PASS_SUFFIX, Threshold
 
 REPEATS_SUFFIX = "_repeats"
@@ -182,11 +184,13 @@ def _icc1(means: np.ndarray, within: np.ndarray, k: int) -> np.ndarray:
 def bootstrap_icc1(
     matrix: np.ndarray, rng: np.random.Generator, *, level: float = 0.95
 ) -> tuple[float, float] | None:
-    """A percentile bootstrap interval of ICC(1,1), resampling rows (RESAMPLES index rows
-    drawn at once, in blocks); None below 3 rows."""
+    """The expanded percentile bootstrap interval of ICC(1,1) (module docstring), resampling
+    rows (RESAMPLES index rows drawn at once, in blocks); None below 3 rows. The rows are
+    sorted first: the interval depends on the set of rows, not their order."""
     n, k = matrix.shape
     if n < 3 or k < 2:
         return None
+    matrix = matrix[np.lexsort(matrix.T[::-1])]
     means, within = matrix.mean(axis=1), _within_ss(matrix)
     draws = np.empty(RESAMPLES)
     per_block = max(1, _BLOCK_ELEMENTS // n)
@@ -196,7 +200,7 @@ def bootstrap_icc1(
         draws[start:stop] = _icc1(means[index], within[index], k)
     if np.isnan(draws).all():
         return None
-    tail = (1 - level) / 2
+    tail = expanded_tail(n, level)
     low, high = np.nanquantile(draws, [tail, 1 - tail])
     return float(low), float(high)
 

@@ -15,7 +15,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ragframe.stats import BOOTSTRAP_MAX_N, interval_from_stats, mean_interval
+from ragframe.stats import (
+    BOOTSTRAP_MAX_N,
+    ExactSum,
+    Moments,
+    format_interval,
+    format_mean,
+    interval_from_moments,
+    mean_interval,
+)
 from ragframe.thresholds import Threshold
 
 LEVEL = 0.95
@@ -29,8 +37,9 @@ def metric_summary(
     scores: pl.Series, direction: str, *, rule: Threshold | None = None, level: float = LEVEL
 ) -> dict[str, Any]:
     """One metric's line: mean, its interval (`ragframe.stats.mean_interval`), rows scored
-    and failed (null scores), direction; with a pass rule, its pass rate too."""
+    and failed (null or NaN scores), direction; with a pass rule, its pass rate too."""
     values = scores.drop_nulls().to_numpy().astype(np.float64, copy=False)
+    values = values[~np.isnan(values)]
     interval = mean_interval(values, level)
     line = {
         "mean": interval.mean,
@@ -39,7 +48,7 @@ def metric_summary(
         "level": level,
         "interval_method": interval.method,
         "scored": int(values.size),
-        "failed": scores.null_count(),
+        "failed": scores.len() - int(values.size),
         "direction": direction,
     }
     if rule is not None:
@@ -66,65 +75,61 @@ def pass_line(rule: Threshold, mean: float | None, passed: int, scored: int) -> 
     }
 
 
-#: A streamed run keeps each metric's scores for the interval while they are few enough for a
-#: bootstrap; past that, only their count, sum, sum of squares, minimum and maximum (the same
-#: t interval `mean_interval` gives for that many scores).
+#: Kept for callers that named it; a streamed run keeps no scores (see `Tally`).
 KEPT_SCORES = BOOTSTRAP_MAX_N
 
 
 @dataclass
 class Tally:
-    """One metric's scores, folded chunk by chunk in bounded memory (a streamed run)."""
+    """One metric's scores, folded chunk by chunk in bounded memory (a streamed run): their
+    count, exact sum and sum of squares (`ragframe.stats.ExactSum`), minimum and maximum, which
+    is all `ragframe.stats.interval_from_moments` reads. The summary is therefore the one
+    `metric_summary` gives for the same scores in memory, bit for bit, at any n and however
+    the scores were chunked or ordered. `kept` stays empty (no scores are kept)."""
 
     direction: str
     rule: Threshold | None = None
     scored: int = 0
     passed: int = 0
     failed: int = 0
-    total: float = 0.0
-    squares: float = 0.0
+    total: ExactSum = field(default_factory=ExactSum)
+    squares: ExactSum = field(default_factory=ExactSum)
     minimum: float = math.inf
     maximum: float = -math.inf
     kept: list[np.ndarray] = field(default_factory=list)
 
     def add(self, scores: pl.Series) -> None:
         values = scores.drop_nulls().to_numpy().astype(np.float64, copy=False)
-        self.failed += scores.null_count()
+        # As mean_interval reads them: NaN dropped, rounding past a bound clipped, -0.0 is 0.0.
+        values = np.clip(values[~np.isnan(values)], 0.0, 1.0) + 0.0
+        self.failed += scores.len() - int(values.size)
         if not values.size:
             return
         self.scored += int(values.size)
         if self.rule is not None:
             self.passed += count_passing(self.rule, values)
-        self.total += float(values.sum())
-        self.squares += float(np.square(values).sum())
+        self.total.add(values)
+        self.squares.add(np.square(values))
         self.minimum = min(self.minimum, float(values.min()))
         self.maximum = max(self.maximum, float(values.max()))
-        self.kept = [*self.kept, values] if self.scored <= KEPT_SCORES else []
 
     def summary(self, level: float = LEVEL) -> dict[str, Any]:
-        if self.scored <= KEPT_SCORES:
-            kept = np.concatenate(self.kept) if self.kept else np.empty(0)
-            scores = pl.Series(kept, dtype=pl.Float64)
-            line = metric_summary(scores, self.direction, rule=self.rule, level=level)
-            return {**line, "failed": self.failed}
-        n = self.scored
-        mean = self.total / n
-        variance = max(self.squares / n - mean * mean, 0.0) * n / (n - 1)
-        interval = interval_from_stats(
-            n, mean, math.sqrt(variance), minimum=self.minimum, maximum=self.maximum, level=level
+        moments = Moments(
+            self.scored, float(self.total), float(self.squares), self.minimum, self.maximum
         )
+        interval = interval_from_moments(moments, level=level)
         line = {
-            "mean": mean,
+            "mean": interval.mean,
             "ci_low": interval.low,
             "ci_high": interval.high,
             "level": level,
             "interval_method": interval.method,
-            "scored": n,
+            "scored": self.scored,
             "failed": self.failed,
             "direction": self.direction,
         }
         if self.rule is not None:
-            line.update(pass_line(self.rule, mean, self.passed, n))
+            line.update(pass_line(self.rule, interval.mean, self.passed, self.scored))
         return line
 
 
@@ -137,13 +142,11 @@ def _pass_text(m: dict[str, Any]) -> str:
 
 
 def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
+    return format_mean(value)
 
 
 def _interval(m: dict[str, Any]) -> str:
-    if m.get("ci_low") is None or m.get("ci_high") is None:
-        return "-"
-    return f"[{m['ci_low']:.4f}, {m['ci_high']:.4f}]"
+    return format_interval(m.get("ci_low"), m.get("ci_high"))
 
 
 def _level(summary: dict[str, Any]) -> float:

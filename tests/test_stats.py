@@ -52,11 +52,11 @@ CASES = {
 @pytest.mark.parametrize(
     ("case", "n", "method"),
     [
-        ("bernoulli(0.3)", 30, "bootstrap"),
-        ("beta(2,5)", 30, "bootstrap"),
-        ("bernoulli(0.3)", 5000, "bootstrap"),
-        ("beta(2,5) in hundredths", 5000, "bootstrap"),
-        ("beta(2,5)", 1000, "bootstrap"),
+        ("bernoulli(0.3)", 30, "score"),
+        ("beta(2,5)", 30, "score"),
+        ("bernoulli(0.3)", 5000, "score"),
+        ("beta(2,5) in hundredths", 5000, "score"),
+        ("beta(2,5)", 1000, "score"),
         ("beta(2,5)", 20000, "t"),
     ],
 )
@@ -77,19 +77,21 @@ def test_small_samples_are_widened_beyond_the_plain_percentile_interval() -> Non
     from ragframe.stats import RESAMPLES, bootstrap_means
 
     values = np.random.default_rng(3).beta(2, 5, 10)
-    interval = mean_interval(values, seed=7)
+    interval = mean_interval(np.sort(values), seed=7, method="bootstrap")
     plain = np.quantile(
-        bootstrap_means(values, np.random.default_rng(7), RESAMPLES), [0.025, 0.975]
+        bootstrap_means(np.sort(values), np.random.default_rng(7), RESAMPLES), [0.025, 0.975]
     )
     assert interval.low < plain[0] and interval.high > plain[1]
 
 
 def test_same_seed_same_interval_and_seeds_differ() -> None:
+    """The bootstrap is seeded; the default interval draws nothing, so no seed changes it."""
     values = np.random.default_rng(0).random(200)
-    first = mean_interval(values, seed=11)
-    assert mean_interval(values, seed=11) == first
-    assert mean_interval(values, seed=12) != first
+    first = mean_interval(values, seed=11, method="bootstrap")
+    assert mean_interval(values, seed=11, method="bootstrap") == first
+    assert mean_interval(values, seed=12, method="bootstrap") != first
     assert first.mean == pytest.approx(values.mean())
+    assert mean_interval(values, seed=11) == mean_interval(values, seed=12)
 
 
 def test_no_values_one_value_and_nulls() -> None:
@@ -222,7 +224,7 @@ def test_summarize_by_group_counts_and_means_equal_polars() -> None:
     row = table.filter((pl.col("experiment") == nan_group) & (pl.col("metric") == "context_recall"))
     assert row["failed"].item() == 1  # the NaN counts as failed
     assert table["direction"].to_list() == ["higher"] * 6
-    assert table["method"].unique().to_list() == ["bootstrap"]
+    assert table["method"].unique().to_list() == ["score"]
 
 
 def test_summarize_without_groups_matches_mean_interval_shape_and_is_seeded() -> None:
@@ -242,7 +244,12 @@ def test_summarize_without_groups_matches_mean_interval_shape_and_is_seeded() ->
     ]
     assert table.row(0, named=True)["direction"] is None  # not a known metric
     assert summarize(frame, metrics=["other"], seed=4).equals(table)
-    assert not summarize(frame, metrics=["other"], seed=5).equals(table)
+    # The seed seeds the bootstrap only; the default interval is the same for every seed.
+    assert summarize(frame, metrics=["other"], seed=5).equals(table)
+    boot = summarize(frame, metrics=["other"], seed=4, method="bootstrap")
+    assert boot["method"].item() == "bootstrap"
+    assert summarize(frame, metrics=["other"], seed=4, method="bootstrap").equals(boot)
+    assert not summarize(frame, metrics=["other"], seed=5, method="bootstrap").equals(boot)
     assert table["mean"].item() == pytest.approx(frame["other"].mean())
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from ragframe.cli import common
-from ragframe.stats import summarize
+from ragframe.stats import format_interval, format_mean, summarize
 from ragframe.thresholds import parse_metric_values
 
 EXIT_STATUSES = (
@@ -38,7 +38,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--level", type=float, default=0.95, help="confidence level (default: 0.95)"
     )
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="bootstrap seed (default: 0); the default intervals draw nothing, so it changes "
+        "only those of scores outside [0, 1]",
+    )
     parser.add_argument(
         "--threshold",
         metavar="METRIC=VALUE,...",
@@ -77,13 +83,8 @@ def cmd_summarize(args: argparse.Namespace) -> int:
     return common.EXIT_OK
 
 
-def _number(value: float | None, digits: int = 3) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def _cells(row: dict[str, Any], groups: list[str], rates: bool) -> list[str]:
     """One table row's cells, as text."""
-    interval = f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]" if row["ci_low"] is not None else "-"
     cells = [
         *("(null)" if row[g] is None else str(row[g]) for g in groups),
         row["metric"],
@@ -91,8 +92,8 @@ def _cells(row: dict[str, Any], groups: list[str], rates: bool) -> list[str]:
         str(row["n"]),
         str(row["scored"]),
         str(row["failed"]),
-        _number(row["mean"]),
-        interval,
+        format_mean(row["mean"]),
+        format_interval(row["ci_low"], row["ci_high"]),
     ]
     if rates:
         rate = row["pass_rate"]

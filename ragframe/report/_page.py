@@ -27,6 +27,7 @@ from ragframe.report._html import (
     text_block,
 )
 from ragframe.report._source import PassRule
+from ragframe.stats import format_interval
 
 INSTALL = "pip install 'ragframe[report]'"
 
@@ -125,7 +126,7 @@ def level_text(level: float) -> str:
 
 
 def interval_text(low: Any, high: Any) -> str:
-    return "-" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+    return format_interval(low, high)
 
 
 def summary_section(
