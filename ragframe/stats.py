@@ -30,7 +30,7 @@ bounds (scores live in [0, 1] by default; other bounds are mapped onto [0, 1] an
   percentile bootstrap uses). Why not the bootstrap: every bootstrap mean lies between the
   smallest and largest score, so at n = 2..5 a "95 %" bootstrap interval covered 52-92 % of
   Uniform(0.2, 0.8) means, and on rare 0/1 outcomes it is Wald's interval (below 93 % at n = 40
-  for p = 0.1). Measured coverage of this interval (tests/test_coverage_small_n.py: 4,000
+  for p = 0.1). Measured coverage of this interval (tests/test_coverage_small_n.py: 10,000
   seeded trials per n, n = 2..40) is at least 93 % for Uniform(0.2, 0.8), Beta(0.5, 2),
   Bernoulli(0.5 / 0.1 / 0.05) and three-valued {0, 0.5, 1} scores with uneven weights. Known
   dips (10,000 trials each): Bernoulli(0.02) near n = 21..25 (91.7 %, Wilson's dip at two
