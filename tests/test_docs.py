@@ -1,36 +1,163 @@
-"""The README's Python examples and the notebook run as written (against the local server)."""
+"""Every example in README.md, CONTRIBUTING.md and docs/ runs as written, against the local
+server (`ragframe.testing`), so no example can rot.
+
+Each page runs in a fresh directory holding `data/` (the shipped sample) and `logs.parquet` (a
+copy of it, the name the docs give "your log"), with the environment pointed at the fake server
+as a user would point it at OpenAI. A page's blocks run in order, its ```python blocks sharing
+one namespace; each line of a ```bash / ```console block is a `ragframe ...` command run through
+`ragframe.cli.main`. A block that must not run carries `<!-- no-run: why -->` on the line above.
+"""
 
 from __future__ import annotations
 
 import re
+import shlex
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from ragframe.cli import main
+
 ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data"
+
+FENCE = re.compile(
+    r"^(?:<!-- no-run: (?P<why>[^\n]+?) -->\n)?```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$",
+    re.S | re.M,
+)
+SNIPPET = re.compile(r'^--8<-- "(?P<path>[^":]+)(?::(?P<start>\d*)(?::(?P<end>\d*))?)?"$', re.M)
+RUN = {"python", "bash", "console", "sh", "shell"}
+#: Commands whose documented outcome includes exit status 1: a gate that fails.
+GATE_OPTIONS = ("--fail-under", "--min-pass-rate")
+
+
+@dataclass(frozen=True)
+class Block:
+    number: int  # 1-based, counting every fenced block of the page
+    lang: str
+    body: str
+    no_run: str | None
+
+
+def blocks(markdown: str) -> list[Block]:
+    return [
+        Block(i, m["lang"], expand_snippets(m["body"]), m["why"])
+        for i, m in enumerate(FENCE.finditer(markdown), 1)
+    ]
+
+
+def expand_snippets(body: str) -> str:
+    """`--8<-- "path:start:end"` lines (pymdownx.snippets, paths from the repository root)."""
+
+    def include(m: re.Match[str]) -> str:
+        lines = (ROOT / m["path"]).read_text().splitlines()
+        start = int(m["start"]) if m["start"] else 1
+        end = int(m["end"]) if m["end"] else len(lines)
+        return "\n".join(lines[start - 1 : end])
+
+    return SNIPPET.sub(include, body)
 
 
 def python_blocks(markdown: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", markdown, re.S)
+    return [b.body for b in blocks(markdown) if b.lang == "python" and b.no_run is None]
+
+
+def commands(body: str) -> list[str]:
+    """The shell lines of a block, continuation lines joined."""
+    return [line for line in body.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def run_command(line: str, where: str) -> None:
+    args = shlex.split(line, comments=True)
+    if not args:
+        return
+    assert args[0] == "ragframe", f"{where}: `{line}` is not a ragframe command; mark it no-run"
+    try:
+        status = main(args[1:])
+    except SystemExit as exit_:  # argparse: --help, --version, a usage error
+        status = exit_.code if isinstance(exit_.code, int) else 2
+    allowed = {0, 1} if any(o in args for o in GATE_OPTIONS) or args[1:2] == ["gate"] else {0}
+    assert status in allowed, f"{where}: `{line}` exited {status}"
+
+
+def run_page(path: Path) -> dict:
+    """Run a page's blocks in order; the Python namespace they shared."""
+    name = str(path.relative_to(ROOT))
+    namespace: dict = {"__name__": f"docs:{name}"}
+    for block in blocks(path.read_text()):
+        if block.no_run is not None or block.lang not in RUN:
+            continue
+        where = f"{name}, block {block.number} ({block.lang})"
+        if block.lang == "python":
+            try:
+                exec(compile(block.body, where, "exec"), namespace)
+            except Exception as err:
+                raise AssertionError(f"{where} failed: {err!r}") from err
+        else:
+            for line in commands(block.body):
+                run_command(line, where)
+    return namespace
+
+
+def pages() -> list[Path]:
+    found = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [p for p in found if p.exists()]
 
 
 @pytest.fixture
 def judge_env(server, monkeypatch, tmp_path):
-    """Point the environment at the local server, as a user would point it at OpenAI."""
+    """Point the environment at the local server, as a user would point it at OpenAI, and work
+    in a fresh directory holding the sample data."""
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-test")
     monkeypatch.setenv("RAGFRAME_MODEL", "fake-judge")
     monkeypatch.setenv("RAGFRAME_EMBEDDING_MODEL", "fake-embedding")
     monkeypatch.setenv("RAGFRAME_CACHE", str(tmp_path / "cache.sqlite3"))
+    work = tmp_path / "work"
+    shutil.copytree(DATA, work / "data")
+    shutil.copy(DATA / "sample.parquet", work / "logs.parquet")
+    monkeypatch.chdir(work)
     return server
 
 
 def test_readme_examples_run(judge_env):
-    blocks = python_blocks((ROOT / "README.md").read_text())
-    assert len(blocks) >= 2
-    namespace: dict = {}
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), namespace)
-    scored = namespace["scored"]
+    readme = ROOT / "README.md"
+    assert len(python_blocks(readme.read_text())) >= 1
+    scored = run_page(readme)["scored"]
     assert {"faithfulness", "faithfulness_detail", "context_recall"} <= set(scored.columns)
     assert judge_env.count() > 0
+
+
+@pytest.mark.parametrize(
+    "page", [p for p in pages() if p.name != "README.md"], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_page_examples_run(judge_env, page):
+    run_page(page)
+
+
+def test_every_page_is_collected():
+    """The runner sees the pages and their blocks (a broken pattern would run nothing)."""
+    names = {str(p.relative_to(ROOT)) for p in pages()}
+    assert {"README.md", "CONTRIBUTING.md", "docs/getting-started.md"} <= names
+    found = [b for p in pages() for b in blocks(p.read_text()) if b.lang in RUN]
+    assert sum(b.lang == "python" and b.no_run is None for b in found) >= 8
+    assert sum(b.lang == "bash" and b.no_run is None for b in found) >= 8
+    assert all(b.no_run.strip() for b in found if b.no_run is not None)
+
+
+def test_the_worked_example_is_the_file():
+    """Writing a metric shows tests/example_metric.py after its docstring, whole."""
+    page = (ROOT / "docs" / "writing-a-metric.md").read_text()
+    source = (ROOT / "tests" / "example_metric.py").read_text()
+    body = source.split('"""', 2)[2].strip("\n")
+    assert any(b.body.strip("\n") == body for b in blocks(page))
+
+
+def test_a_failing_block_names_its_page_and_number(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("```python\nx = 1\n```\n\n```python\nraise ValueError('rot')\n```\n")
+    monkeypatch.setattr("test_docs.ROOT", tmp_path)  # names relative to the page's own root
+    with pytest.raises(AssertionError, match=r"page.md, block 2 \(python\) failed: ValueError"):
+        run_page(page)
