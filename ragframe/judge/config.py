@@ -163,7 +163,7 @@ class Judge:
         self.seed = seed
         # The embedded judge's own defaults (`LOCAL_DEFAULTS`); an argument given here wins.
         local = _local_defaults() if self.local else {}
-        self.max_tokens_cap = max_tokens or local.get("max_tokens")
+        self.max_tokens_cap = max_tokens if max_tokens is not None else local.get("max_tokens")
         self.output_bounds = output_bounds or local.get("output_bounds")
         self.reasons = reasons if reasons is not None else local.get("reasons", True)
         self.retry_failed = retry_failed
