@@ -1,0 +1,285 @@
+"""Trace readers: the assembly rules, LangSmith runs, ragas / deepeval datasets and malformed
+exports (clear errors or counted skips, never a silent drop)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from openinference.semconv.trace import DocumentAttributes, SpanAttributes
+
+from ragframe.errors import InputError
+from ragframe.inputs.traces import detect_format, read_traces, read_traces_report
+
+os.environ["LANGSMITH_TRACING"] = "false"
+KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
+
+
+def span(
+    trace: str,
+    span_id: str,
+    kind: str | None,
+    start: int,
+    *,
+    parent: str | None = None,
+    **attrs: Any,
+) -> dict[str, Any]:
+    """One span as the SDK's to_json() lays it out (times in seconds past a fixed minute)."""
+    attributes = dict(attrs)
+    if kind:
+        attributes[KIND] = kind
+    return {
+        "name": kind or "span",
+        "context": {"trace_id": f"0x{trace}", "span_id": f"0x{span_id}"},
+        "parent_id": f"0x{parent}" if parent else None,
+        "start_time": f"2024-05-01T10:00:{start:02d}.000000Z",
+        "end_time": f"2024-05-01T10:00:{start + 1:02d}.500000Z",
+        "attributes": attributes,
+    }
+
+
+def docs(*texts: str, first: int = 0) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for i, text in enumerate(texts):
+        prefix = f"{SpanAttributes.RETRIEVAL_DOCUMENTS}.{i}."
+        out[prefix + DocumentAttributes.DOCUMENT_CONTENT] = text
+        out[prefix + DocumentAttributes.DOCUMENT_ID] = f"d{first + i}"
+        out[prefix + DocumentAttributes.DOCUMENT_SCORE] = 0.5 + i / 10
+    return out
+
+
+def write_jsonl(path: Path, records: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_rules_several_retrievals_no_retriever_and_llm_fallback(tmp_path: Path) -> None:
+    a, b, c = "a" * 32, "b" * 32, "c" * 32
+    iv, ov = SpanAttributes.INPUT_VALUE, SpanAttributes.OUTPUT_VALUE
+    records = [
+        # trace a: root chain, two retrievals (second listed first in the file), two LLM calls
+        span(a, "a1", "CHAIN", 0, **{iv: "Q1", ov: "A1"}),
+        span(a, "a3", "RETRIEVER", 5, parent="a1", **docs("late", first=2)),
+        span(a, "a2", "RETRIEVER", 2, parent="a1", **docs("early0", "early1")),
+        span(a, "a4", "LLM", 6, parent="a1", **{ov: "draft"}),
+        span(a, "a5", "LLM", 8, parent="a1", **{ov: "final draft"}),
+        # trace b: no retriever; a nested chain under the root
+        span(
+            b,
+            "b1",
+            "CHAIN",
+            0,
+            **{
+                iv: json.dumps({"question": "Q2"}),
+                ov: "A2",
+                SpanAttributes.INPUT_MIME_TYPE: "application/json",
+            },
+        ),
+        span(b, "b2", "CHAIN", 1, parent="b1", **{iv: "inner", ov: "inner out"}),
+        # trace c: no chain: answer from the last LLM span's messages
+        span(c, "c1", "RETRIEVER", 0, **docs("ctx")),
+        span(
+            c,
+            "c2",
+            "LLM",
+            2,
+            **{
+                "llm.input_messages.0.message.role": "system",
+                "llm.input_messages.0.message.content": "sys",
+                "llm.input_messages.1.message.role": "user",
+                "llm.input_messages.1.message.content": "Q3",
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": "A3",
+                SpanAttributes.LLM_MODEL_NAME: "m",
+                SpanAttributes.LLM_TOKEN_COUNT_PROMPT: 7,
+            },
+        ),
+    ]
+    rows = read_traces(write_jsonl(tmp_path / "s.jsonl", records), on_skip="raise").collect()
+    assert rows["question"].to_list() == ["Q1", "Q2", "Q3"]
+    assert rows["answer"].to_list() == ["A1", "A2", "A3"]
+    assert rows["span_id"].to_list() == ["a1", "b1", "c2"]
+    assert rows["contexts"].to_list() == [["early0", "early1", "late"], [], ["ctx"]]
+    assert rows["context_document_ids"].to_list()[0] == ["d0", "d1", "d2"]
+    assert rows["retrievals"].to_list() == [2, 0, 1]
+    notes = rows["note"].to_list()
+    assert "2 retrievals" in notes[0] and "2 LLM calls" in notes[0]
+    assert notes[1] == "no retriever span"
+    assert "last LLM span" in notes[2]
+    assert rows["prompt_tokens"].to_list()[2] == 7 and rows["model_name"].to_list()[2] == "m"
+    assert rows["latency_ms"].to_list() == [1500.0, 1500.0, 1500.0]
+
+
+def test_malformed_lines_are_listed_and_nothing_scored_is_lost(tmp_path: Path) -> None:
+    a, b, c = "a" * 32, "b" * 32, "c" * 32
+    iv, ov = SpanAttributes.INPUT_VALUE, SpanAttributes.OUTPUT_VALUE
+    good = [span(a, "a1", "CHAIN", 0, **{iv: "Q1", ov: "A1"})]
+    lines = [json.dumps(good[0])]
+    lines.append(json.dumps(span(b, "b1", "RETRIEVER", 0, **docs("orphan"))))  # no answer
+    no_attrs = span(c, "c1", None, 0)
+    no_attrs["attributes"] = {}
+    lines.append(json.dumps(no_attrs))  # a span with no attributes
+    lines.append('{"name": "x", "context": {"trace_id": "0x1')  # truncated last line
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    read = read_traces_report(path, "openinference")
+    assert read.rows["question"].to_list() == ["Q1"]
+    reasons = dict(
+        zip(read.skipped["line"].to_list(), read.skipped["reason"].to_list(), strict=True)
+    )
+    assert set(reasons) == {2, 3, 4}
+    assert "retriever span(s) but no answer" in reasons[2]
+    assert reasons[3] == "span has no attributes"
+    assert reasons[4].startswith("line is not JSON")
+    assert read.skipped.filter(pl.col("line") == 2)["trace_id"].item() == b
+    with pytest.warns(UserWarning, match="skipped 3"):
+        read_traces(path, "openinference")
+    with pytest.raises(InputError, match="line 2"):
+        read_traces(path, "openinference", on_skip="raise")
+
+
+def test_mixed_schema_versions_are_skipped_with_the_line(tmp_path: Path) -> None:
+    """A Phoenix-record line among SDK spans has no `context` object: listed, not dropped."""
+    a = "a" * 32
+    records = [
+        span(
+            a,
+            "a1",
+            "CHAIN",
+            0,
+            **{SpanAttributes.INPUT_VALUE: "Q", SpanAttributes.OUTPUT_VALUE: "A"},
+        ),
+        {
+            "context.span_id": "zz",
+            "attributes.input.value": "old",
+            "context": None,
+            "attributes": {},
+        },
+    ]
+    read = read_traces_report(write_jsonl(tmp_path / "m.jsonl", records), "openinference")
+    assert read.rows.height == 1
+    assert read.skipped["line"].to_list() == [2]
+    assert read.skipped["reason"].item() == "span has no trace id"
+
+
+def test_unknown_format_names_the_choices(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "x.jsonl", [{"foo": 1}])
+    with pytest.raises(InputError, match="openinference, otel, langsmith"):
+        detect_format(path)
+    with pytest.raises(InputError, match="unknown trace format"):
+        read_traces(path, "zipkin")  # type: ignore[arg-type]
+
+
+def test_langsmith_runs_from_the_clients_run_schema(tmp_path: Path) -> None:
+    from langsmith.run_trees import RunTree
+    from langsmith.schemas import Run
+
+    root = RunTree(name="rag", run_type="chain", inputs={"question": "What is X?"})
+    retriever = root.create_child(name="retrieve", run_type="retriever", inputs={"query": "X"})
+    retriever.end(
+        outputs={
+            "documents": [
+                {
+                    "page_content": "X is Y.",
+                    "metadata": {"id": "k1", "score": 0.9},
+                    "type": "Document",
+                },
+                {"page_content": "Y is Z.", "metadata": {"source": "k2"}, "type": "Document"},
+            ]
+        }
+    )
+    llm = root.create_child(
+        name="llm", run_type="llm", inputs={"messages": [{"role": "user", "content": "What is X?"}]}
+    )
+    llm.end(outputs={"generations": [[{"text": "X is Y."}]]})
+    root.end(outputs={"answer": "X is Y."})
+    fields = set(Run.model_fields)
+    lines = []
+    for tree in (root, retriever, llm):
+        data = {k: v for k, v in tree.model_dump().items() if k in fields and k != "child_runs"}
+        data["trace_id"] = tree.trace_id
+        lines.append(Run(**data).model_dump_json())
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert detect_format(path) == "langsmith"
+    read = read_traces_report(path)
+    assert read.skipped.height == 0
+    row = read.rows.row(0, named=True)
+    assert row["question"] == "What is X?" and row["answer"] == "X is Y."
+    assert row["contexts"] == ["X is Y.", "Y is Z."]
+    assert row["context_document_ids"] == ["k1", "k2"]
+    assert row["span_id"] == str(root.id) and row["trace_id"] == str(root.trace_id)
+
+
+def test_ragas_jsonl_and_csv_and_deepeval_json(tmp_path: Path) -> None:
+    records = [
+        {
+            "user_input": "Q1",
+            "response": "A1",
+            "retrieved_contexts": ["c1", "c2"],
+            "reference": "G1",
+        },
+        {"user_input": "Q2", "response": None, "retrieved_contexts": [], "reference": "G2"},
+    ]
+    ragas_jsonl = write_jsonl(tmp_path / "ragas.jsonl", records)
+    csv = tmp_path / "ragas.csv"
+    csv.write_text(
+        "user_input,response,retrieved_contexts,reference\nQ1,A1,\"['c1', 'c2']\",G1\nQ2,,[],G2\n"
+    )
+    deepeval = tmp_path / "deepeval.json"
+    deepeval.write_text(
+        json.dumps(
+            [
+                {
+                    "input": "Q1",
+                    "actual_output": "A1",
+                    "retrieval_context": ["c1", "c2"],
+                    "expected_output": "G1",
+                },
+                {"input": "Q2", "expected_output": "G2", "context": []},
+            ]
+        )
+    )
+    for path, fmt in ((ragas_jsonl, "ragas"), (csv, "ragas"), (deepeval, "deepeval")):
+        assert detect_format(path) == fmt
+        rows = read_traces(path, on_skip="raise").collect()
+        assert rows["question"].to_list() == ["Q1", "Q2"], path
+        assert rows["answer"].to_list() == ["A1", None], path
+        assert rows["contexts"].to_list() == [["c1", "c2"], []], path
+        assert rows["ground_truth"].to_list() == ["G1", "G2"], path
+        assert rows["note"].to_list() == [None, "no answer in the dataset"], path
+
+
+def test_phoenix_pandas_frame_is_accepted(tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(
+        {
+            "context.span_id": ["s1", "s2"],
+            "context.trace_id": ["t1", "t1"],
+            "parent_id": [None, "s1"],
+            "span_kind": ["CHAIN", "RETRIEVER"],
+            "start_time": pd.to_datetime(
+                ["2024-05-01T10:00:00Z", "2024-05-01T10:00:01Z"], format="ISO8601"
+            ),
+            "end_time": pd.to_datetime(
+                ["2024-05-01T10:00:02Z", "2024-05-01T10:00:01.5Z"], format="ISO8601"
+            ),
+            "attributes.input.value": ["Q", "Q"],
+            "attributes.output.value": ["A", None],
+            "attributes.retrieval.documents": [
+                None,
+                [{"document.content": "c0", "document.id": "i0", "document.score": 1.0}],
+            ],
+        }
+    ).set_index("context.span_id")
+    rows = read_traces(frame, on_skip="raise").collect()
+    assert rows.select("question", "answer", "span_id", "contexts").row(0) == (
+        "Q",
+        "A",
+        "s1",
+        ["c0"],
+    )
