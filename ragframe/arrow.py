@@ -25,8 +25,9 @@ from typing import Any, TypeVar
 import polars as pl
 import pyarrow as pa
 
+from ragframe.engine.spec import RunSpec
 from ragframe.errors import ConfigError, InputError
-from ragframe.evaluate import check_run, choose_metrics, needs_judge, prepare_metrics, score_frame
+from ragframe.evaluate import choose_metrics, needs_judge, prepare_run, score_frame
 from ragframe.judge.client import Judge, JudgeSession, RunStats
 from ragframe.metrics import Metric, RagasScore
 
@@ -151,14 +152,19 @@ def prepare(
     columns: Mapping[str, str] | None = None,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
 ) -> list[Metric | RagasScore]:
-    """The run's metric instances for a frame of these columns, checked as a single-process
-    run checks them (inputs, output names, what the judge can serve) before any request.
-    Only the frame's columns and types are looked at."""
-    resolved = choose_metrics(metrics, frame.columns, columns)
-    chosen = prepare_metrics(resolved, judge, reasons, thresholds)
-    check_run(frame.head(0), chosen, columns, judge)
-    return chosen
+    """The run's metric instances for a frame of these columns, prepared and checked as
+    every path prepares them (`ragframe.evaluate.prepare_run`) before any request. Only the
+    frame's columns and types are looked at."""
+    spec = RunSpec(
+        metrics=metrics if isinstance(metrics, str) else tuple(metrics),
+        columns=columns,
+        reasons=reasons,
+        thresholds=dict(thresholds or {}),
+        strict=tuple(strict),
+    )
+    return prepare_run(frame, spec, judge).metrics
 
 
 def score_arrow(
@@ -169,29 +175,27 @@ def score_arrow(
     columns: Mapping[str, str] | None = None,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
     session: ArrowSession | None = None,
 ) -> pa.Table:
     """Score one Arrow batch: every input column and row kept, `{metric}` and
     `{metric}_detail` added, the schema a single-process run writes.
 
-    metrics, columns, reasons, thresholds : as in `ragframe.evaluate`.
+    metrics, columns, reasons, thresholds, strict : as in `ragframe.evaluate`.
     judge : the judge; default that of `session`, else `Judge()`.
     session : an open `ArrowSession`, kept across calls (one per worker): its judge is used,
         and its pool, connections and answers are shared by every batch it scores. Without
         one, a session is opened and closed for this batch alone.
     """
     frame = to_frame(batch)
+    options = {"columns": columns, "reasons": reasons, "thresholds": thresholds, "strict": strict}
     if session is not None:
         if judge is not None and judge.describe() != session.judge.describe():
             raise ConfigError("score_arrow got a judge and a session of another judge; pass one")
-        chosen = prepare(
-            frame, metrics, session.judge, columns=columns, reasons=reasons, thresholds=thresholds
-        )
+        chosen = prepare(frame, metrics, session.judge, **options)
         return session.score(frame, chosen, columns).to_arrow()
     if judge is None:
         judge = Judge(cache=needs_judge(choose_metrics(metrics, frame.columns, columns)))
     with ArrowSession(judge) as own:
-        chosen = prepare(
-            frame, metrics, own.judge, columns=columns, reasons=reasons, thresholds=thresholds
-        )
+        chosen = prepare(frame, metrics, own.judge, **options)
         return own.score(frame, chosen, columns).to_arrow()

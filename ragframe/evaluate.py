@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import polars as pl
 
 from ragframe import __version__
 from ragframe.columns import ROW_ID, list_columns, load_frame, select_inputs
+from ragframe.engine.spec import RunSpec, refuse_unsupported
 from ragframe.errors import ConfigError
 from ragframe.io import open_input
 from ragframe.judge.client import Judge, JudgeSession, RunStats
@@ -39,6 +41,8 @@ class RunResult:
     seconds: float
     started: str
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The run specification it executed (`RunSpec.metadata`), recorded as "run".
+    run: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         """Per metric: mean with its interval, rows scored, rows failed; then requests and
@@ -77,6 +81,7 @@ class RunResult:
                 for m in self.metrics
             },
             "summary": self.summary(),
+            **({"run": self.run} if self.run else {}),
             # A sampled run says so at the top level too, where `summarize` and the report
             # look for it: {"rows": N, "of": total, "seed": S, "index_column": "row_index"}.
             **({"sample": self.extra["sample"]} if "sample" in self.extra else {}),
@@ -287,6 +292,45 @@ def prepare_metrics(
     return with_thresholds(chosen, thresholds, strict)
 
 
+@dataclass
+class Prepared:
+    """A run checked and ready to send: its metrics, its judge, and what it records."""
+
+    metrics: list[Metric | RagasScore]
+    judge: Judge
+    #: Whether any metric asks an LLM or an embedder (else no endpoint is opened).
+    uses_judge: bool
+    extra: dict[str, Any]
+    started: str
+
+    def session(self, backend: str = "live") -> tuple[JudgeSession, Any]:
+        """A judge session and the context that opens it (nothing opened when no metric
+        needs the judge: string- and ID-based metrics only start no endpoint or model)."""
+        session = self.judge.session(backend)  # type: ignore[arg-type]
+        return session, (session if self.uses_judge else contextlib.nullcontext())
+
+
+def prepare_run(
+    head: pl.DataFrame,
+    spec: RunSpec,
+    judge: Judge | None,
+    extra: dict[str, Any] | None = None,
+) -> Prepared:
+    """Every path's preparation, the same for all: the metrics chosen (for "all": those
+    whose inputs `head` has, the skipped ones in `extra`), the judge (default: `Judge()` with
+    a cache only when a metric needs one), thresholds and reasons set, and every check a
+    run can make before a row is read or a request sent. Only `head`'s columns and types are
+    looked at."""
+    extra = {} if extra is None else extra
+    resolved = choose_metrics(spec.metrics, head.columns, spec.columns, extra)
+    uses_judge = needs_judge(resolved)
+    judge = judge if judge is not None else Judge(cache=uses_judge)
+    metric_list = prepare_metrics(resolved, judge, spec.reasons, spec.thresholds, spec.strict)
+    check_run(head.head(0), metric_list, spec.columns, judge)
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return Prepared(metric_list, judge, uses_judge, extra, started)
+
+
 def sampled_frame(
     data: Any, sample: int | None, seed: int, columns: Mapping[str, str] | None
 ) -> tuple[pl.DataFrame, dict[str, Any]]:
@@ -300,53 +344,73 @@ def sampled_frame(
     return load_frame(drawn.frame, columns), {"sample": drawn.describe()}
 
 
-async def arun(
-    data: Any,
-    metrics: Iterable[str | Metric | RagasScore],
-    *,
-    judge: Judge | None = None,
-    columns: Mapping[str, str] | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    reasons: bool | None = None,
-    thresholds: Mapping[str, float] | None = None,
-    strict: Iterable[str] = (),
-    repeats: int = 1,
+class RunOptions(TypedDict, total=False):
+    """The keyword options of `evaluate`, `run` and their async twins (see `evaluate`)."""
+
+    judge: Judge | None
+    columns: Mapping[str, str] | None
+    sample: int | None
+    seed: int
+    reasons: bool | None
+    thresholds: Mapping[str, float] | None
+    strict: Iterable[str]
+    repeats: int
+
+
+def spec_of(metrics: Any, options: RunOptions) -> RunSpec:
+    """The run specification of `evaluate(data, metrics, **options)`."""
+    return RunSpec(
+        metrics=metrics if isinstance(metrics, str) else tuple(metrics),
+        columns=options.get("columns"),
+        reasons=options.get("reasons"),
+        thresholds=dict(options.get("thresholds") or {}),
+        strict=tuple(options.get("strict") or ()),
+        repeats=options.get("repeats", 1),
+        seed=options.get("seed", 0),
+        sample=options.get("sample"),
+    )
+
+
+async def execute(
+    data: Any, spec: RunSpec, judge: Judge | None = None, *, path: str = "in-memory"
 ) -> RunResult:
-    """Score `data` and return the frame with the run's statistics (async)."""
+    """Run a specification in memory: the one orchestration of `evaluate`, `run` and
+    `ragframe score --sample / --repeats`."""
     from ragframe.repeats import check_repeats
 
-    repeats = check_repeats(repeats)
-    frame, extra = sampled_frame(data, sample, seed, columns)
-    resolved = choose_metrics(metrics, frame.columns, columns, extra)
-    uses_judge = needs_judge(resolved)
-    judge = judge if judge is not None else Judge(cache=uses_judge)
-    metric_list = prepare_metrics(resolved, judge, reasons, thresholds, strict)
-    # Validate every column and the judge before any request (or starting a local judge).
-    check_run(frame, metric_list, columns, judge)
-    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    refuse_unsupported(spec, path)
+    repeats = check_repeats(spec.repeats)
+    frame, extra = sampled_frame(data, spec.sample, spec.seed, spec.columns)
+    ready = prepare_run(frame, spec, judge, extra)
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     if repeats > 1:  # k runs at the judge's seed + 0..k-1, combined (see ragframe.repeats)
         from ragframe.repeats import score_repeats
 
         repeated = await score_repeats(
-            frame, metric_list, judge, repeats, columns=columns, seed=seed
+            frame, ready.metrics, ready.judge, repeats, columns=spec.columns, seed=spec.seed
         )
-        extra["repeats"] = repeated.summary
-        seconds = loop.time() - t0
-        return RunResult(
-            repeated.frame, metric_list, judge, repeated.stats, seconds, started, extra
-        )
-    session = judge.session()
-    session.plan(work_plan(metric_list, frame.height))
-    if uses_judge:
-        async with session:
-            scored = await score_frame(frame, metric_list, session, columns)
-    else:  # string- and ID-based metrics only: no endpoint, no local model started
-        scored = await score_frame(frame, metric_list, session, columns)
-    seconds = loop.time() - t0
-    return RunResult(scored, metric_list, judge, session.stats, seconds, started, extra)
+        ready.extra["repeats"] = repeated.summary
+        scored, stats = repeated.frame, repeated.stats
+    else:
+        session, opened = ready.session()
+        session.plan(work_plan(ready.metrics, frame.height))
+        async with opened:
+            scored = await score_frame(frame, ready.metrics, session, spec.columns)
+        stats = session.stats
+    result = RunResult(
+        scored, ready.metrics, ready.judge, stats, loop.time() - t0, ready.started, ready.extra
+    )
+    result.run = spec.metadata(path, ready.judge)
+    return result
+
+
+async def arun(
+    data: Any, metrics: Iterable[str | Metric | RagasScore], **options: Unpack[RunOptions]
+) -> RunResult:
+    """Score `data` and return the frame with the run's statistics (async); the options of
+    `evaluate`."""
+    return await execute(data, spec_of(metrics, options), options.get("judge"))
 
 
 async def aestimate(
@@ -377,7 +441,6 @@ async def aestimate(
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
     repeats = check_repeats(repeats)
-    judge = judge if judge is not None else Judge()
     # `head`: what validation looks at (the columns and types; rows are not needed).
     source = None
     if sample is not None:
@@ -387,20 +450,31 @@ async def aestimate(
         head = source.schema_frame()
     else:
         head = load_frame(data, columns)
-    metric_list = prepare_metrics(choose_metrics(metrics, head.columns, columns), judge, reasons)
-    check_run(head, metric_list, columns, judge)
+    spec = RunSpec(metrics=_spec_metrics(metrics), columns=columns, reasons=reasons)
+    ready = prepare_run(head, spec, judge if judge is not None else Judge())
     totals: dict[str, int] = {}
     rows = 0
-    for one in repeat_judges(judge, repeats):
+    for one in repeat_judges(ready.judge, repeats):
         session = one.session(backend="dry")
         chunks: Iterable[pl.DataFrame] = [head] if source is None else source.chunks(chunk_rows)
         rows = 0
         for chunk in chunks:
-            await score_frame(chunk, metric_list, session, columns)
+            await score_frame(chunk, ready.metrics, session, columns)
             session.forget()
             rows += chunk.height
         for key, value in session.estimate.items():
             totals[key] = totals.get(key, 0) + value
+    return _estimate_figures(ready.judge, totals, rows, repeats)
+
+
+def _spec_metrics(metrics: Any) -> tuple[Any, ...] | str:
+    return metrics if isinstance(metrics, str) else tuple(metrics)
+
+
+def _estimate_figures(
+    judge: Judge, totals: Mapping[str, int], rows: int, repeats: int
+) -> dict[str, Any]:
+    """A dry run's counts as `estimate` reports them, priced at the judge's price."""
     from ragframe.pricing import cost
 
     prompt, completion = totals.get("prompt_tokens", 0), totals.get("completion_tokens", 0)
@@ -432,38 +506,18 @@ def estimate(
     repeats: int = 1,
 ) -> dict[str, Any]:
     """Estimate requests, tokens and cost before any request is sent (`--dry-run`)."""
-    return run_sync(  # type: ignore[no-any-return]
-        aestimate(
-            data,
-            metrics,
-            judge=judge,
-            columns=columns,
-            chunk_rows=chunk_rows,
-            sample=sample,
-            seed=seed,
-            reasons=reasons,
-            repeats=repeats,
-        )
-    )
+    options = {"judge": judge, "columns": columns, "chunk_rows": chunk_rows, "sample": sample}
+    options |= {"seed": seed, "reasons": reasons, "repeats": repeats}
+    return run_sync(aestimate(data, metrics, **options))  # type: ignore[no-any-return]
 
 
 async def aevaluate(
     data: Any,
     metrics: Iterable[str | Metric | RagasScore] = ("faithfulness", "answer_relevancy"),
-    *,
-    judge: Judge | None = None,
-    columns: Mapping[str, str] | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    reasons: bool | None = None,
-    thresholds: Mapping[str, float] | None = None,
-    strict: Iterable[str] = (),
-    repeats: int = 1,
+    **options: Unpack[RunOptions],
 ) -> pl.DataFrame:
     """Async twin of `evaluate`, for callers already inside an event loop."""
-    options = {"sample": sample, "seed": seed, "reasons": reasons}
-    options |= {"thresholds": thresholds, "strict": strict, "repeats": repeats}
-    return (await arun(data, metrics, judge=judge, columns=columns, **options)).frame
+    return (await arun(data, metrics, **options)).frame
 
 
 def run_sync(coro: Any) -> Any:
@@ -478,48 +532,34 @@ def run_sync(coro: Any) -> Any:
 
 
 def run(
-    data: Any,
-    metrics: Iterable[str | Metric | RagasScore],
-    *,
-    judge: Judge | None = None,
-    columns: Mapping[str, str] | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    reasons: bool | None = None,
-    thresholds: Mapping[str, float] | None = None,
-    strict: Iterable[str] = (),
-    repeats: int = 1,
+    data: Any, metrics: Iterable[str | Metric | RagasScore], **options: Unpack[RunOptions]
 ) -> RunResult:
-    """Score `data`; return the frame with the run's statistics and metadata."""
-    options = {"sample": sample, "seed": seed, "reasons": reasons}
-    options |= {"thresholds": thresholds, "strict": strict, "repeats": repeats}
-    return run_sync(arun(data, metrics, judge=judge, columns=columns, **options))  # type: ignore[no-any-return]
+    """Score `data`; return the frame with the run's statistics and metadata (the options
+    of `evaluate`)."""
+    return run_sync(arun(data, metrics, **options))  # type: ignore[no-any-return]
 
 
 def evaluate(
     data: Any,
     metrics: Iterable[str | Metric | RagasScore] = ("faithfulness", "answer_relevancy"),
-    *,
-    judge: Judge | None = None,
-    columns: Mapping[str, str] | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    reasons: bool | None = None,
-    thresholds: Mapping[str, float] | None = None,
-    strict: Iterable[str] = (),
-    repeats: int = 1,
+    **options: Unpack[RunOptions],
 ) -> pl.DataFrame:
     """Score a RAG log: every input column and row unchanged, plus `{metric}` (Float64 in
     [0, 1], null when not computable) and `{metric}_detail` (typed verdicts, reasons, error).
 
     `data` is a Polars DataFrame or LazyFrame, a pandas DataFrame or the path of a Parquet,
-    JSON Lines or CSV file; works as `df.pipe(evaluate, metrics=[...])`.
+    JSON Lines or CSV file; works as `df.pipe(evaluate, metrics=[...])`. Options, all
+    keyword-only (`RunOptions`):
 
+    judge : the `Judge` (default: `Judge()`, from the environment; the embedded judge when
+        no endpoint or key is set).
+    columns : rename inputs, {"question": "my_prompt", ...}.
     sample : score a uniform random sample of this many rows of `data` instead of all of it,
         drawn while streaming (a file is never loaded whole) and reproducible for `seed`. The
         sample's rows keep their order and gain `row_index`, their 0-based position in
         `data`, so they join back to the log; the run summary says the figures come from a
         sample of N of the log's rows, each mean with its interval.
+    seed : the sample's seed, and the repeats' base seed (default 0).
     reasons : False to ask the judge for verdicts without a written reason each (fewer
         completion tokens; the detail keeps its reason fields, null). Default: the judge's
         setting (`Judge.reasons`: on, except for the embedded judge). A metric's own
@@ -534,6 +574,4 @@ def evaluate(
         deviation, the test-retest reliability with its interval and the runs to average for
         0.9 (see `ragframe.repeats`).
     """
-    options = {"sample": sample, "seed": seed, "reasons": reasons}
-    options |= {"thresholds": thresholds, "strict": strict, "repeats": repeats}
-    return run(data, metrics, judge=judge, columns=columns, **options).frame
+    return run(data, metrics, **options).frame

@@ -41,7 +41,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +50,7 @@ import polars as pl
 import pyarrow as pa
 
 from ragframe.arrow import ArrowSession, Metrics, prepare, to_frame
+from ragframe.engine.spec import RunSpec, refuse_unsupported
 from ragframe.errors import ConfigError, InputError, RagframeError
 
 #: What to install for this module.
@@ -77,7 +78,7 @@ from ragframe.judge.client import Judge, RunStats  # noqa: E402
 from ragframe.judge.limits import Reservations, share, share_rate  # noqa: E402
 from ragframe.metrics import Metric, RagasScore  # noqa: E402
 from ragframe.stream import StreamResult  # noqa: E402
-from ragframe.summary import KEPT_SCORES, Tally  # noqa: E402
+from ragframe.summary import Tally  # noqa: E402
 
 __all__ = [
     "EXTRA",
@@ -254,6 +255,7 @@ class RayScorer:
         columns: Mapping[str, str] | None = None,
         reasons: bool | None = None,
         thresholds: Mapping[str, float] | None = None,
+        strict: Iterable[str] = (),
         cache_dir: str | None = None,
         carry: tuple[str, ...] = (),
         report_stats: bool = False,
@@ -271,6 +273,7 @@ class RayScorer:
             self.session.open().transport._rate = RemoteRate(limiter)  # type: ignore[assignment]
         self.metrics = metrics
         self.options = {"columns": columns, "reasons": reasons, "thresholds": thresholds}
+        self.options["strict"] = tuple(strict)
         self.carry = carry
         self.report_stats = report_stats
         self._prepared: dict[tuple[tuple[str, str], ...], list[Metric | RagasScore]] = {}
@@ -361,6 +364,7 @@ def evaluate(
     columns: Mapping[str, str] | None = None,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
     cache_dir: str | Path | None = None,
     num_cpus: float = 1.0,
     limits: Limits = "actor",
@@ -383,7 +387,7 @@ def evaluate(
         limiter actor holds the cluster's buckets; each actor asks it, many requests per
         call) or "divided" (each actor keeps rate / N to itself). See the module docstring.
     ray_remote_args : passed to `map_batches` (`max_restarts`, `resources`...).
-    metrics, columns, reasons, thresholds : as in `ragframe.evaluate`.
+    metrics, columns, reasons, thresholds, strict : as in `ragframe.evaluate`.
     """
     return map_scores(
         ds,
@@ -391,7 +395,12 @@ def evaluate(
         judge if judge is not None else Judge(),
         actors=actors,
         batch_size=batch_size,
-        options={"columns": columns, "reasons": reasons, "thresholds": thresholds},
+        options={
+            "columns": columns,
+            "reasons": reasons,
+            "thresholds": thresholds,
+            "strict": tuple(strict),
+        },
         cache_dir=cache_dir,
         num_cpus=num_cpus,
         limits=limits,
@@ -647,13 +656,14 @@ class _Output:
         started: str,
         ray_info: Mapping[str, Any],
         identity: Mapping[str, Any],
+        run: dict[str, Any],
     ) -> _Output:
         """The output of `part`: a streamed run's result (its metadata), plus the input's
         fingerprint and the run's settings, which a rerun compares to skip it."""
         stats = RunStats(price=judge.price)
         extra = {"ray": {**ray_info, "partition": part.index}}
         result = StreamResult(
-            template, metrics, judge, stats, 0.0, started, extra=extra, output=part.target
+            template, metrics, judge, stats, 0.0, started, extra=extra, run=run, output=part.target
         )
         source = {"path": str(part.source), "fingerprint": part.fingerprint, "rows": part.rows}
         return cls(part, result, {"input": source, "settings": identity["settings"]})
@@ -733,7 +743,6 @@ def _merge(into: Tally, other: Tally) -> None:
     into.squares += other.squares
     into.minimum = min(into.minimum, other.minimum)
     into.maximum = max(into.maximum, other.maximum)
-    into.kept = [*into.kept, *other.kept] if into.scored <= KEPT_SCORES else []
 
 
 def score_partitions(
@@ -747,10 +756,13 @@ def score_partitions(
     columns: Mapping[str, str] | None = None,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
     cache_dir: str | Path | None = None,
     overwrite: bool = False,
     num_cpus: float = 1.0,
     limits: Limits = "actor",
+    spec: RunSpec | None = None,
+    before_scoring: Callable[[list[Metric | RagasScore]], None] | None = None,
 ) -> PartitionsResult:
     """Score every Parquet file of `source` (a directory, a glob or a file) on Ray into one
     file per input under `out_dir` (same relative path), each with a single-process run's
@@ -759,26 +771,46 @@ def score_partitions(
     A partition whose output already records this run's metrics, judge, settings and input
     fingerprint is skipped (nothing is read or sent for it); an output that records anything
     else is refused unless `overwrite`. Inside a partition, resuming is the answer cache's
-    job (`cache_dir`, as in `evaluate`). Ray must be initialised (`ray.init(...)`).
+    job (`cache_dir`, as in `evaluate`). Ray must be initialised (`ray.init(...)`). `spec`,
+    when given (the command line's), is the whole run specification: it replaces metrics,
+    columns, reasons, thresholds and strict, is refused where Ray cannot honour it, and is
+    recorded in every output's metadata. `before_scoring(metrics)` is called with the
+    run's metrics once they are known, before any request (the command line checks its
+    gates there).
     """
+    if spec is None:
+        spec = RunSpec(
+            metrics=metrics if isinstance(metrics, str) else tuple(metrics),
+            columns=columns,
+            reasons=reasons,
+            thresholds=dict(thresholds or {}),
+            strict=tuple(strict),
+        )
+    refuse_unsupported(spec, "ray")
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
     parts = find_partitions(source, out_dir)
     schema = _one_schema(parts)
     empty = to_frame(schema.empty_table())
-    options = {"columns": columns, "reasons": reasons, "thresholds": thresholds}
-    chosen = prepare(empty, metrics, judge, **options)  # every check before any request
+    options = {"columns": spec.columns, "reasons": spec.reasons, "thresholds": spec.thresholds}
+    options["strict"] = spec.strict
+    chosen = prepare(empty, spec.metrics, judge, **options)  # every check before any request
+    if before_scoring is not None:
+        before_scoring(chosen)
     check_actors(judge, actors)
     check_limits(limits)
-    identity = run_identity(chosen, judge, columns)
+    identity = run_identity(chosen, judge, spec.columns)
     todo = _to_score(parts, identity, overwrite)
     template = ArrowSession(judge.replace(cache=False))
     with template:
         empty_scored = template.score(empty, chosen, columns)
     check_writable(empty_scored.schema)
     ray_info = {"actors": actors, "partitions": len(parts)}
+    run = spec.metadata("ray", judge)
     outputs = {
-        part.index: _Output.start(part, empty_scored, chosen, judge, started, ray_info, identity)
+        part.index: _Output.start(
+            part, empty_scored, chosen, judge, started, ray_info, identity, run
+        )
         for part in todo
     }
     total = sum(part.rows for part in todo)

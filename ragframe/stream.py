@@ -19,8 +19,6 @@ and sends requests only for what was never answered.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import datetime as dt
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -31,17 +29,9 @@ from typing import Any
 import polars as pl
 
 from ragframe.columns import list_columns
+from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.errors import ConfigError
-from ragframe.evaluate import (
-    RunResult,
-    check_run,
-    choose_metrics,
-    needs_judge,
-    prepare_metrics,
-    run_sync,
-    score_frame,
-    work_plan,
-)
+from ragframe.evaluate import RunResult, prepare_run, run_sync, score_frame, work_plan
 from ragframe.io import AtomicParquetWriter, InputFile, check_writable, open_input
 from ragframe.judge.client import Judge, JudgeSession
 from ragframe.metrics import Metric, RagasScore
@@ -99,55 +89,61 @@ async def ascore_file(
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
-    chunk_rows: int = 2000,
+    chunk_rows: int | None = None,
     overwrite: bool = False,
     chunks_in_flight: int = 2,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
     strict: Iterable[str] = (),
+    spec: RunSpec | None = None,
 ) -> StreamResult:
     """Async twin of `score_file`."""
+    if spec is None:
+        spec = RunSpec(
+            metrics=metrics if isinstance(metrics, str) else tuple(metrics),
+            columns=columns,
+            reasons=reasons,
+            thresholds=dict(thresholds or {}),
+            strict=tuple(strict),
+            chunk_rows=chunk_rows,
+        )
+    refuse_unsupported(spec, "streamed")
+    chunk_rows = DEFAULT_CHUNK_ROWS if spec.chunk_rows is None else spec.chunk_rows
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
     if chunks_in_flight < 1:
         raise ConfigError(f"chunks_in_flight must be at least 1, got {chunks_in_flight}")
     source, target = Path(input_path), Path(output_path)
-    source_file = open_input(source, list_columns=list_columns(columns))
+    source_file = open_input(source, list_columns=list_columns(spec.columns))
     if target.resolve() == source.resolve():
         raise ConfigError("the output must not be the input file; the input is never written")
     if target.exists() and not overwrite:
         raise ConfigError(
             f"output {str(target)!r} exists; pass overwrite=True (--overwrite) to replace it"
         )
-    # Validate names and types on the file's schema: before reading a row or sending a request.
+    # Inputs, output names and what the judge can serve, on the file's schema: before a row
+    # is read or a request sent.
     empty = source_file.schema_frame()
-    skipped: dict[str, Any] = {}
-    resolved = choose_metrics(metrics, empty.columns, columns, skipped)
-    uses_judge = needs_judge(resolved)
-    judge = judge if judge is not None else Judge(cache=uses_judge)
-    metric_list = prepare_metrics(resolved, judge, reasons, thresholds, strict)
-    # Inputs, output names and what the judge can serve: before a row is read or a request sent.
-    check_run(empty, metric_list, columns, judge)
-    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    session = judge.session()
-    rows = source_file.rows
-    if rows is not None:  # Parquet records its rows; other formats are planned chunk by chunk
-        session.plan(work_plan(metric_list, rows))
-    # String- and ID-based metrics only: no endpoint, no local model started.
-    async with session if uses_judge else contextlib.nullcontext():
-        return await _stream(
+    ready = prepare_run(empty, spec, judge)
+    session, opened = ready.session()
+    if source_file.rows is not None:  # Parquet records its rows; others are planned by chunk
+        session.plan(work_plan(ready.metrics, source_file.rows))
+    async with opened:
+        result = await _stream(
             source_file,
             empty,
             target,
-            metric_list,
+            ready.metrics,
             session,
-            columns,
+            spec.columns,
             chunk_rows=chunk_rows,
             chunks_in_flight=chunks_in_flight,
             overwrite=overwrite,
-            started=started,
-            extra=skipped,
+            started=ready.started,
+            extra=ready.extra,
+            run=spec.metadata("streamed", ready.judge),
         )
+    return result
 
 
 async def _stream(
@@ -163,6 +159,7 @@ async def _stream(
     overwrite: bool,
     started: str,
     extra: dict[str, Any],
+    run: dict[str, Any],
 ) -> StreamResult:
     """Read, score and write chunk by chunk, at most `chunks_in_flight` chunks being scored."""
     loop = asyncio.get_running_loop()
@@ -179,6 +176,7 @@ async def _stream(
         0.0,
         started,
         extra={"chunk_rows": chunk_rows, **extra},
+        run=run,
         output=target,
     )
     # The summary is known only at the end: `update_metadata` puts it in the footer.
@@ -273,21 +271,25 @@ def score_file(
     *,
     judge: Judge | None = None,
     columns: Mapping[str, str] | None = None,
-    chunk_rows: int = 2000,
+    chunk_rows: int | None = None,
     overwrite: bool = False,
     chunks_in_flight: int = 2,
     reasons: bool | None = None,
     thresholds: Mapping[str, float] | None = None,
     strict: Iterable[str] = (),
+    spec: RunSpec | None = None,
 ) -> StreamResult:
     """Score a Parquet, JSON Lines or CSV file chunk by chunk and write the scored Parquet
     file, in input order.
 
     The output holds what `ragframe.run(...).write_parquet(...)` would write for the same
     input (every input column and row, plus `{metric}` and `{metric}_detail`), with the run's
-    metadata and summary; memory stays bounded by `chunk_rows` x `chunks_in_flight`. An
+    metadata and summary; memory stays bounded by `chunk_rows` (default 2,000) x
+    `chunks_in_flight`. An
     interrupted run resumes from the cache when run again. `metrics` may be "all";
-    `reasons`, `thresholds` and `strict` as in `evaluate`.
+    `reasons`, `thresholds` and `strict` as in `evaluate`. `spec`, when given, is the whole
+    run specification (the command line's), and replaces metrics, columns, chunk_rows,
+    reasons, thresholds and strict.
     """
     return run_sync(  # type: ignore[no-any-return]
         ascore_file(
@@ -302,5 +304,6 @@ def score_file(
             reasons=reasons,
             thresholds=thresholds,
             strict=strict,
+            spec=spec,
         )
     )

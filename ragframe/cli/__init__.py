@@ -56,7 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one `ragframe` command; the exit status (errors are printed on one line)."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # a bad option: argparse printed why; --help/--version exit 0
+        if stop.code in (0, None):
+            raise
+        return stop.code if isinstance(stop.code, int) else EXIT_ERROR
     handler = getattr(args, "handler", None)
     if handler is None:
         return EXIT_ERROR

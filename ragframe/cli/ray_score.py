@@ -3,7 +3,9 @@ directory of Parquet partitions on a Ray cluster, one output file per input file
 
 Nothing of Ray is imported until `--ray` is given; without `ragframe[ray]` installed the run
 stops with one line naming the extra. `ragframe.cli.score` adds the options
-(`add_ray_options`) and hands a `--ray` run to `score_with_ray`.
+(`add_ray_options`), refuses what Ray cannot honour (`ragframe.engine.PATHS`), hands a `--ray`
+run to `score_with_ray`, and reports it (summary, gates over every output, exit status) as it
+reports every path.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ragframe.cli import common
+from ragframe.cli import gate as gate_cli
+from ragframe.engine.spec import RunSpec
 from ragframe.errors import ConfigError, RagframeError
 
 #: `--ray` given alone: Ray's own choice (`$RAY_ADDRESS`, else a cluster already running on
@@ -40,23 +44,23 @@ def add_ray_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--actors",
-        type=int,
+        type=common.positive_int,
         help="scoring actors, each with one judge session (default: the cluster's CPUs, at "
         "most --concurrency)",
     )
     group.add_argument(
         "--batch-rows",
-        type=int,
+        type=common.positive_int,
         help="rows per batch (default: 16 per request slot of an actor, which keeps its share "
         "of the pool busy)",
     )
 
 
-def score_with_ray(
-    args: argparse.Namespace, judge: Any, metrics: Any, columns: dict[str, str] | None
-) -> int:
-    """Run `ragframe score ... --ray`; the exit status (as a single-process run's)."""
-    _refuse_single_process_options(args)
+def score_with_ray(args: argparse.Namespace, spec: RunSpec, judge: Any) -> Any:
+    """Run `ragframe score ... --ray` (the options Ray cannot honour were refused before);
+    the `PartitionsResult`, which `ragframe.cli.score` reports as any run's."""
+    if args.batch_rows is not None and args.batch_rows < 1:
+        raise ConfigError(f"--batch-rows must be at least 1, got {args.batch_rows}")
     from ragframe import ray as ragframe_ray  # RayNotInstalled (a ConfigError) names the extra
 
     output = Path(args.output)
@@ -75,33 +79,24 @@ def score_with_ray(
     ray.data.DataContext.get_current().enable_progress_bars = not args.no_progress
     try:
         actors = args.actors or _default_actors(ray, judge)
-        result = _unwrapped(
+        return _unwrapped(
             ragframe_ray.score_partitions,
             args.input,
             output,
-            metrics,
+            spec.metrics,
             judge,
             actors=actors,
             batch_size=args.batch_rows,
-            columns=columns,
             cache_dir=cache_dir,
             overwrite=args.overwrite,
+            spec=spec,
+            before_scoring=lambda chosen: gate_cli.check_gate_options(
+                args, [m.name for m in chosen]
+            ),
         )
     finally:
         if started_here:
             ray.shutdown()
-    return _report(result, args)
-
-
-def _refuse_single_process_options(args: argparse.Namespace) -> None:
-    for flag, given in (("--sample", args.sample is not None), ("--dry-run", args.dry_run)):
-        if given:
-            raise ConfigError(
-                f"{flag} is not available with --ray; run it without --ray on one partition "
-                "(ragframe score FILE.parquet ...)"
-            )
-    if args.batch_rows is not None and args.batch_rows < 1:
-        raise ConfigError(f"--batch-rows must be at least 1, got {args.batch_rows}")
 
 
 def _cache_dir(args: argparse.Namespace, judge: Any) -> Path | None:
@@ -144,20 +139,16 @@ def _unwrapped(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise
 
 
-def _report(result: Any, args: argparse.Namespace) -> int:
-    """Print the run's summary and what was written; the exit status."""
-    import polars as pl
+def written_outputs(result: Any) -> list[str]:
+    """The scored files of a Ray run, this run's and those it skipped as already scored."""
+    return [str(r.output) for r in result.scored] + [str(p.target) for p in result.skipped]
 
-    from ragframe.evaluate import failed_metrics
 
+def report(result: Any, args: argparse.Namespace) -> None:
+    """Print the run's summary and what was written."""
     print(common.format_summary(result.summary(), result.judge.local))
     skipped = len(result.skipped)
     print(
         f"wrote {len(result.scored)} files under {args.output}"
         + (f" ({skipped} already scored with the same metrics, judge and input)" if skipped else "")
     )
-    if not result.scored:
-        return common.EXIT_OK
-    written = pl.scan_parquet([str(r.output) for r in result.scored])
-    failed = failed_metrics(written, result.metrics, result.stats)
-    return common.report_failed_metrics(failed, args.output)

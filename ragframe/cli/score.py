@@ -8,6 +8,7 @@ from typing import Any
 from ragframe.cli import common
 from ragframe.cli import gate as gate_cli
 from ragframe.cli.ray_score import add_ray_options
+from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.errors import RagframeError
 from ragframe.judge.cache import default_cache_path
 
@@ -53,30 +54,33 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     score.add_argument("--columns", help="rename inputs: question=my_prompt,answer=my_output")
     score.add_argument(
         "--concurrency",
-        type=int,
+        type=common.positive_int,
         default=16,
         help="HTTP requests in flight (default: 16; the embedded judge: one per CPU, its servers)",
     )
     score.add_argument(
         "--temperature",
-        type=float,
+        type=common.non_negative_float,
         default=0.0,
         help="the judge's sampling temperature (default: 0; above 0 with --repeats, to "
         "measure sampling noise)",
     )
     score.add_argument(
         "--requests-per-minute",
-        type=float,
+        type=common.positive_float,
         help="most requests sent per minute (default: no limit; with --ray, for the cluster)",
     )
     score.add_argument(
         "--tokens-per-minute",
-        type=float,
+        type=common.positive_float,
         help="most prompt and completion tokens per minute, estimated before each request "
         "(default: no limit; with --ray, for the cluster)",
     )
     score.add_argument(
-        "--timeout", type=float, default=120.0, help="seconds per request (default: 120)"
+        "--timeout",
+        type=common.positive_float,
+        default=120.0,
+        help="seconds per request (default: 120)",
     )
     score.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     score.add_argument(
@@ -98,17 +102,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     score.add_argument(
         "--sample",
-        type=int,
+        type=common.positive_int,
         metavar="N",
         help="score a uniform random sample of N rows (with their row_index in the log), and "
         "print the estimate for the whole log beside what the sample cost",
     )
     score.add_argument(
-        "--seed", type=int, default=0, help="the sample's seed (default: 0; same seed, same rows)"
+        "--seed",
+        type=common.non_negative_int,
+        default=0,
+        help="the sample's seed (default: 0; same seed, same rows)",
     )
     score.add_argument(
         "--repeats",
-        type=int,
+        type=common.positive_int,
         default=1,
         metavar="K",
         help="score the rows K times at the judge's seed + 0..K-1 and report, per metric, the "
@@ -119,10 +126,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     score.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     score.add_argument(
         "--chunk-rows",
-        type=int,
-        default=2000,
+        type=common.positive_int,
         help="rows read, scored and written at a time (default: 2000; memory is bounded by "
-        "this, not by the file)",
+        "this, not by the file; not with --ray, whose batches --batch-rows sizes)",
     )
     score.add_argument(
         "--dry-run",
@@ -131,7 +137,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     score.add_argument(
         "--max-cost",
-        type=float,
+        type=common.non_negative_float,
         help="dollars: refuse a run whose estimate exceeds it, and stop one that spends it "
         "(default: no limit)",
     )
@@ -178,161 +184,200 @@ def _judge(args: argparse.Namespace) -> Any:
     )
 
 
+def run_spec(args: argparse.Namespace) -> RunSpec:
+    """The run's options, gathered once from the command line (a ConfigError on a malformed
+    one): what every path executes and records in the output's metadata."""
+    from ragframe.catalog import is_all
+
+    gates = gate_cli._options(args)  # parsed and checked once
+    return RunSpec(
+        metrics="all" if is_all(args.metrics) else tuple(common.parse_metrics(args.metrics)),
+        columns=common.parse_columns(args.columns),
+        reasons=False if args.no_reasons else None,
+        thresholds=gates["thresholds"],
+        strict=tuple(gates["strict"]),
+        fail_under=gates["fail_under"],
+        min_pass_rate=gates["min_pass_rate"],
+        ignore_failed=gates["ignore_failed"],
+        repeats=args.repeats,
+        seed=args.seed,
+        sample=args.sample,
+        chunk_rows=args.chunk_rows,
+        dry_run=args.dry_run,
+        max_cost=args.max_cost,
+    )
+
+
+def run_path(args: argparse.Namespace, spec: RunSpec) -> str:
+    """Which path runs the spec: Ray when asked, in memory for a sample or repeats, else
+    streamed chunk by chunk."""
+    if args.ray is not None:
+        return "ray"
+    return "in-memory" if spec.sample is not None or spec.repeats != 1 else "streamed"
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     """`ragframe score`; stops with the endpoint named when the judge cannot serve the run."""
+    spec = run_spec(args)
+    path = run_path(args, spec)
+    refuse_unsupported(spec, path)  # an option this path cannot honour: exit 2, nothing sent
     judge = _judge(args)
     with common.endpoint_named(judge):
-        return _score(args, judge)
+        if path == "ray":  # a directory or glob of Parquet files, one output per file
+            return _score_on_ray(args, spec, judge)
+        return _score(args, spec, path, judge)
 
 
-def _score(args: argparse.Namespace, judge: Any) -> int:
+def _score_on_ray(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int:
+    """A Ray run, reported as any run: summary, then failed metrics and gates over every
+    output file."""
+    import polars as pl
+
+    from ragframe.cli import ray_score
+    from ragframe.evaluate import failed_metrics
+
+    result = ray_score.score_with_ray(args, spec, judge)
+    ray_score.report(result, args)
+    outputs = ray_score.written_outputs(result)
+    if not outputs:
+        return common.EXIT_OK
+    failed = (
+        failed_metrics(pl.scan_parquet(outputs[: len(result.scored)]), result.metrics, result.stats)
+        if result.scored
+        else {}
+    )
+    return exit_status(args, spec, failed, pl.scan_parquet(outputs))
+
+
+def _score(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> int:
     from pathlib import Path
 
     import polars as pl
 
-    from ragframe.catalog import is_all
     from ragframe.evaluate import check_judge, failed_metrics
-    from ragframe.metrics import resolve
     from ragframe.stream import score_file
 
-    if args.ray is not None:  # a directory or glob of Parquet files, one output per file
-        from ragframe.cli.ray_score import score_with_ray
-
-        columns = common.parse_columns(args.columns)
-        metrics = "all" if is_all(args.metrics) else resolve(common.parse_metrics(args.metrics))
-        return score_with_ray(args, judge, metrics, columns)
     if Path(args.output).exists() and not args.overwrite:
         raise RagframeError(f"output {args.output!r} exists; add --overwrite to replace it")
     common.refuse_input_as_output(args.input, args.output)
     common.refuse_non_parquet_output(args.output)
-    columns = common.parse_columns(args.columns)
-    metrics = "all" if is_all(args.metrics) else resolve(common.parse_metrics(args.metrics))
-    # Before anything is read or sent: a judge that cannot serve a metric (no embedding model).
-    chosen = _chosen(args.input, metrics, columns)
+    # Before anything is read or sent: a judge that cannot serve a metric (no embedding model),
+    # and gates on metrics the run does not score.
+    chosen = chosen_metrics(args.input, spec)
     check_judge(judge, chosen)
     gate_cli.check_gate_options(args, [m.name for m in chosen])
-    rules = _pass_rules(args)
-    if args.chunk_rows < 1:
-        raise RagframeError(f"--chunk-rows must be at least 1, got {args.chunk_rows}")
-    if (args.dry_run or args.max_cost is not None) and _estimate_says_stop(
-        args, judge, metrics, columns
-    ):
+    if (spec.dry_run or spec.max_cost is not None) and _estimate_says_stop(args, spec, judge):
         return common.EXIT_OK
-    if args.sample is not None or args.repeats != 1:
-        return _score_in_memory(args, judge, metrics, columns, rules)
+    if path == "in-memory":
+        return _score_in_memory(args, spec, judge)
     result = score_file(
-        args.input,
-        args.output,
-        metrics,
-        judge=judge,
-        columns=columns,
-        chunk_rows=args.chunk_rows,
-        overwrite=args.overwrite,
-        **rules,
+        args.input, args.output, spec.metrics, judge=judge, overwrite=args.overwrite, spec=spec
     )
     print(common.format_summary(result.summary(), result.judge.local))
     print(f"wrote {args.output}")
     failed = failed_metrics(pl.scan_parquet(args.output), result.metrics, result.stats)
-    return _exit_status(args, failed)
+    return exit_status(args, spec, failed, args.output)
 
 
-def _pass_rules(args: argparse.Namespace) -> dict[str, Any]:
-    """--threshold and --strict, as the run's `thresholds=` and `strict=`."""
-    from ragframe.thresholds import parse_metric_values
-
-    strict = [m.strip() for m in (args.strict or "").split(",") if m.strip()]
-    return {"thresholds": parse_metric_values(args.threshold, "--threshold"), "strict": strict}
-
-
-def _exit_status(args: argparse.Namespace, failed: dict[str, str]) -> int:
-    """4 when a metric failed on every row, else 1 when a gate failed, else 0."""
+def exit_status(
+    args: argparse.Namespace, spec: RunSpec, failed: dict[str, str], scored: Any
+) -> int:
+    """4 when a metric failed on every row, else 1 when a gate failed, else 0 (the same rule
+    on every path; `scored`: the output file, or every output of a Ray run)."""
     status = common.report_failed_metrics(failed, args.output)
-    gated = gate_cli.gate_exit(args, args.output)
+    gated = gate_cli.gate_exit(args, scored) if spec.gated else None
     return status or gated or common.EXIT_OK
 
 
-def _chosen(source: str, metrics: Any, columns: dict[str, str] | None) -> list[Any]:
+def chosen_metrics(source: str, spec: RunSpec) -> list[Any]:
     """The metrics a run will score: as named, or for "all" those whose inputs the file has."""
     from ragframe.columns import list_columns
     from ragframe.evaluate import choose_metrics
     from ragframe.io import open_input
 
-    if not isinstance(metrics, str):
-        return list(metrics)
-    head = open_input(source, list_columns=list_columns(columns)).schema_frame()
-    return choose_metrics(metrics, head.columns, columns)
+    if not isinstance(spec.metrics, str):
+        return choose_metrics(spec.metrics, (), spec.columns)
+    head = open_input(source, list_columns=list_columns(spec.columns)).schema_frame()
+    return choose_metrics(spec.metrics, head.columns, spec.columns)
 
 
-def _score_in_memory(
-    args: argparse.Namespace,
-    judge: Any,
-    metrics: Any,
-    columns: dict[str, str] | None,
-    rules: dict[str, Any],
-) -> int:
+def _score_in_memory(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int:
     """Score a sample of the log (then print what the whole log would cost beside it), or the
     log with repeats: in memory, as `ragframe.run` does."""
-    from ragframe.evaluate import estimate, failed_metrics, run
+    from ragframe.evaluate import estimate, execute, failed_metrics, run_sync
 
-    options = {"sample": args.sample, "seed": args.seed, "repeats": args.repeats}
-    result = run(args.input, metrics, judge=judge, columns=columns, **options, **rules)
+    result = run_sync(execute(args.input, spec, judge))
     result.write_parquet(args.output, overwrite=args.overwrite)
     print(common.format_summary(result.summary(), result.judge.local))
     print(f"wrote {args.output}")
     sample = result.extra.get("sample")
     if sample and sample["rows"] < sample["of"]:
         whole = estimate(
-            args.input, metrics, judge=judge, columns=columns, chunk_rows=args.chunk_rows
+            args.input,
+            spec.metrics,
+            judge=judge,
+            columns=spec.columns,
+            chunk_rows=spec.chunk_rows or DEFAULT_CHUNK_ROWS,
+            reasons=spec.reasons,
         )
-        print(_sample_cost_line(result.summary(), whole))
+        print(_sample_cost_line(result.summary(), whole, cached=judge.cache_path is not None))
     failed = failed_metrics(result.frame.lazy(), result.metrics, result.stats)
-    return _exit_status(args, failed)
+    return exit_status(args, spec, failed, args.output)
 
 
 def _dollars(value: float | None) -> str:
     return "unknown price" if value is None else f"${value:.4f}"
 
 
-def _sample_cost_line(summary: dict[str, Any], whole: dict[str, Any]) -> str:
-    """What the sample cost, and the dry-run estimate for the rest of the log."""
+def _sample_cost_line(summary: dict[str, Any], whole: dict[str, Any], *, cached: bool) -> str:
+    """What the sample cost, and the dry-run estimate for the rest of the log (with no cache,
+    the sample's rows would be paid for again, and the estimate counts them)."""
+    how = (
+        "the sample's answers now cached are free"
+        if cached
+        else "no cache: the sample's rows are counted again"
+    )
     return (
         f"this sample: {summary['requests']} requests, {summary['prompt_tokens']} prompt + "
         f"{summary['completion_tokens']} completion tokens, {_dollars(summary.get('cost_usd'))}"
-        f"\nthe whole log ({whole['rows']} rows, dry run; the sample's answers now cached are "
-        f"free): {whole['requests']} requests, {whole['prompt_tokens']} prompt + "
+        f"\nthe whole log ({whole['rows']} rows, dry run; {how}): "
+        f"{whole['requests']} requests, {whole['prompt_tokens']} prompt + "
         f"{whole['completion_tokens']} completion tokens, {_dollars(whole['cost_usd'])}"
     )
 
 
-def _estimate_says_stop(
-    args: argparse.Namespace, judge: Any, metrics: Any, columns: dict[str, str] | None
-) -> bool:
+def _estimate_says_stop(args: argparse.Namespace, spec: RunSpec, judge: Any) -> bool:
     """Print the estimate; True for a dry run (nothing more to do). A run whose estimate is
     over --max-cost is refused here, before anything is sent."""
     from ragframe.evaluate import estimate
 
     guess = estimate(
         args.input,
-        metrics,
+        spec.metrics,
         judge=judge,
-        columns=columns,
-        chunk_rows=args.chunk_rows,
-        sample=args.sample,
-        seed=args.seed,
-        repeats=args.repeats,
+        columns=spec.columns,
+        chunk_rows=spec.chunk_rows or DEFAULT_CHUNK_ROWS,
+        sample=spec.sample,
+        seed=spec.seed,
+        reasons=spec.reasons,
+        repeats=spec.repeats,
     )
-    which = f"a sample of {guess['rows']}" if args.sample is not None else f"{guess['rows']}"
+    which = f"a sample of {guess['rows']}" if spec.sample is not None else f"{guess['rows']}"
     times = f" x {guess['repeats']} repeats" if guess["repeats"] > 1 else ""
     print(
         f"estimate: {guess['requests']} requests, {guess['prompt_tokens']} prompt + "
         f"{guess['completion_tokens']} completion tokens, {_dollars(guess['cost_usd'])} for "
         f"{which} rows{times} on {guess['model']} (cached answers are free and not counted)"
     )
-    if args.dry_run:
+    if spec.dry_run:
         return True
-    if guess["cost_usd"] is not None and guess["cost_usd"] > args.max_cost:
+    if (
+        guess["cost_usd"] is not None
+        and spec.max_cost is not None
+        and (guess["cost_usd"] > spec.max_cost)
+    ):
         raise RagframeError(
-            f"the estimate ${guess['cost_usd']:.4f} exceeds --max-cost ${args.max_cost:.4f}; "
+            f"the estimate ${guess['cost_usd']:.4f} exceeds --max-cost ${spec.max_cost:.4f}; "
             "nothing was sent"
         )
     return False

@@ -1,0 +1,163 @@
+"""One run specification: every option of a run gathered once, executed by every path.
+
+ragframe runs the same scoring several ways: in memory (`evaluate` / `run`, and `ragframe
+score` with `--sample` or `--repeats`), streamed chunk by chunk (`ragframe score`), on Arrow
+batches (`score_arrow`) and on a Ray cluster (`--ray`). Each path executes a `RunSpec`; a path
+that cannot honour an option it was given refuses it before the first request (a
+`ConfigError`, exit status 2 on the command line, naming the option and the path), never
+drops it. `PATHS` is the one table of what each path honours, so a new option or a new path
+is a decision made here, in one place, and tested over the whole table
+(`tests/test_one_run.py`).
+
+The judge's own settings (concurrency, rate limits, timeout, temperature, the cost cap,
+`retry_failed`, reasons) travel with the `Judge`, which every path hands to its sessions; the
+spec records them in the output's metadata beside the run's own options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragframe.errors import ConfigError
+
+#: Rows read, scored and written at a time by a streamed run, unless --chunk-rows says.
+DEFAULT_CHUNK_ROWS = 2000
+
+#: Each option of a run -> how the command line spells it (for messages).
+FLAGS: dict[str, str] = {
+    "metrics": "--metrics",
+    "columns": "--columns",
+    "reasons": "--no-reasons",
+    "thresholds": "--threshold",
+    "strict": "--strict",
+    "fail_under": "--fail-under",
+    "min_pass_rate": "--min-pass-rate",
+    "ignore_failed": "--ignore-failed",
+    "repeats": "--repeats",
+    "seed": "--seed",
+    "sample": "--sample",
+    "chunk_rows": "--chunk-rows",
+    "dry_run": "--dry-run",
+    "max_cost": "--max-cost",
+}
+
+_EVERY = frozenset(FLAGS)
+
+#: What each path honours. Anything else it is given is refused before the first request.
+#: "streamed" hands --sample and --repeats to "in-memory" (the command line routes them);
+#: "ray" scores partitions with actors of one judge: no sample, no repeats, no dry run, and
+#: its batches are sized by --batch-rows; "arrow" scores the batches a caller hands it, so
+#: the gates, sampling and repeats are the caller's.
+PATHS: dict[str, frozenset[str]] = {
+    "in-memory": _EVERY,
+    "streamed": _EVERY - {"sample", "repeats"},
+    "ray": _EVERY - {"sample", "repeats", "dry_run", "chunk_rows"},
+    "arrow": frozenset({"metrics", "columns", "reasons", "thresholds", "strict"}),
+}
+
+#: What a path says instead, where another way exists.
+_INSTEAD = {
+    "ray": "run it without --ray on one partition (ragframe score FILE.parquet ...)",
+    "arrow": "apply it to the scored batches (ragframe.check_gates, ragframe.run(...))",
+    "streamed": "ragframe score routes it to the in-memory path",
+}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What a run is asked to do. Defaults are "not given"; `given()` lists the rest."""
+
+    #: Metric names or instances, or "all".
+    metrics: tuple[Any, ...] | str = ()
+    columns: Mapping[str, str] | None = None
+    #: False: no written reason per verdict; None: the judge's setting.
+    reasons: bool | None = None
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+    strict: tuple[str, ...] = ()
+    fail_under: Mapping[str, float] = field(default_factory=dict)
+    min_pass_rate: Mapping[str, float] = field(default_factory=dict)
+    ignore_failed: bool = False
+    repeats: int = 1
+    seed: int = 0
+    sample: int | None = None
+    #: None: the path's default (2,000 rows a chunk when streamed).
+    chunk_rows: int | None = None
+    dry_run: bool = False
+    max_cost: float | None = None
+
+    def given(self) -> list[str]:
+        """The options set away from their defaults (metrics and columns always count)."""
+        default = RunSpec()
+        return [
+            name
+            for name in FLAGS
+            if name in ("metrics", "columns") or getattr(self, name) != getattr(default, name)
+        ]
+
+    @property
+    def gated(self) -> bool:
+        """Whether the run ends with a gate (the exit status then depends on the scores)."""
+        return bool(self.fail_under or self.min_pass_rate)
+
+    def gate_options(self) -> dict[str, Any]:
+        """The keyword arguments of `ragframe.check_gates` this run asks for."""
+        return {
+            "fail_under": dict(self.fail_under),
+            "min_pass_rate": dict(self.min_pass_rate),
+            "thresholds": dict(self.thresholds),
+            "strict": list(self.strict),
+            "ignore_failed": self.ignore_failed,
+        }
+
+    def metadata(self, path: str, judge: Any = None) -> dict[str, Any]:
+        """What the output's metadata records under "run": every option, the path that ran
+        it, and the judge's limits (never a key or a URL)."""
+        record: dict[str, Any] = {
+            "path": path,
+            "metrics": self.metrics
+            if isinstance(self.metrics, str)
+            else [m if isinstance(m, str) else m.name for m in self.metrics],
+            "columns": dict(self.columns or {}),
+            "reasons": self.reasons,
+            "thresholds": dict(self.thresholds),
+            "strict": sorted(self.strict),
+            "gates": {
+                "fail_under": dict(self.fail_under),
+                "min_pass_rate": dict(self.min_pass_rate),
+                "ignore_failed": self.ignore_failed,
+            },
+            "repeats": self.repeats,
+            "seed": self.seed,
+            "sample": self.sample,
+            "chunk_rows": self.chunk_rows,
+            "max_cost": self.max_cost,
+        }
+        if judge is not None:
+            record["limits"] = {
+                "concurrency": judge.concurrency,
+                "requests_per_minute": judge.requests_per_minute,
+                "tokens_per_minute": judge.tokens_per_minute,
+                "timeout": judge.timeout,
+                "max_cost": judge.max_cost,
+                "retry_failed": judge.retry_failed,
+                "reasons": judge.reasons,
+                "temperature": judge.temperature,
+            }
+        return record
+
+
+def refuse_unsupported(spec: RunSpec, path: str) -> None:
+    """Raise a ConfigError naming the first option `path` cannot honour (before any request)."""
+    if path not in PATHS:
+        raise ConfigError(f"unknown run path {path!r}; one of {sorted(PATHS)}")
+    dropped = [name for name in spec.given() if name not in PATHS[path]]
+    if dropped:
+        flags = ", ".join(FLAGS[name] for name in dropped)
+        instead = _INSTEAD.get(path, "")
+        raise ConfigError(
+            f"{flags} {'is' if len(dropped) == 1 else 'are'} not available on the {path} "
+            f"path{' (--ray)' if path == 'ray' else ''}; nothing was sent"
+            + (f". Instead: {instead}" if instead else "")
+        )

@@ -1,0 +1,262 @@
+"""One run, every path: each option of `ragframe score` is honoured by every path that runs it,
+or refused before the first request (exit 2, the option and the path named, zero requests at
+the server). Never dropped.
+
+The reference is the in-memory run of the same `RunSpec` (parsed from the same command line)
+through `ragframe.evaluate.execute`, with its own cache, so both send their requests. Against
+it, each path's output must have the same columns and scores, the same "run" record in its
+metadata (the path aside), the same summary table, and the same exit status (the gates
+checked on the reference's frame).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import judge_for
+from polars.testing import assert_frame_equal
+
+import ragframe
+from ragframe.cli import build_parser, main
+from ragframe.cli import score as score_cli
+from ragframe.engine import PATHS, RunSpec, refuse_unsupported
+from ragframe.engine.spec import FLAGS
+from ragframe.errors import ConfigError
+from ragframe.evaluate import execute, run_sync
+from ragframe.summary import format_summary
+from ragframe.testing.server import FakeServer
+
+METRICS = "faithfulness,context_recall"
+
+#: One command-line option (or a group that goes together) per row: the RunSpec field it
+#: sets, and its arguments. Every field of FLAGS appears (a test below checks it).
+OPTIONS: dict[str, tuple[str, list[str]]] = {
+    "metrics": ("metrics", ["--metrics", "context_recall"]),
+    "columns": ("columns", ["--columns", "question=prompt"]),
+    "reasons": ("reasons", ["--no-reasons"]),
+    "threshold": ("thresholds", ["--threshold", "faithfulness=0.7"]),
+    "strict": ("strict", ["--strict", "context_recall"]),
+    "fail_under": ("fail_under", ["--fail-under", "faithfulness=0.99"]),
+    "min_pass_rate": (
+        "min_pass_rate",
+        ["--min-pass-rate", "faithfulness=0.9", "--threshold", "faithfulness=0.7"],
+    ),
+    "ignore_failed": ("ignore_failed", ["--ignore-failed", "--fail-under", "context_recall=0.1"]),
+    "repeats": ("repeats", ["--repeats", "2"]),
+    "seed": ("seed", ["--seed", "3"]),
+    "sample": ("sample", ["--sample", "4", "--seed", "1"]),
+    "chunk_rows": ("chunk_rows", ["--chunk-rows", "2"]),
+    "dry_run": ("dry_run", ["--dry-run"]),
+    "max_cost": ("max_cost", ["--max-cost", "50", "--price", "0.1,0.2"]),
+    "limits": (
+        "",
+        ["--concurrency", "2", "--requests-per-minute", "60000", "--tokens-per-minute", "1e9"],
+    ),
+    "timeout": ("", ["--timeout", "30", "--temperature", "0.5"]),
+    "retry_failed": ("", ["--retry-failed"]),
+}
+
+
+def frame(n: int = 6) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "id": list(range(n)),
+            "prompt": [f"What is fact {i}?" for i in range(n)],
+            "question": [f"What is fact {i}?" for i in range(n)],
+            "answer": [f"Fact {i} is true. Fact {i + 1} is false." for i in range(n)],
+            "contexts": [[f"Fact {i} is true.", "Unrelated text."] for i in range(n)],
+            "ground_truth": [f"Fact {i} is true." for i in range(n)],
+        }
+    )
+
+
+def argv(source: Path, out: Path, server: FakeServer, cache: Path, option: list[str]) -> list[str]:
+    base = ["score", str(source), "-o", str(out), "--metrics", METRICS, "--model", "fake-judge"]
+    base += ["--base-url", server.base_url, "--cache", str(cache), "--no-progress", "--overwrite"]
+    # a later --metrics / --threshold wins in argparse: the option's own value is the one used
+    return base + option
+
+
+def reference(command: list[str]) -> tuple[Any, RunSpec]:
+    """The in-memory run of the command's own RunSpec (its judge built by the same code)."""
+    args = build_parser().parse_args(command)
+    spec = score_cli.run_spec(args)
+    result = run_sync(execute(args.input, spec, score_cli._judge(args)))
+    return result, spec
+
+
+def expected_status(result: Any, spec: RunSpec) -> int:
+    if not spec.gated:
+        return 0
+    return 0 if ragframe.check_gates(result.frame, **spec.gate_options()).passed else 1
+
+
+def table(text: str) -> list[str]:
+    """The summary's metric lines (the table before the first blank line)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("metric"))
+    end = lines.index("", start)
+    return lines[start:end]
+
+
+def test_every_option_has_a_row_and_every_path_an_entry() -> None:
+    assert {field for field, _ in OPTIONS.values() if field} == set(FLAGS)
+    assert set(PATHS) == {"in-memory", "streamed", "ray", "arrow"}
+    for path, honoured in PATHS.items():
+        assert honoured <= set(FLAGS), path
+
+
+@pytest.mark.parametrize("name", list(OPTIONS))
+def test_the_cli_honours_every_option_as_the_in_memory_run(
+    name: str, server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "log.parquet"
+    frame().write_parquet(source)
+    out = tmp_path / "out.parquet"
+    option = OPTIONS[name][1]
+    command = argv(source, out, server, tmp_path / "cli.sqlite3", option)
+    status = main(command)
+    printed = capsys.readouterr()
+    sent = server.count()
+    if name == "dry_run":  # an estimate, nothing sent or written
+        assert status == 0 and sent == 0 and not out.exists()
+        assert printed.out.startswith("estimate:")
+        return
+    result, spec = reference(argv(source, out, server, tmp_path / "ref.sqlite3", option))
+    assert sent > 0 and server.count() > sent  # both runs sent their own requests
+    assert status == expected_status(result, spec), printed.out + printed.err
+    written = pl.read_parquet(out)
+    assert written.columns == result.frame.columns
+    assert_frame_equal(written, result.frame)
+    meta = ragframe.read_metadata(out)
+    path = score_cli.run_path(build_parser().parse_args(command), spec)
+    assert meta["run"] == {**result.run, "path": path}
+    assert meta["run"]["path"] == ("in-memory" if name in ("repeats", "sample") else "streamed")
+    assert table(printed.out) == table(format_summary(result.summary(), False))
+    field = OPTIONS[name][0]
+    if field and field not in ("metrics", "columns"):
+        assert field in spec.given()  # the row tests the option it names
+
+
+# ----------------------------------------------------------------------------- on Ray
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A local Ray cluster for this module: 2 CPUs, no dashboard, loopback only."""
+    ray = pytest.importorskip("ray")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        logging_level="ERROR",
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",
+    )
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+def partitioned(root: Path, data: pl.DataFrame) -> list[Path]:
+    files = []
+    for i, start in enumerate(range(0, data.height, 3)):
+        path = root / f"part={i}" / "data.parquet"
+        path.parent.mkdir(parents=True)
+        data.slice(start, 3).write_parquet(path)
+        files.append(path)
+    return files
+
+
+@pytest.mark.parametrize("name", list(OPTIONS))
+def test_ray_honours_every_option_or_refuses_it_before_any_request(
+    name: str,
+    cluster: str,
+    server: FakeServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    data = frame()
+    source = tmp_path / "in"
+    files = partitioned(source, data)
+    whole = tmp_path / "log.parquet"
+    data.write_parquet(whole)
+    out = tmp_path / "out"
+    option = OPTIONS[name][1]
+    command = argv(source, out, server, tmp_path / "ray-cache", option)
+    command += ["--ray", cluster, "--actors", "2", "--batch-rows", "2"]
+    spec = score_cli.run_spec(build_parser().parse_args(command))
+    refused = [FLAGS[f] for f in spec.given() if f not in PATHS["ray"]]
+    status = main(command)
+    printed = capsys.readouterr()
+    if refused:
+        assert status == 2 and server.count() == 0 and not out.exists()
+        assert all(flag in printed.err for flag in refused) and "ray" in printed.err
+        return
+    sent = server.count()
+    result, spec = reference(argv(whole, tmp_path / "x.parquet", server, tmp_path / "r", option))
+    assert sent > 0 and server.count() > sent
+    assert status == expected_status(result, spec), printed.out + printed.err
+    outputs = [out / f.relative_to(source) for f in files]
+    written = pl.concat([pl.read_parquet(f) for f in outputs])
+    assert_frame_equal(written, result.frame)
+    for path in outputs:
+        assert ragframe.read_metadata(path)["run"] == {**result.run, "path": "ray"}
+    assert table(printed.out) == table(format_summary(result.summary(), False))
+
+
+# ----------------------------------------------------------------------- the spec itself
+
+
+def test_a_path_refuses_what_it_cannot_honour_naming_option_and_path() -> None:
+    spec = RunSpec(metrics=("faithfulness",), repeats=3, fail_under={"faithfulness": 0.9})
+    refuse_unsupported(spec, "in-memory")  # honours everything
+    with pytest.raises(ConfigError, match=r"--repeats is not available on the ray path"):
+        refuse_unsupported(spec, "ray")
+    with pytest.raises(ConfigError, match=r"--fail-under, --repeats are not available on the arr"):
+        refuse_unsupported(spec, "arrow")
+    with pytest.raises(ConfigError, match="unknown run path"):
+        refuse_unsupported(spec, "carrier-pigeon")
+
+
+def test_the_api_paths_record_the_same_run(server: FakeServer, tmp_path: Path) -> None:
+    """`run`, `score_file` and `score_arrow` execute one spec: run records it, the streamed
+    file records it with its path, and strict reaches the Arrow path (it used to be dropped)."""
+    from ragframe.arrow import score_arrow
+    from ragframe.stream import score_file
+
+    judge = judge_for(server, tmp_path)
+    data = frame(4)
+    options = {"thresholds": {"faithfulness": 0.6}, "strict": ["context_recall"]}
+    result = ragframe.run(data, METRICS.split(","), judge=judge, **options)
+    assert result.run["strict"] == ["context_recall"] and result.run["path"] == "in-memory"
+    data.write_parquet(tmp_path / "in.parquet")
+    streamed = score_file(
+        tmp_path / "in.parquet", tmp_path / "s.parquet", METRICS.split(","), judge=judge, **options
+    )
+    assert {**streamed.run, "path": "in-memory"} == result.run
+    assert_frame_equal(pl.read_parquet(tmp_path / "s.parquet"), result.frame)
+    arrow = pl.from_arrow(score_arrow(data.to_arrow(), METRICS.split(","), judge, **options))
+    assert isinstance(arrow, pl.DataFrame)
+    assert_frame_equal(arrow, result.frame)
+    assert arrow.get_column("context_recall_pass").to_list() == [
+        score == 1.0 for score in result.frame.get_column("context_recall")
+    ]
+
+
+def test_sample_with_no_cache_does_not_promise_free_answers(
+    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "log.parquet"
+    frame().write_parquet(source)
+    base = argv(source, tmp_path / "o.parquet", server, tmp_path / "c.sqlite3", ["--sample", "2"])
+    assert main([*base, "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "now cached are free" not in text and "no cache" in text
+    assert main(base) == 0
+    assert "the sample's answers now cached are free" in capsys.readouterr().out
