@@ -8,8 +8,12 @@ Only types and shapes are checked: SmolLM2-135M's verdicts are not worth asserti
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import shutil
+import stat
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -172,13 +176,91 @@ def test_weights_are_converted_once_to_q4_0(
     assert converted.fields["tokenizer.ggml.tokens"].data  # the vocabulary came along
     stamp = path.stat().st_mtime_ns
     assert local._weights() == path and path.stat().st_mtime_ns == stamp  # reused
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no partial file left
-    # A cache folder that cannot be written: the process's temporary folder holds them.
+    # No partial file left; the digest checked before loading it again recorded beside it.
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, f"{path.name}.sha256"]
+    assert (path.parent / f"{path.name}.sha256").read_text().strip() == local._sha256(path)
+    # A cache folder that cannot be written: a private folder under the temporary one.
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache folder would go")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     monkeypatch.setattr(local.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
-    assert local._weights().parent == tmp_path / "tmp" / "ragframe-models"
+    (tmp_path / "tmp").mkdir()
+    fallback = local._weights().parent
+    assert fallback == tmp_path / "tmp" / f"ragframe-models-{os.getuid()}"
+    assert stat.S_IMODE(fallback.stat().st_mode) == 0o700
+
+
+@pytest.fixture
+def fake_conversion(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
+    """`_weights` with a stand-in source and a conversion that writes known bytes (no gguf,
+    no 4 s): the list of conversions made."""
+    source = tmp_path / "source.gguf"
+    source.write_bytes(b"source weights")
+    made: list[Path] = []
+
+    def convert(src: Path, target: Path, quant: str = "Q4_0") -> None:
+        target.write_bytes(b"CONVERTED " + src.read_bytes())
+        made.append(target)
+
+    monkeypatch.setattr(local, "_gguf_path", lambda: source)
+    monkeypatch.setattr(local, "_requantize", convert)
+    monkeypatch.setattr(local.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return made
+
+
+def test_changed_weights_are_converted_again_not_loaded(
+    fake_conversion: list[Path], tmp_path: Path
+) -> None:
+    path = local._weights()
+    assert path.read_bytes() == b"CONVERTED source weights" and len(fake_conversion) == 1
+    assert local._weights() == path and len(fake_conversion) == 1  # verified, reused
+    path.write_bytes(b"PLANTED")  # changed after conversion: its digest no longer matches
+    assert local._weights() == path and path.read_bytes() == b"CONVERTED source weights"
+    assert len(fake_conversion) == 2
+    local._digest_file(path).unlink()  # no digest recorded: not trusted either
+    assert local._weights() == path and len(fake_conversion) == 3
+    old = os.umask(0o022)
+    try:
+        shutil.rmtree(tmp_path / "cache")
+        made = local._weights().parent
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700  # the folders it makes are private
+    assert stat.S_IMODE(made.parent.stat().st_mode) == 0o700
+
+
+def test_weights_planted_in_the_temporary_folder_are_not_loaded(
+    fake_conversion: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another local user can write the shared temporary folder: what they put where the
+    fallback looks is never loaded as found, with or without a digest beside it."""
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    name = f"{local._GGUF_NAME.removesuffix('.Q4_1.gguf')}.Q4_0.14.gguf"
+    # The old predictable folder, and ours made world-writable, hold a planted model.
+    for folder in ("ragframe-models", f"ragframe-models-{os.getuid()}"):
+        planted = tmp_path / "tmp" / folder
+        planted.mkdir()
+        planted.chmod(0o777)
+        (planted / name).write_bytes(b"PLANTED")
+        (planted / f"{name}.sha256").write_text(hashlib.sha256(b"PLANTED").hexdigest())
+    path = local._weights()
+    assert path.read_bytes() == b"CONVERTED source weights" and len(fake_conversion) == 1
+    assert path.parent.parent == tmp_path / "tmp"
+    assert path.parent.name.startswith("ragframe-models-")
+    assert path.parent.name != f"ragframe-models-{os.getuid()}"  # a fresh mkdtemp folder
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    # A planted file in our own private folder (its digest not matching) is replaced.
+    shutil.rmtree(tmp_path / "tmp")
+    (tmp_path / "tmp").mkdir()
+    ours = local._private_temp_dir()
+    assert ours == tmp_path / "tmp" / f"ragframe-models-{os.getuid()}"
+    assert stat.S_IMODE(ours.stat().st_mode) == 0o700
+    (ours / name).write_bytes(b"PLANTED")
+    assert local._weights().read_bytes() == b"CONVERTED source weights"
 
 
 def test_judge_rejects_bad_settings() -> None:

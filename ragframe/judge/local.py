@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import importlib.util
 import json
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -240,6 +242,15 @@ def _models_dir() -> Path:
     return Path(base) / "ragframe" / "models"
 
 
+def _made_models_dir() -> Path:
+    """`_models_dir()`, made if missing (0700 for each folder made, as the answer cache's)."""
+    from ragframe.judge.cache import make_private_dirs
+
+    folder = _models_dir()
+    make_private_dirs(folder)
+    return folder
+
+
 def _weights() -> Path:
     """The Q4_0 weights the servers load, converted once from the shipped Q4_1 file.
 
@@ -247,21 +258,28 @@ def _weights() -> Path:
     has no such path for Q4_1, so the Q4_0 copy runs faster (bench/RESULTS.md section 8).
     `gguf` re-quantizes each tensor (4 s here); the file (78 MB) is written
     next to the answer cache under a temporary name first, so that concurrent starts never
-    read half a file, and is reused. Where that folder cannot be written, a folder under the
-    system's temporary directory holds it.
+    read half a file, and is reused. Where that folder cannot be written, a private folder
+    under the system's temporary directory holds it (`_private_temp_dir`).
+
+    The SHA-256 of the converted file is recorded beside it (NAME.sha256) and checked before
+    a file already there is loaded: a file changed since, or one that was never ours, is
+    converted again, never loaded as found.
     """
     source = _gguf_path()
     assert source is not None  # checked by _missing()
     name = f"{_GGUF_NAME.removesuffix('.Q4_1.gguf')}.Q4_0.{source.stat().st_size}.gguf"
-    for folder in (_models_dir(), Path(tempfile.gettempdir()) / "ragframe-models"):
-        target = folder / name
-        if target.is_file():
-            return target
-        partial = folder / f".{name}.{os.getpid()}.{threading.get_ident()}"
+    for place in (_made_models_dir, _private_temp_dir):
+        partial: Path | None = None
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder = place()
+            target = folder / name
+            if _verified(target):
+                return target
+            partial = folder / f".{name}.{os.getpid()}.{threading.get_ident()}"
             _requantize(source, partial)
+            digest = _sha256(partial)
             os.replace(partial, target)
+            _write_digest(target, digest)
             return target
         except OSError:
             continue
@@ -271,11 +289,61 @@ def _weights() -> Path:
             ) from err
         finally:
             with contextlib.suppress(OSError):  # gone after os.replace, or never made
-                partial.unlink()
+                if partial is not None:
+                    partial.unlink()
     raise LocalJudgeUnavailable(
         f"could not write the embedded judge's Q4_0 weights under {_models_dir()} or the "
         "temporary directory: set XDG_CACHE_HOME to a writable folder"
     )
+
+
+def _private_temp_dir() -> Path:
+    """`ragframe-models-UID` under the temporary directory when it is a folder of ours that no
+    one else can write (made 0700 here if missing); else a fresh `mkdtemp` folder, converted
+    into each time. A shared, predictable folder would let another local user plant weights."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    folder = Path(tempfile.gettempdir()) / f"ragframe-models-{uid}"
+    with contextlib.suppress(OSError):
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()  # a symlink is not a directory here
+        if (
+            stat.S_ISDIR(info.st_mode)
+            and (uid is None or info.st_uid == uid)
+            and not stat.S_IMODE(info.st_mode) & 0o077
+        ):
+            return folder
+    return Path(tempfile.mkdtemp(prefix="ragframe-models-"))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _digest_file(target: Path) -> Path:
+    return target.with_name(f"{target.name}.sha256")
+
+
+def _write_digest(target: Path, digest: str) -> None:
+    """Record the converted file's SHA-256 beside it (written whole, then renamed)."""
+    record = _digest_file(target)
+    partial = record.with_name(f".{record.name}.{os.getpid()}.{threading.get_ident()}")
+    partial.write_text(digest + "\n", encoding="ascii")
+    os.replace(partial, record)
+
+
+def _verified(target: Path) -> bool:
+    """Whether `target` is a regular file whose SHA-256 is the one recorded at conversion."""
+    try:
+        if not stat.S_ISREG(target.lstat().st_mode):
+            return False
+        recorded = _digest_file(target).read_text(encoding="ascii").strip()
+    except (OSError, ValueError):
+        return False
+    return recorded == _sha256(target)
 
 
 def _requantize(source: Path, target: Path, quant: str = "Q4_0") -> None:
