@@ -40,6 +40,7 @@ import polars as pl
 
 from ragframe.errors import ConfigError, InputError
 from ragframe.stats import (
+    DECIMALS,
     PassRule,
     direction_of,
     format_interval,
@@ -506,7 +507,9 @@ def _cut(text: str, chars: int) -> str:
 
 def _number(value: float, other: float, percent: bool) -> str:
     """`value` with enough decimals to differ visibly from `other` when they differ."""
-    for decimals in range(2, 8):
+    # Means as every summary prints them (DECIMALS), rates as percentages with one decimal;
+    # more only where the figure and its threshold would otherwise read alike.
+    for decimals in range(2 if percent else DECIMALS, 8):
         a = f"{value * 100:.{decimals - 1}f}%" if percent else f"{value:.{decimals}f}"
         b = f"{other * 100:.{decimals - 1}f}%" if percent else f"{other:.{decimals}f}"
         if a != b or round(value, _DECIMALS) == round(other, _DECIMALS):

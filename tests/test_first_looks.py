@@ -44,7 +44,7 @@ def test_summary_reads_as_a_table_in_text_and_html(server, judge):
     assert "95% interval" in text.splitlines()[0]
     line = next(x for x in text.splitlines() if x.split()[:1] == ["context_recall"])
     summary = result.summary()["metrics"]["context_recall"]
-    assert f"{summary['mean']:.4f}" in line and str(summary["scored"]) in line
+    assert f"{summary['mean']:.3f}" in line and str(summary["scored"]) in line
     html = result._repr_html_()
     assert html.count("<tr>") == 3 and "context_precision" in html and "95% interval" in html
 

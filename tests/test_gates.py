@@ -53,7 +53,7 @@ def test_mean_gate_passes_at_the_value_and_fails_below() -> None:
     assert row["ci_low"] <= 0.8 <= row["ci_high"]
     failed = check_gates(frame, fail_under={"faithfulness": 0.81})
     assert not failed.passed and failed.failed == 1
-    assert "❌ faithfulness mean 0.80 < 0.81" in str(failed)
+    assert "❌ faithfulness mean 0.800 < 0.810" in str(failed)
     assert str(failed).splitlines()[-1] == "1 gate failed (of 1)"
     assert str(passed).splitlines()[-1] == "gates passed (1 of 1)"
 
@@ -76,7 +76,7 @@ def test_lower_is_better_metric_passes_at_or_below_its_values() -> None:
         thresholds={"hallucination": 0.3},
     )
     assert ok.passed, str(ok)
-    assert "✅ hallucination mean 0.23 ≤ 0.25 (lower is better" in str(ok)
+    assert "✅ hallucination mean 0.233 ≤ 0.250 (lower is better" in str(ok)
     assert gate_row(ok, "hallucination", "pass rate")["rule"] == "score <= 0.3"
     bad = check_gates(
         frame,
@@ -85,7 +85,7 @@ def test_lower_is_better_metric_passes_at_or_below_its_values() -> None:
         thresholds={"hallucination": 0.25},
     )
     assert bad.failed == 2
-    assert "❌ hallucination mean 0.23 > 0.20" in str(bad)
+    assert "❌ hallucination mean 0.233 > 0.200" in str(bad)
     rate = gate_row(bad, "hallucination", "pass rate")
     assert (rate["passed"], rate["value"]) == (2, pytest.approx(2 / 3))
     # the worst rows of a lower-is-better metric: failed first, then the highest scores
@@ -353,7 +353,7 @@ def test_gates_on_a_file_scored_by_the_server_send_nothing(server: Any, scored_f
     with pytest.raises(AssertionError) as raised:
         assert_scores(result, faithfulness=0.7)
     assert str(raised.value) == str(check_gates(result, fail_under={"faithfulness": 0.7}))
-    assert "❌ faithfulness mean 0.62 < 0.70" in str(raised.value)
+    assert "❌ faithfulness mean 0.625 < 0.700" in str(raised.value)
     # summarize takes the run's result too (its metrics and directions, no summary computed)
     summary = summarize(result, thresholds={"faithfulness": 0.7}).row(0, named=True)
     assert (summary["metric"], summary["scored"], summary["failed"]) == ("faithfulness", 3, 1)
@@ -393,7 +393,7 @@ def test_gate_cli_exit_statuses_and_no_request(
     )
     assert status == EXIT_GATE_FAILED == 1
     out = capsys.readouterr().out
-    assert "❌ faithfulness mean 0.62 < 0.70" in out and "1 gate failed (of 2)" in out
+    assert "❌ faithfulness mean 0.625 < 0.700" in out and "1 gate failed (of 2)" in out
     assert "missing input" in out  # the worst row's reason
     assert main(["gate", str(path), "--fail-under", "faithfulness=0.7", "--ignore-failed"]) == 0
     # a threshold and strict mode for the pass rate
@@ -443,7 +443,7 @@ def test_gate_options_on_another_command(
     with pytest.raises(ConfigError, match=r"name \['faithfulness'\], which this run does not"):
         gate_cli.check_gate_options(args, ["context_recall"])
     assert gate_cli.gate_exit(args, frame) == 1
-    assert "❌ faithfulness mean 0.80 < 0.85" in capsys.readouterr().out
+    assert "❌ faithfulness mean 0.800 < 0.850" in capsys.readouterr().out
     args = parser.parse_args(
         ["--min-pass-rate", "faithfulness=1", "--threshold", "faithfulness=0.7"]
     )
