@@ -5,6 +5,7 @@ concurrent requests arrive never matters."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from typing import Any
 
@@ -12,7 +13,8 @@ import polars as pl
 import pytest
 from conftest import fenced, reply, router, system_text
 
-from ragframe.decide.pairwise import pair_figures, summarize_pairs
+from ragframe.cli.prefer import add_parser
+from ragframe.decide.pairwise import RAGCHECKER, pair_figures, pairwise_bench, summarize_pairs
 from ragframe.errors import ConfigError, InputError
 from ragframe.metrics.pairwise import CRITERIA, Pairwise, run_pairs
 from ragframe.stats import mean_interval
@@ -195,3 +197,66 @@ def test_without_reasons_the_schema_asks_for_none(server, make_judge):
     schema = server.chat_requests[0]["response_format"]["json_schema"]["schema"]
     assert "reason" not in schema["properties"]
     assert out["pairwise_answer_correctness_detail"].to_list()[0]["ab"]["reason"] is None
+
+
+def test_prefer_joins_two_runs_judges_and_prints_the_summary(server, tmp_path, capsys):
+    server.handler = router(**{TASK: knows_the_capital})
+    frame = pairs()
+    a = frame.select("id", "question", "ground_truth", pl.col("answer_a").alias("answer"))
+    b = frame.select(
+        "id",
+        pl.col("question").alias("user_input"),  # a ragas alias is read as the question
+        pl.when(pl.col("id") == "q3")
+        .then(pl.lit("Kyoto"))
+        .otherwise("ground_truth")
+        .alias("ground_truth"),
+        pl.col("answer_b").alias("answer"),
+    )
+    a.write_parquet(tmp_path / "a.parquet")
+    pl.concat([b, b.head(1).with_columns(pl.lit("q9").alias("id"))]).write_parquet(
+        tmp_path / "b.parquet"
+    )
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    out = tmp_path / "pairs.parquet"
+    runs = [str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--on", "id"]
+    judge_options = ["--model", "fake-judge", "--base-url", server.base_url, "--no-progress"]
+    args = parser.parse_args(
+        ["prefer", *runs, "--criteria", "correctness", "-o", str(out), *judge_options, "--no-cache"]
+    )
+    assert args.handler(args) == 0
+    printed = capsys.readouterr().out
+    assert "0 rows only in A and 1 only in B" in printed
+    assert "ground_truth differs between A and B for 1 pairs (q3)" in printed
+    assert "B win rate (ties half): 0.625" in printed and "(n = 4)" in printed
+    assert "position consistency: 1.000" in printed and "requests 8" in printed
+    written = pl.read_parquet(out)
+    assert written["preference"].to_list() == ["b", "a", "b", "tie"]
+    assert written["id"].to_list() == ["q0", "q1", "q2", "q3"]
+    # The output is never replaced without --overwrite.
+    with pytest.raises(InputError, match="--overwrite"):
+        args.handler(args)
+
+
+def test_pairwise_bench_on_the_ragchecker_pairs(server, judge):
+    labels = pl.read_parquet(RAGCHECKER).head(12)
+    wanted = {(r["answer_1"], r["answer_2"]): r["correctness_pref"] for r in labels.to_dicts()}
+
+    def agrees_with_people(body: dict[str, Any]) -> str:
+        first, second = fenced(body, "answer")
+        if (first, second) in wanted:
+            pref = wanted[(first, second)]
+            verdict = "second" if pref > 0 else "first" if pref < 0 else "tie"
+        else:
+            pref = wanted[(second, first)]
+            verdict = "first" if pref > 0 else "second" if pref < 0 else "tie"
+        return reply({"reason": "as people said", "verdict": verdict})
+
+    server.handler = router(**{TASK: agrees_with_people})
+    table, judged, stats = pairwise_bench(judge, limit=12)
+    accuracy = table.filter(pl.col("figure") == "accuracy")
+    assert accuracy["value"].item() == 1.0
+    decided = labels.filter(pl.col("correctness_pref") != 0).height
+    assert accuracy["n"].item() == decided > 0
+    assert judged.height == 12 and stats.requests <= 24 and server.count() == stats.requests
+    assert table["metric"].unique().to_list() == ["pairwise_answer_correctness (both orders)"]

@@ -24,14 +24,27 @@ Pure Polars and numpy: no request is ever sent here.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from ragframe.agreement import agreement
 from ragframe.errors import InputError
+from ragframe.judge.results import RunStats
+from ragframe.metrics.pairwise import Pairwise, run_pairs
 from ragframe.stats import Interval, mean_interval
 
-__all__ = ["format_pairs", "pair_figures", "pairwise_columns", "summarize_pairs"]
+__all__ = [
+    "format_pairs",
+    "pair_figures",
+    "pairwise_bench",
+    "pairwise_columns",
+    "summarize_pairs",
+]
+
+#: The bundled RAGChecker pairs with two annotators' preferences (see `ragframe.judge_bench`).
+RAGCHECKER = Path(__file__).resolve().parent.parent / "data" / "bench" / "ragchecker.parquet"
 
 #: The interval figures, in the order the summary prints them.
 FIGURES = ("win_rate_b", "position_consistency", "first_position")
@@ -180,3 +193,48 @@ def format_pairs(table: pl.DataFrame) -> str:
             "  " + rate("first_position", "first-position preference (0.5 = none)"),
         ]
     )
+
+
+def pairwise_bench(
+    judge: Any,
+    limit: int | None = None,
+    *,
+    criteria: str = "answer_correctness",
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[pl.DataFrame, pl.DataFrame, RunStats]:
+    """The pairwise judge on the bundled RAGChecker pairs (`ragframe/data/bench/`, two
+    annotators per pair): (the agreement table, the judged pairs, the run's stats).
+
+    answer_1 is answer_a and answer_2 answer_b, so a preference label > 0 (people preferred
+    answer_2) agrees with "b". The table is `ragframe.agreement`'s pairwise table (accuracy
+    over pairs neither people nor the judge tied, judge ties apart, ties counted half, label
+    ties) with the per-pair score as side b against a constant 0.5 as side a, so a judge's tie
+    (both orders tie, or the order changed the verdict) is a tie there too; it sits beside
+    the score-difference rows judge-bench reports for the same pairs (`metric` says which).
+    """
+    labels = pl.read_parquet(RAGCHECKER)
+    if limit is not None:
+        labels = labels.head(limit)
+    metric = Pairwise(criteria)
+    pairs = labels.select(
+        "id",
+        "question",
+        "ground_truth",
+        pl.col("answer_1").alias("answer_a"),
+        pl.col("answer_2").alias("answer_b"),
+        pl.col("^correctness_pref.*$"),
+    )
+    judged, stats = run_pairs(pairs, metric, judge=judge)
+    sides = judged.with_columns(pl.lit(0.5).alias("__side_a"))
+    table = agreement(
+        sides,
+        "__side_a",
+        "correctness_pref",
+        "pairwise",
+        score_b=metric.name,
+        direction="higher",
+        level=level,
+        seed=seed,
+    ).with_columns(pl.lit(f"{metric.name} (both orders)").alias("metric"))
+    return table, judged, stats
