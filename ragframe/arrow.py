@@ -157,13 +157,8 @@ def prepare(
     """The run's metric instances for a frame of these columns, prepared and checked as
     every path prepares them (`ragframe.evaluate.prepare_run`) before any request. Only the
     frame's columns and types are looked at."""
-    spec = RunSpec(
-        metrics=metrics if isinstance(metrics, str) else tuple(metrics),
-        columns=columns,
-        reasons=reasons,
-        thresholds=dict(thresholds or {}),
-        strict=tuple(strict),
-    )
+    options = {"reasons": reasons, "thresholds": thresholds, "strict": strict}
+    spec = RunSpec.of(metrics, columns=columns, **options)
     return prepare_run(frame, spec, judge).metrics
 
 

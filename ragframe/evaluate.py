@@ -359,16 +359,7 @@ class RunOptions(TypedDict, total=False):
 
 def spec_of(metrics: Any, options: RunOptions) -> RunSpec:
     """The run specification of `evaluate(data, metrics, **options)`."""
-    return RunSpec(
-        metrics=metrics if isinstance(metrics, str) else tuple(metrics),
-        columns=options.get("columns"),
-        reasons=options.get("reasons"),
-        thresholds=dict(options.get("thresholds") or {}),
-        strict=tuple(options.get("strict") or ()),
-        repeats=options.get("repeats", 1),
-        seed=options.get("seed", 0),
-        sample=options.get("sample"),
-    )
+    return RunSpec.of(metrics, **{k: v for k, v in options.items() if k != "judge"})
 
 
 async def execute(
@@ -450,7 +441,7 @@ async def aestimate(
         head = source.schema_frame()
     else:
         head = load_frame(data, columns)
-    spec = RunSpec(metrics=_spec_metrics(metrics), columns=columns, reasons=reasons)
+    spec = RunSpec.of(metrics, columns=columns, reasons=reasons)
     ready = prepare_run(head, spec, judge if judge is not None else Judge())
     totals: dict[str, int] = {}
     rows = 0
@@ -465,10 +456,6 @@ async def aestimate(
         for key, value in session.estimate.items():
             totals[key] = totals.get(key, 0) + value
     return _estimate_figures(ready.judge, totals, rows, repeats)
-
-
-def _spec_metrics(metrics: Any) -> tuple[Any, ...] | str:
-    return metrics if isinstance(metrics, str) else tuple(metrics)
 
 
 def _estimate_figures(

@@ -779,13 +779,8 @@ def score_partitions(
     gates there).
     """
     if spec is None:
-        spec = RunSpec(
-            metrics=metrics if isinstance(metrics, str) else tuple(metrics),
-            columns=columns,
-            reasons=reasons,
-            thresholds=dict(thresholds or {}),
-            strict=tuple(strict),
-        )
+        options = {"reasons": reasons, "thresholds": thresholds, "strict": strict}
+        spec = RunSpec.of(metrics, columns=columns, **options)
     refuse_unsupported(spec, "ray")
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()

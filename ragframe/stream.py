@@ -99,14 +99,8 @@ async def ascore_file(
 ) -> StreamResult:
     """Async twin of `score_file`."""
     if spec is None:
-        spec = RunSpec(
-            metrics=metrics if isinstance(metrics, str) else tuple(metrics),
-            columns=columns,
-            reasons=reasons,
-            thresholds=dict(thresholds or {}),
-            strict=tuple(strict),
-            chunk_rows=chunk_rows,
-        )
+        options = {"reasons": reasons, "thresholds": thresholds, "strict": strict}
+        spec = RunSpec.of(metrics, columns=columns, chunk_rows=chunk_rows, **options)
     refuse_unsupported(spec, "streamed")
     chunk_rows = DEFAULT_CHUNK_ROWS if spec.chunk_rows is None else spec.chunk_rows
     if chunk_rows < 1:

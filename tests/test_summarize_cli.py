@@ -108,4 +108,6 @@ def test_summarize_cli_groups_and_errors(
     assert "by= names ['team']" in capsys.readouterr().err
     assert main(["summarize", str(scored), "--threshold", "relevancy=0.5"]) == 2
     assert main(["summarize", str(scored), "--level", "95"]) == 2
-    assert "level must be between 0 and 1" in capsys.readouterr().err
+    assert "argument --level: must be a confidence level strictly between 0 and 1" in (
+        capsys.readouterr().err
+    )

@@ -36,11 +36,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--metrics", help="score columns, comma-separated (default: the file's metrics)"
     )
     parser.add_argument(
-        "--level", type=float, default=0.95, help="confidence level (default: 0.95)"
+        "--level",
+        type=common.confidence_level,
+        default=0.95,
+        help="confidence level (default: 0.95)",
     )
     parser.add_argument(
         "--seed",
-        type=int,
+        type=common.non_negative_int,
         default=0,
         help="bootstrap seed (default: 0); the default intervals draw nothing, so it changes "
         "only those of scores outside [0, 1]",

@@ -87,6 +87,16 @@ class RunSpec:
     dry_run: bool = False
     max_cost: float | None = None
 
+    @classmethod
+    def of(cls, metrics: Any, **options: Any) -> RunSpec:
+        """A spec from an API call's arguments: metric names or instances (or "all"), the
+        thresholds as a mapping, strict as names; None for an option means its default."""
+        given = {k: v for k, v in options.items() if v is not None}
+        for name in ("thresholds", "fail_under", "min_pass_rate"):
+            given[name] = dict(given.get(name) or {})
+        given["strict"] = tuple(given.get("strict") or ())
+        return cls(metrics=metrics if isinstance(metrics, str) else tuple(metrics), **given)
+
     def given(self) -> list[str]:
         """The options set away from their defaults (metrics and columns always count)."""
         default = RunSpec()
