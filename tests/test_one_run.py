@@ -260,3 +260,49 @@ def test_sample_with_no_cache_does_not_promise_free_answers(
     assert "now cached are free" not in text and "no cache" in text
     assert main(base) == 0
     assert "the sample's answers now cached are free" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ on the Batch API
+
+
+def batch_flags() -> set[str]:
+    """The options `ragframe batch run` knows; its parser refuses the rest (exit 2)."""
+    parser = build_parser()
+    batch = parser._subparsers._group_actions[0].choices["batch"]  # type: ignore[union-attr]
+    run = batch._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    return {flag for action in run._actions for flag in action.option_strings}
+
+
+@pytest.mark.parametrize("name", list(OPTIONS))
+def test_the_batch_api_honours_its_options_and_refuses_the_rest_up_front(
+    name: str,
+    server: FakeServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    source, out = tmp_path / "log.parquet", tmp_path / "out.parquet"
+    frame().write_parquet(source)
+    option = OPTIONS[name][1]
+    command = ["batch", "run", str(source), "-o", str(out), "--manifest", str(tmp_path / "m")]
+    command += ["--metrics", METRICS, "--model", "fake-judge", "--base-url", server.base_url]
+    command += ["--cache", str(tmp_path / "b.sqlite3"), "--poll-interval", "0.05", "--wait", "60"]
+    unknown = [a for a in option if a.startswith("--") and a not in batch_flags()]
+    status = main(command + option)
+    printed = capsys.readouterr()
+    if unknown:  # nothing sent at all: no upload, no batch, no request
+        assert status == 2 and server.requests == [] and not out.exists()
+        assert "unrecognized arguments" in printed.err and unknown[0] in printed.err
+        return
+    sent = server.count("/batches")
+    result, _ = reference(argv(source, tmp_path / "r.parquet", server, tmp_path / "r", option))
+    assert status == 0 and sent > 0, printed.err
+    assert_frame_equal(pl.read_parquet(out), result.frame)
+    run = ragframe.read_metadata(out)["run"]
+    assert run["path"] == "batch"
+    assert {k: v for k, v in run.items() if k not in ("path", "limits")} == {
+        k: v for k, v in result.run.items() if k not in ("path", "limits")
+    }
+    assert run["limits"]["timeout"] == result.run["limits"]["timeout"]
+    assert run["limits"]["retry_failed"] == result.run["limits"]["retry_failed"]

@@ -47,6 +47,9 @@ _EVERY = frozenset(FLAGS)
 
 #: What each path honours. Anything else it is given is refused before the first request.
 #: "streamed" hands --sample and --repeats to "in-memory" (the command line routes them);
+#: "batch" (`ragframe batch`, the OpenAI Batch API) takes metrics and columns, and the
+#: judge's own options; its parser refuses every other option before anything is sent, and
+#: the scored file it writes is summarised, gated and compared like any other;
 #: "ray" scores partitions with actors of one judge: no sample, no repeats, no dry run, and
 #: its batches are sized by --batch-rows; "arrow" scores the batches a caller hands it, so
 #: the gates, sampling and repeats are the caller's.
@@ -55,6 +58,7 @@ PATHS: dict[str, frozenset[str]] = {
     "streamed": _EVERY - {"sample", "repeats"},
     "ray": _EVERY - {"sample", "repeats", "dry_run", "chunk_rows"},
     "arrow": frozenset({"metrics", "columns", "reasons", "thresholds", "strict"}),
+    "batch": frozenset({"metrics", "columns"}),
 }
 
 #: What a path says instead, where another way exists.
@@ -62,6 +66,7 @@ _INSTEAD = {
     "ray": "run it without --ray on one partition (ragframe score FILE.parquet ...)",
     "arrow": "apply it to the scored batches (ragframe.check_gates, ragframe.run(...))",
     "streamed": "ragframe score routes it to the in-memory path",
+    "batch": "apply it to the file the job writes (ragframe gate / summarize / report)",
 }
 
 

@@ -523,9 +523,13 @@ class BatchJob:
         stats: RunStats,
         seconds: float,
     ) -> None:
-        """The job is done: its result, with the batch summary in the output's metadata."""
+        """The job is done: its result, with the batch summary and the run it executed in
+        the output's metadata."""
+        from ragframe.engine.spec import RunSpec
         from ragframe.evaluate import RunResult
 
+        names = tuple(x.name for x in metric_list)
+        cols = dict(m.columns) if m.columns else None
         given_up = m.given_up()
         extra = {
             "batch": {
@@ -548,6 +552,7 @@ class BatchJob:
             seconds=seconds,
             started=m.created,
             extra=extra,
+            run=RunSpec.of(names, columns=cols).metadata("batch", self.judge),
         )
         progress.state, progress.given_up, progress.stage = JobState.DONE, len(given_up), m.stage
         m.state = JobState.DONE
