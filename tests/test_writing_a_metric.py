@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 from conftest import fenced, task_name
 from example_metric import TASK, ContextUse
+from test_docs import expand_snippets
 
 import ragframe
 from ragframe.testing.server import auto_answer, schema_of
@@ -144,7 +145,7 @@ def section_blocks() -> dict[Path, str | None]:
         body = section_of(path.read_text())
         if body is not None:
             block = re.search(r"```python\n(.*?)```", body, re.S)
-            found[path] = block.group(1) if block else None
+            found[path] = expand_snippets(block.group(1)) if block else None
     return found
 
 
