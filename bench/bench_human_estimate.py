@@ -6,6 +6,7 @@ judge-only mean.
     python bench/bench_human_estimate.py --set expertqa --rows 40            # embedded judge
     python bench/bench_human_estimate.py --set halueval --rows 300 --base-url URL --model M
     python bench/bench_human_estimate.py --scored bench/out/human/expertqa.parquet  # no scoring
+    python bench/bench_human_estimate.py --simulate     # the tests' simulation, as a table
 
 The target is the human rate of all the scored rows (every label is known to the bench, hidden
 from the estimator but n); coverage is the share of splits whose interval holds it. The splits
@@ -65,6 +66,33 @@ def splits(frame: pl.DataFrame, n: int, repeats: int, seed: int, level: float) -
     return out
 
 
+def simulate(seed: int = 20, sims: int = 500, big_n: int = 10_000) -> list[dict[str, Any]]:
+    """The simulation of tests/test_human_estimate.py: three judges, n = 50 / 150 / 500."""
+    rng = np.random.default_rng(seed)
+    x = rng.random((sims, big_n))
+    q = np.where(x < 0.3, 0.1, np.where(x < 0.7, 0.5, 0.8))
+    y = (rng.random((sims, big_n)) < q).astype(float)
+    truth = y.mean(axis=1)
+    noise = 0.4 + 0.2 * rng.random((sims, big_n))  # independent of the labels
+    judges = {"unbiased": q, "lenient +0.15": q + 0.15, "uninformative": noise}
+    order = np.argsort(rng.random((sims, big_n)), axis=1)
+    rows = []
+    for name, f in judges.items():
+        se = f.std(1, ddof=1) / np.sqrt(big_n)
+        judge = (np.abs(f.mean(1) - truth) <= 1.959963984540054 * se).mean()
+        for n in (50, 150, 500):
+            idx = order[:, :n]
+            yl, fl = np.take_along_axis(y, idx, 1), np.take_along_axis(f, idx, 1)
+            row: dict[str, Any] = {"judge": name, "n": n, "N": big_n, "sims": sims}
+            for method, lam in (("ppi++", None), ("labels_only", 0.0)):
+                r = ppi_mean(yl, fl, f, lam=lam)
+                row[f"{method}_coverage"] = float(((r.low <= truth) & (truth <= r.high)).mean())
+                row[f"{method}_width"] = float((r.high - r.low).mean())
+            row["judge_only_coverage"] = float(judge)
+            rows.append(row)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", default="expertqa", choices=("expertqa", "halueval"))
@@ -77,7 +105,11 @@ def main() -> None:
     parser.add_argument("--base-url")
     parser.add_argument("--model")
     parser.add_argument("--out", type=Path, default=Path("bench/out/human"))
+    parser.add_argument("--simulate", action="store_true", help="the simulation table only")
     args = parser.parse_args()
+    if args.simulate:
+        print(pl.DataFrame(simulate()))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     if args.scored:
