@@ -12,6 +12,11 @@ from ragframe.agreement import agreement
 from ragframe.arrow import score_arrow
 from ragframe.catalog import catalog
 from ragframe.compare import Comparison, compare
+from ragframe.decide.alpha import alpha_interval, krippendorff_alpha
+from ragframe.decide.calibration import Calibration, apply_calibration, calibrate
+from ragframe.decide.human import human_estimate, human_estimate_difference, labels_needed
+from ragframe.decide.label_sheet import label_sheet
+from ragframe.decide.pairwise import summarize_pairs
 from ragframe.errors import (
     BudgetExceeded,
     ConfigError,
@@ -28,7 +33,9 @@ from ragframe.evaluate import (
     evaluate,
     run,
 )
+from ragframe.export import export_scores
 from ragframe.gates import EXIT_GATE_FAILED, GateResult, assert_scores, check_gates
+from ragframe.inputs.traces import read_traces
 from ragframe.io import read_metadata
 from ragframe.judge import Judge
 from ragframe.judge.batch import BatchJob
@@ -56,6 +63,7 @@ from ragframe.metrics import (
     RubricLevel,
     RubricScore,
 )
+from ragframe.metrics.pairwise import Pairwise, run_pairs
 from ragframe.report import report
 from ragframe.stats import mean_interval, summarize
 
@@ -68,6 +76,7 @@ __all__ = [
     "AnswerRelevancyLLM",
     "BatchJob",
     "BudgetExceeded",
+    "Calibration",
     "Comparison",
     "ConfigError",
     "ContextPrecision",
@@ -87,6 +96,7 @@ __all__ = [
     "Judge",
     "JudgeError",
     "Metric",
+    "Pairwise",
     "RagasScore",
     "RagframeError",
     "ResponseGroundedness",
@@ -97,17 +107,29 @@ __all__ = [
     "aestimate",
     "aevaluate",
     "agreement",
+    "alpha_interval",
+    "apply_calibration",
     "arun",
     "assert_scores",
+    "calibrate",
     "catalog",
     "check_gates",
     "compare",
     "estimate",
     "evaluate",
+    "export_scores",
+    "human_estimate",
+    "human_estimate_difference",
+    "krippendorff_alpha",
+    "label_sheet",
+    "labels_needed",
     "mean_interval",
     "read_metadata",
+    "read_traces",
     "report",
     "run",
+    "run_pairs",
     "score_arrow",
     "summarize",
+    "summarize_pairs",
 ]

@@ -64,6 +64,18 @@ TABLE: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {
     (("judge-bench",), "--concurrency"): COUNTS,
     (("judge-bench",), "--timeout"): POSITIVE,
     (("judge-bench",), "--max-cost"): NON_NEGATIVE,
+    (("prefer",), "--concurrency"): COUNTS,
+    (("prefer",), "--timeout"): POSITIVE,
+    (("prefer",), "--level"): LEVELS,
+    (("prefer",), "--seed"): SEEDS,
+    (("calibrate",), "--folds"): ("1", "0", "-1", "x"),  # cross-fitting needs 2 folds
+    (("calibrate",), "--level"): LEVELS,
+    (("calibrate",), "--seed"): SEEDS,
+    (("human-estimate",), "--level"): LEVELS,
+    (("human-estimate",), "--width"): POSITIVE,
+    (("label-sheet",), "-n"): COUNTS,
+    (("label-sheet",), "--strata"): COUNTS,
+    (("label-sheet",), "--seed"): SEEDS,
 }
 
 
@@ -137,6 +149,10 @@ def argv_for(path: tuple[str, ...], files: Path, url: str) -> list[str]:
         ("compare",): [log, log],
         ("report",): [log, "-o", str(files / "r.html")],
         ("judge-bench",): [*judge, "--limit", "2", "--no-cache", "--no-progress"],
+        ("prefer",): [log, log, "--on", "question", "-o", out, *judge, "--no-cache"],
+        ("calibrate",): [log, "-o", str(files / "c.json")],
+        ("human-estimate",): [log, "--labels", log],
+        ("label-sheet",): [log, "-n", "1", "-o", str(files / "sheet.csv")],
     }
     return [*path, *full[path]]
 

@@ -313,3 +313,32 @@ def test_otlp_json_file_rows_equal_what_the_pipeline_saw(
         ):
             assert row[key] == seen[key], key
         assert row["model_name"] == "fake-rag-model" and row["prompt_tokens"] > 0
+
+
+def test_the_command_line_scores_traces_and_sends_the_scores_back(
+    traced: dict[str, Any], server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ragframe score spans.jsonl --from openinference` (and `--from auto`) scores one row per
+    trace, every option as for any log; `ragframe export` writes evaluations on the same span
+    ids the traces carry."""
+    from ragframe.cli import main
+
+    out = tmp_path / "scored.parquet"
+    base = ["score", str(traced["path"]), "-o", str(out), "--metrics", "faithfulness"]
+    base += ["--model", "fake-judge", "--base-url", server.base_url, "--no-cache", "--no-progress"]
+    assert main([*base, "--from", "openinference", "--threshold", "faithfulness=0.5"]) == 0
+    scored = pl.read_parquet(out)
+    seen = traced["seen"]
+    assert scored["question"].to_list() == [s["question"] for s in seen]
+    assert scored["span_id"].to_list() == [s["span_id"] for s in seen]
+    assert scored["faithfulness"].null_count() == 0 and "faithfulness_pass" in scored.columns
+    assert main([*base, "--from", "auto", "--overwrite"]) == 0
+    assert pl.read_parquet(out)["trace_id"].to_list() == scored["trace_id"].to_list()
+    capsys.readouterr()
+    evals = tmp_path / "evals.parquet"
+    assert main(["export", str(out), "--to", "phoenix", "-o", str(evals)]) == 0
+    assert set(pl.read_parquet(evals)["span_id"]) == {s["span_id"] for s in seen}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(traced["path"].read_text().splitlines()[0][:40] + "\n")
+    assert main(["score", str(bad), *base[2:], "--from", "openinference", "--overwrite"]) == 2
+    assert "skipped" in capsys.readouterr().err

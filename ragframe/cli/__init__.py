@@ -13,7 +13,21 @@ import sys
 from collections.abc import Sequence
 
 from ragframe import __version__
-from ragframe.cli import batch, compare, gate, judge_bench, metrics, report, score, summarize
+from ragframe.cli import (
+    batch,
+    calibrate,
+    compare,
+    export,
+    gate,
+    human,
+    judge_bench,
+    label_sheet,
+    metrics,
+    prefer,
+    report,
+    score,
+    summarize,
+)
 from ragframe.cli.batch import cmd_batch
 from ragframe.cli.common import (
     EXIT_ERROR,
@@ -41,7 +55,21 @@ DESCRIPTION = (
     "Score RAG logs with an LLM judge, then decide: `ragframe score IN -o OUT.parquet`, "
     "`ragframe summarize` / `gate` / `compare` / `report` on scored files."
 )
-SUBCOMMANDS = (score, batch, summarize, gate, compare, report, judge_bench, metrics)
+SUBCOMMANDS = (
+    score,
+    batch,
+    summarize,
+    gate,
+    compare,
+    prefer,
+    report,
+    export,
+    calibrate,
+    human,
+    label_sheet,
+    judge_bench,
+    metrics,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -39,7 +39,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--on", default="id", help="the row key for --labels (default: id)")
     parser.add_argument("-o", "--output", required=True, help="where to write the JSON file")
-    parser.add_argument("--folds", type=int, default=5, help="cross-fitting folds (default: 5)")
+    parser.add_argument(
+        "--folds", type=common.int_at_least(2), default=5, help="cross-fitting folds (default: 5)"
+    )
     parser.add_argument(
         "--method",
         choices=("auto", "isotonic", "logistic"),
@@ -47,9 +49,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="the fit (default: auto: isotonic from 100 labels with 20 of each class)",
     )
     parser.add_argument(
-        "--level", type=float, default=0.95, help="confidence level (default: 0.95)"
+        "--level",
+        type=common.confidence_level,
+        default=0.95,
+        help="confidence level (default: 0.95)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="folds and bootstrap seed")
+    parser.add_argument(
+        "--seed", type=common.non_negative_int, default=0, help="folds and bootstrap seed"
+    )
     return parser
 
 

@@ -47,7 +47,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--on", default="id", help="the row key in both files (default: id)")
     parser.add_argument("--by", help="group column(s), comma-separated")
     parser.add_argument(
-        "--level", type=float, default=0.95, help="confidence level (default: 0.95)"
+        "--level",
+        type=common.confidence_level,
+        default=0.95,
+        help="confidence level (default: 0.95)",
     )
     parser.add_argument(
         "--weight-column",
@@ -60,7 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--width",
-        type=float,
+        type=common.positive_float,
         default=0.1,
         help="target interval width for the labels-needed line (default: 0.1, i.e. +-0.05)",
     )

@@ -28,7 +28,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.set_defaults(handler=cmd_label_sheet)
     parser.add_argument("scored", help="a scored file (Parquet, or JSON Lines / CSV)")
-    parser.add_argument("-n", type=int, required=True, help="how many rows to label")
+    parser.add_argument(
+        "-n", type=common.positive_int, required=True, help="how many rows to label"
+    )
     parser.add_argument("-o", "--output", required=True, help="the sheet to write (.csv)")
     parser.add_argument(
         "--score",
@@ -39,8 +41,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="draw evenly across score strata (quantile bins), recording sample_weight",
     )
-    parser.add_argument("--strata", type=int, default=4, help="score strata (default: 4)")
-    parser.add_argument("--seed", type=int, default=0, help="the draw's seed (default: 0)")
+    parser.add_argument(
+        "--strata", type=common.positive_int, default=4, help="score strata (default: 4)"
+    )
+    parser.add_argument(
+        "--seed", type=common.non_negative_int, default=0, help="the draw's seed (default: 0)"
+    )
     parser.add_argument(
         "--on", default="id", help="the row key (default: id; row_index when the file has none)"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from ragframe.cli import common
@@ -10,6 +11,7 @@ from ragframe.cli import gate as gate_cli
 from ragframe.cli.ray_score import add_ray_options
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.errors import RagframeError
+from ragframe.inputs.traces import FORMATS as TRACE_FORMATS
 from ragframe.judge.cache import default_cache_path
 
 EXIT_STATUSES = (
@@ -34,6 +36,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="input log: .parquet, .jsonl / .ndjson or .csv (in CSV, list columns hold JSON lists)",
     )
     score.add_argument("-o", "--output", required=True, help="output Parquet file")
+    score.add_argument(
+        "--from",
+        dest="from_format",
+        choices=(*TRACE_FORMATS, "auto"),
+        help="INPUT is a trace export or another tool's dataset: read it into one row per RAG "
+        "turn (question, answer, contexts, trace and span ids...) before scoring; 'auto' "
+        "detects the format where it is unambiguous. Spans that form no row are counted and "
+        "listed on stderr",
+    )
     score.add_argument(
         "--metrics",
         default=common.CORE_METRICS,
@@ -218,6 +229,8 @@ def run_path(args: argparse.Namespace, spec: RunSpec) -> str:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """`ragframe score`; stops with the endpoint named when the judge cannot serve the run."""
+    if args.from_format is not None:
+        return _score_traces(args)
     spec = run_spec(args)
     path = run_path(args, spec)
     refuse_unsupported(spec, path)  # an option this path cannot honour: exit 2, nothing sent
@@ -226,6 +239,30 @@ def cmd_score(args: argparse.Namespace) -> int:
         if path == "ray":  # a directory or glob of Parquet files, one output per file
             return _score_on_ray(args, spec, judge)
         return _score(args, spec, path, judge)
+
+
+def _score_traces(args: argparse.Namespace) -> int:
+    """`--from FORMAT`: the export's rows written to a Parquet log of their own (kept beside
+    nothing: a temporary directory), then scored like any log, every option as without it."""
+    import sys
+    import tempfile
+
+    from ragframe.inputs.traces import read_traces_report
+
+    if args.ray is not None:
+        raise RagframeError("--from is not available with --ray: convert the export first")
+    form = None if args.from_format == "auto" else args.from_format
+    read = read_traces_report(args.input, form)
+    if read.skipped.height:
+        print(f"ragframe: {args.input}: {read.skipped_summary()}", file=sys.stderr)
+    if read.rows.height == 0:
+        raise RagframeError(f"{args.input!r} holds no RAG turn to score; see the skipped list")
+    with tempfile.TemporaryDirectory(prefix="ragframe-traces-") as folder:
+        log = Path(folder) / "rows.parquet"
+        read.rows.write_parquet(log)
+        common.refuse_input_as_output(args.input, args.output)
+        converted = argparse.Namespace(**{**vars(args), "input": str(log), "from_format": None})
+        return cmd_score(converted)
 
 
 def _score_on_ray(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int:
@@ -250,8 +287,6 @@ def _score_on_ray(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int:
 
 
 def _score(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> int:
-    from pathlib import Path
-
     import polars as pl
 
     from ragframe.evaluate import check_judge, failed_metrics
