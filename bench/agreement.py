@@ -152,7 +152,7 @@ def start_proxy(
 
 
 def rows_of(n: int) -> pl.DataFrame:
-    from ragframe.judge_bench import load_set
+    from ragframe.decide.judge_bench import load_set
 
     return load_set("expertqa", n).select(
         "id", "question", "answer", "contexts", "faithful", "frac_cited_claims_supported"
@@ -222,7 +222,7 @@ def run_peer(
 
 
 def figures(rows: pl.DataFrame, scores: list[float | None] | None, seed: int) -> dict[str, Any]:
-    from ragframe.agreement import agreement
+    from ragframe.decide.agreement import agreement
 
     if not scores:
         return {}

@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_summarize import METRICS, synthetic_scored
 
 import ragframe
-from ragframe.compare import compare
-from ragframe.io import write_parquet
+from ragframe.decide.compare import compare
+from ragframe.inputs.io import write_parquet
 
 
 def best_of(repeat: int, fn: Any) -> tuple[dict[str, float], Any]:

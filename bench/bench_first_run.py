@@ -339,7 +339,7 @@ def _cpu_spent() -> float:
 
 def run_cli(rows: int, folder: Path) -> dict[str, Any]:
     """The README command as a user types it, plus a fresh --cache file and --no-progress."""
-    from ragframe.io import read_metadata
+    from ragframe.inputs.io import read_metadata
 
     source = rows_file(rows, folder)
     output = folder / "sample_scored.parquet"

@@ -33,8 +33,8 @@ from ragframe.decide.human import ppi_mean
 def score_set(name: str, rows: int, base_url: str | None, model: str | None) -> pl.DataFrame:
     import ragframe
     from ragframe import Judge
+    from ragframe.decide.judge_bench import load_set
     from ragframe.judge.local import LOCAL_DEFAULTS, LOCAL_MODEL, start_local_judge
-    from ragframe.judge_bench import load_set
 
     frame = load_set(name, rows).select("id", "question", "answer", "contexts", "faithful")
     local = base_url is None

@@ -50,8 +50,8 @@ from common import (
     write_synthetic_log,
 )
 
+from ragframe.engine.stream import score_file
 from ragframe.judge.transport import Transport
-from ragframe.stream import score_file
 from ragframe.testing.server import auto_answer
 
 CHEAP = ["context_precision", "context_recall"]

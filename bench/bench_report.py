@@ -178,7 +178,7 @@ def metadata(frame: pl.DataFrame, model: str) -> dict[str, Any]:
 def write_logs(rows: int, seed: int, a: str, b: str | None, row_group: int) -> dict[str, Any]:
     """Write the logs (run in a child process) in row groups of `row_group` rows, as `ragframe
     score --chunk-rows` writes them (0: one row group, as `RunResult.write_parquet` does)."""
-    from ragframe.io import AtomicParquetWriter
+    from ragframe.inputs.io import AtomicParquetWriter
 
     start = time.perf_counter()
     sizes = {}

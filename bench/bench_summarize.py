@@ -1,4 +1,4 @@
-"""`ragframe.stats.summarize` over a large scored log: 1,000,000 rows, 4 metrics, 20 groups.
+"""`ragframe.summarize` over a large scored log: 1,000,000 rows, 4 metrics, 20 groups.
 
 The log is synthetic and seeded: four score columns as ragframe writes them (Float64 with a
 `{name}_detail` struct beside it), two of them verdict fractions (few distinct values), two
@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ragframe.io import write_parquet
-from ragframe.stats import BOOTSTRAP_MAX_N, summarize
+from ragframe.decide.summarize import summarize
+from ragframe.inputs.io import write_parquet
+from ragframe.stats import BOOTSTRAP_MAX_N
 
 METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 

@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_summarize import METRICS, synthetic_scored
 
 import ragframe
-from ragframe.gates import check_gates
-from ragframe.io import write_parquet
-from ragframe.stats import summarize
+from ragframe.decide.gates import check_gates
+from ragframe.decide.summarize import summarize
+from ragframe.inputs.io import write_parquet
 
 THRESHOLDS = {m: 0.5 for m in METRICS}
 

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import CORE, FakeServerProcess, fake_judge, in_child, machine, write_synthetic_log
 
+from ragframe.engine.stream import score_file
 from ragframe.judge.client import JudgeSession
-from ragframe.stream import score_file
 
 
 class _Stop(Exception):

@@ -1,22 +1,41 @@
 """ragframe: score RAG outputs in bulk. Polars frames and Parquet logs in, typed scores out.
 
+This module is the public API only. The package is built in layers, each importing only the
+layers below it (`tests/test_layers.py` keeps the order, and no import cycle):
+
+    cli        the `ragframe` command, one module per subcommand
+    ray        scaling out on Ray Data
+    report     the HTML report          export   scores back to Phoenix, LangSmith, OTel
+    decide     summaries, gates, compare, agreement, calibration, human estimates, pairwise
+    engine     one run specification, executed in memory, streamed, on Arrow, in batches
+    metrics    one file per metric family, the catalogue, thresholds
+    judge      the only code that talks to an LLM
+    inputs     files, traces, canonical columns, samples
+    stats      means with honest intervals (pure numbers)
+    errors, _version, prompts/                                   (the ground)
+
+`testing` (the fake judge server) stands beside them, for tests and docs.
+
 >>> import polars as pl, ragframe
 >>> scored = df.pipe(ragframe.evaluate, metrics=["faithfulness", "context_recall"])
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from ragframe.agreement import agreement
-from ragframe.arrow import score_arrow
-from ragframe.catalog import catalog
-from ragframe.compare import Comparison, compare
+from ragframe._version import __version__
+from ragframe.decide.agreement import agreement
 from ragframe.decide.alpha import alpha_interval, krippendorff_alpha
 from ragframe.decide.calibration import Calibration, apply_calibration, calibrate
+from ragframe.decide.compare import Comparison, compare
+from ragframe.decide.gates import EXIT_GATE_FAILED, GateResult, assert_scores, check_gates
 from ragframe.decide.human import human_estimate, human_estimate_difference, labels_needed
 from ragframe.decide.label_sheet import label_sheet
 from ragframe.decide.pairwise import summarize_pairs
+from ragframe.decide.summarize import summarize
+from ragframe.engine.arrow import score_arrow
+from ragframe.engine.batch import BatchJob
+from ragframe.engine.result import RunResult
+from ragframe.engine.run import aestimate, aevaluate, arun, estimate, evaluate, run
 from ragframe.errors import (
     BudgetExceeded,
     ConfigError,
@@ -24,21 +43,10 @@ from ragframe.errors import (
     JudgeError,
     RagframeError,
 )
-from ragframe.evaluate import (
-    RunResult,
-    aestimate,
-    aevaluate,
-    arun,
-    estimate,
-    evaluate,
-    run,
-)
 from ragframe.export import export_scores
-from ragframe.gates import EXIT_GATE_FAILED, GateResult, assert_scores, check_gates
+from ragframe.inputs.io import read_metadata
 from ragframe.inputs.traces import read_traces
-from ragframe.io import read_metadata
 from ragframe.judge import Judge
-from ragframe.judge.batch import BatchJob
 from ragframe.metrics import (
     REGISTRY,
     AnswerAccuracy,
@@ -63,9 +71,10 @@ from ragframe.metrics import (
     RubricLevel,
     RubricScore,
 )
+from ragframe.metrics.catalog import catalog
 from ragframe.metrics.pairwise import Pairwise, run_pairs
 from ragframe.report import report
-from ragframe.stats import mean_interval, summarize
+from ragframe.stats import mean_interval
 
 __all__ = [
     "EXIT_GATE_FAILED",

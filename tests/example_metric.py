@@ -8,7 +8,7 @@ from typing import ClassVar
 
 import polars as pl
 
-from ragframe.columns import ROW_ID
+from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import boolean, indexed_verdict
 from ragframe.judge.task import Task
 from ragframe.metrics import Context, Metric, MetricInfo

@@ -16,7 +16,7 @@ import pytest
 from conftest import fenced, reply, router, user_text
 
 import ragframe
-from ragframe.agreement import (
+from ragframe.decide.agreement import (
     agreement,
     cross_validated_predictions,
     fit_threshold,
@@ -26,7 +26,7 @@ from ragframe.agreement import (
 from ragframe.errors import ConfigError, InputError
 
 # The module, not the function `ragframe.agreement` that the package exports under its name.
-agreement_module = importlib.import_module("ragframe.agreement")
+agreement_module = importlib.import_module("ragframe.decide.agreement")
 
 # ------------------------------------------------------------------------------ references
 

@@ -17,7 +17,7 @@ import pytest
 
 import ragframe
 from ragframe import ConfigError, InputError, Judge
-from ragframe.arrow import ArrowSession, score_arrow
+from ragframe.engine.arrow import ArrowSession, score_arrow
 from ragframe.judge.cache import AnswerCache
 from ragframe.testing.server import FakeServer
 

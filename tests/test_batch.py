@@ -28,11 +28,11 @@ import ragframe
 from ragframe import ConfigError, GEval, Judge
 from ragframe.cli.batch import add_parser as add_batch_parser
 from ragframe.cli.batch import cmd_batch
-from ragframe.columns import ROW_ID
+from ragframe.engine.batch import BatchJob
 from ragframe.errors import EndpointError
+from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.batch import (
     TERMINAL,
-    BatchJob,
     _split,
     format_status,
     read_result_line,
@@ -184,7 +184,7 @@ def test_restart_resumes_from_the_manifest_alone(server, make_judge, tmp_path):
     script = (
         "import sys\n"
         "from ragframe import Judge\n"
-        "from ragframe.judge.batch import BatchJob\n"
+        "from ragframe.engine.batch import BatchJob\n"
         "judge = Judge('fake-judge', base_url=sys.argv[1], api_key='sk-test-not-a-real-key',"
         " cache=sys.argv[2], progress=False)\n"
         "print(BatchJob(sys.argv[3], judge).collect(sys.argv[4]).state)\n"

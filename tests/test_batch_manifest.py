@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from ragframe import ConfigError, Judge
-from ragframe.judge.batch import MANIFEST_VERSION, BatchJob, BatchStatus, JobState, Mode
+from ragframe.engine.batch import BatchJob
+from ragframe.judge.batch import MANIFEST_VERSION, BatchStatus, JobState, Mode
 from ragframe.judge.batch.manifest import Failure, ManifestFile, parse
 
 CID = ["a" * 64, "b" * 64, "c" * 64]

@@ -19,7 +19,7 @@ from ragframe.decide.calibration import (
 )
 from ragframe.decide.human import human_estimate
 from ragframe.errors import InputError
-from ragframe.io import write_parquet
+from ragframe.inputs.io import write_parquet
 
 sklearn = pytest.importorskip("sklearn")
 

@@ -11,8 +11,8 @@ import re
 import polars as pl
 import pytest
 
-from ragframe.columns import list_conversion, select_inputs
 from ragframe.errors import InputError
+from ragframe.inputs.columns import list_conversion, select_inputs
 
 NEEDS = {"faithfulness": ["question", "answer", "contexts"]}
 

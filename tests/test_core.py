@@ -669,7 +669,7 @@ def test_text_that_python_strips_to_nothing_is_missing_input(server, judge):
     """Every character `str.isspace` calls space counts as blank, the four ASCII separators
     (0x1C-0x1F) that Polars' own strip keeps included: such a question would otherwise be
     sent to the judge, then refused as a blank text to embed."""
-    from ragframe.columns import WHITESPACE
+    from ragframe.inputs.columns import WHITESPACE
 
     assert set(WHITESPACE) == {chr(c) for c in range(0x110000) if chr(c).isspace()}
     df = pl.DataFrame({"question": ["\x1c\x1d", "\u3000\x85", "ok?"], "answer": ["a", "a", "b"]})

@@ -7,7 +7,7 @@ import pytest
 
 import ragframe
 from ragframe.cli import main
-from ragframe.pricing import cost, price_of
+from ragframe.judge.pricing import cost, price_of
 
 
 def rows(n: int) -> pl.DataFrame:

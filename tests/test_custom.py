@@ -15,8 +15,8 @@ from conftest import fenced, reply, system_text, task_name, user_text
 from conftest import router as by_task
 
 import ragframe
-from ragframe.columns import select_inputs
 from ragframe.errors import ConfigError
+from ragframe.inputs.columns import select_inputs
 from ragframe.metrics import REGISTRY
 from ragframe.metrics.base import Context
 from ragframe.metrics.custom import DEFAULT_RUBRIC, GEval, RubricLevel, RubricScore

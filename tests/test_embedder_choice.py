@@ -20,9 +20,9 @@ from conftest import judge_for
 
 import ragframe
 from ragframe import ConfigError, Judge
-from ragframe.embed_local import LOCAL_EMBEDDING_MODEL, local_embedder_available
 from ragframe.judge import capabilities
 from ragframe.judge.config import OPENAI_DEFAULT_EMBEDDING
+from ragframe.judge.embed_local import LOCAL_EMBEDDING_MODEL, local_embedder_available
 from ragframe.testing.server import FakeServer
 
 KEY = "sk-test-not-a-real-key"
@@ -61,13 +61,13 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 def fake_local(clean_env: pytest.MonkeyPatch) -> type[FakeLocal]:
     """The local embedder, installed (as a fake that needs no model file)."""
     FakeLocal.texts = []
-    clean_env.setattr("ragframe.embed_local.local_embedder_available", lambda: True)
-    clean_env.setattr("ragframe.embed_local.LocalEmbedder", FakeLocal)
+    clean_env.setattr("ragframe.judge.embed_local.local_embedder_available", lambda: True)
+    clean_env.setattr("ragframe.judge.embed_local.LocalEmbedder", FakeLocal)
     return FakeLocal
 
 
 def no_local_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ragframe.embed_local.local_embedder_available", lambda: False)
+    monkeypatch.setattr("ragframe.judge.embed_local.local_embedder_available", lambda: False)
     monkeypatch.setattr(capabilities, "_local_embedder_installed", lambda: False)
 
 

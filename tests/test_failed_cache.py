@@ -21,8 +21,8 @@ import pytest
 from conftest import judge_for, router
 
 import ragframe
+from ragframe.engine.batch import BatchJob
 from ragframe.errors import JudgeError
-from ragframe.judge.batch import BatchJob
 from ragframe.judge.cache import AnswerCache
 from ragframe.judge.store import REMEMBERED
 from ragframe.testing.server import FakeServer, Reply

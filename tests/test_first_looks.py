@@ -12,8 +12,8 @@ import pytest
 
 import ragframe
 from ragframe.cli import main
+from ragframe.engine.summary import KEPT_SCORES, Tally, metric_summary
 from ragframe.errors import ConfigError
-from ragframe.summary import KEPT_SCORES, Tally, metric_summary
 
 
 def rows(n: int) -> pl.DataFrame:
@@ -163,8 +163,8 @@ def test_the_progress_bar_starts_at_the_runs_planned_total(
     """Every row's every stage is planned before the first request: 6 rows x (faithfulness's
     claims and verification + context_recall) = 18, for a frame and a Parquet file (which
     records its rows). JSON Lines does not: its plan grows chunk by chunk (4 rows first)."""
+    from ragframe.engine.stream import score_file
     from ragframe.judge import backends
-    from ragframe.stream import score_file
 
     FirstTotal.totals = []
     monkeypatch.setattr(backends, "_bar_class", lambda: FirstTotal)

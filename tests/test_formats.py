@@ -27,8 +27,8 @@ from polars.testing import assert_frame_equal
 import ragframe
 from ragframe import InputError
 from ragframe.cli import main
-from ragframe.io import AtomicParquetWriter, open_input, write_parquet
-from ragframe.stream import score_file
+from ragframe.engine.stream import score_file
+from ragframe.inputs.io import AtomicParquetWriter, open_input, write_parquet
 from ragframe.testing.server import FakeServer
 
 ROWS = 23

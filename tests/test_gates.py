@@ -18,10 +18,10 @@ import ragframe
 from ragframe import cli
 from ragframe.cli import gate as gate_cli
 from ragframe.cli import summarize as summarize_cli
+from ragframe.decide.gates import EXIT_GATE_FAILED, assert_scores, check_gates, row_reasons
+from ragframe.decide.summarize import summarize
 from ragframe.errors import ConfigError
-from ragframe.gates import EXIT_GATE_FAILED, assert_scores, check_gates, row_reasons
-from ragframe.io import write_parquet
-from ragframe.stats import summarize
+from ragframe.inputs.io import write_parquet
 
 CLAIM = pl.Struct({"claim": pl.String, "supported": pl.Boolean, "reason": pl.String})
 

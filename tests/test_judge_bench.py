@@ -12,10 +12,10 @@ import polars as pl
 import pytest
 from conftest import fenced, reply, router
 
-from ragframe import judge_bench as jb
 from ragframe.cli import judge_bench as cli
+from ragframe.decide import judge_bench as jb
 from ragframe.errors import ConfigError
-from ragframe.io import read_metadata
+from ragframe.inputs.io import read_metadata
 
 SHARED = Path("/work/shared/data")
 
@@ -156,7 +156,7 @@ def test_a_judge_that_cannot_serve_a_later_set_is_refused_before_any_request(
     expertqa, which comes first, has sent anything."""
     from ragframe import Judge
 
-    monkeypatch.setattr("ragframe.embed_local.local_embedder_available", lambda: False)
+    monkeypatch.setattr("ragframe.judge.embed_local.local_embedder_available", lambda: False)
     judge = Judge("fake-judge", base_url=server.base_url, cache=False, progress=False)
     with pytest.raises(ConfigError, match="Nothing was sent"):
         jb.run_bench(judge, ["expertqa", "ragchecker"], None, 2)

@@ -17,7 +17,7 @@ from ragframe.cli import label_sheet as cli_sheet
 from ragframe.decide.human import human_estimate
 from ragframe.decide.label_sheet import draw_labels, format_contexts, label_sheet
 from ragframe.errors import ConfigError, InputError
-from ragframe.io import write_parquet
+from ragframe.inputs.io import write_parquet
 
 
 def _scored(n: int = 1000, seed: int = 0, with_id: bool = True) -> pl.DataFrame:

@@ -23,14 +23,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ragframe import embed_local
-from ragframe.embed_local import (
+from ragframe.judge import embed_local, local
+from ragframe.judge.embed_local import (
     LOCAL_EMBEDDING_MODEL,
     LocalEmbedder,
     _batches,
     local_embedder_available,
 )
-from ragframe.judge import local
 from ragframe.judge.local import (
     LOCAL_MODEL,
     LocalJudgeUnavailable,

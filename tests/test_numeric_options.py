@@ -19,7 +19,7 @@ import pytest
 
 from ragframe.cli import build_parser, main
 from ragframe.errors import ConfigError
-from ragframe.judge.config import Judge
+from ragframe.judge import Judge
 from ragframe.testing.server import FakeServer
 
 COUNTS = ("0", "-1", "1.5", "x")  # a whole number 1 or more

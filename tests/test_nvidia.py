@@ -11,7 +11,7 @@ from conftest import fenced, reply, task_name
 
 import ragframe
 from ragframe import Judge
-from ragframe.columns import ROW_ID
+from ragframe.inputs.columns import ROW_ID
 from ragframe.metrics.nvidia import (
     ACCURACY_1,
     AnswerAccuracy,

@@ -3,7 +3,7 @@ or refused before the first request (exit 2, the option and the path named, zero
 the server). Never dropped.
 
 The reference is the in-memory run of the same `RunSpec` (parsed from the same command line)
-through `ragframe.evaluate.execute`, with its own cache, so both send their requests. Against
+through `ragframe.engine.run.execute`, with its own cache, so both send their requests. Against
 it, each path's output must have the same columns and scores, the same "run" record in its
 metadata (the path aside), the same summary table, and the same exit status (the gates
 checked on the reference's frame).
@@ -24,10 +24,11 @@ import ragframe
 from ragframe.cli import build_parser, main
 from ragframe.cli import score as score_cli
 from ragframe.engine import PATHS, RunSpec, refuse_unsupported
+from ragframe.engine.prepare import run_sync
+from ragframe.engine.run import execute
 from ragframe.engine.spec import FLAGS
+from ragframe.engine.summary import format_summary
 from ragframe.errors import ConfigError
-from ragframe.evaluate import execute, run_sync
-from ragframe.summary import format_summary
 from ragframe.testing.server import FakeServer
 
 METRICS = "faithfulness,context_recall"
@@ -227,8 +228,8 @@ def test_a_path_refuses_what_it_cannot_honour_naming_option_and_path() -> None:
 def test_the_api_paths_record_the_same_run(server: FakeServer, tmp_path: Path) -> None:
     """`run`, `score_file` and `score_arrow` execute one spec: run records it, the streamed
     file records it with its path, and strict reaches the Arrow path (it used to be dropped)."""
-    from ragframe.arrow import score_arrow
-    from ragframe.stream import score_file
+    from ragframe.engine.arrow import score_arrow
+    from ragframe.engine.stream import score_file
 
     judge = judge_for(server, tmp_path)
     data = frame(4)

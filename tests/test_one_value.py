@@ -15,10 +15,10 @@ import pytest
 import ragframe
 from ragframe.cli import main
 from ragframe.cli.summarize import format_table
-from ragframe.io import write_parquet
+from ragframe.engine.summary import Tally, format_summary, metric_summary
+from ragframe.inputs.io import write_parquet
 from ragframe.report import _data, _source
 from ragframe.report._page import interval_text
-from ragframe.summary import Tally, format_summary, metric_summary
 
 #: "0.947 [0.789, 1.000]": a mean and its interval as text.
 FIGURE = re.compile(r"(\d\.\d+)\s+(\[\d\.\d+, \d\.\d+\])")

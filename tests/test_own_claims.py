@@ -11,8 +11,8 @@ import pytest
 from conftest import fenced, reply, router, task_name
 
 import ragframe
-from ragframe.columns import ALIASES, CANONICAL, canonical_names, list_columns, select_inputs
 from ragframe.errors import ConfigError, InputError
+from ragframe.inputs.columns import ALIASES, CANONICAL, canonical_names, list_columns, select_inputs
 from ragframe.metrics import AnswerRelevancyLLM, Faithfulness
 
 EXTRACTED = ["The extracted claim is supported."]

@@ -69,7 +69,7 @@ def test_an_actor_reads_the_answers_of_the_others(tmp_path: Path) -> None:
     """Each actor's session reads every actor's file: rows one actor scored cost another
     nothing (a batch retried, or a rerun's batch, lands on any actor)."""
     pytest.importorskip("ray")
-    from ragframe.arrow import ArrowSession, prepare
+    from ragframe.engine.arrow import ArrowSession, prepare
     from ragframe.ray import actor_judge
 
     frame = rows(4)

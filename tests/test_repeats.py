@@ -14,11 +14,7 @@ import pytest
 from conftest import fenced, reply, router
 
 import ragframe
-from ragframe.errors import ConfigError
-from ragframe.io import read_metadata
-from ragframe.judge.client import RunStats
-from ragframe.metrics import Faithfulness
-from ragframe.repeats import (
+from ragframe.engine.repeats import (
     check_repeats,
     icc1,
     merge_stats,
@@ -27,6 +23,10 @@ from ragframe.repeats import (
     runs_needed,
     score_repeats,
 )
+from ragframe.errors import ConfigError
+from ragframe.inputs.io import read_metadata
+from ragframe.judge.client import RunStats
+from ragframe.metrics import Faithfulness
 from ragframe.testing.server import Reply
 
 CLAIMS = ["claim 1", "claim 2", "claim 3", "claim 4"]
@@ -270,7 +270,7 @@ def test_the_estimate_counts_every_repeat_and_what_each_has_cached(scripted, mak
 
 
 def test_the_runs_seed_seeds_the_repeats_bootstrap(scripted, make_judge, monkeypatch):
-    import ragframe.repeats as module
+    import ragframe.engine.repeats as module
 
     seen: list[int] = []
     original = module.repeat_summary

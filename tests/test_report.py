@@ -33,7 +33,7 @@ pytest.importorskip("vl_convert", reason="the report extra is not installed")
 
 from ragframe import Judge, compare, run
 from ragframe.errors import ConfigError, InputError
-from ragframe.io import read_metadata, write_parquet
+from ragframe.inputs.io import read_metadata, write_parquet
 from ragframe.report import report
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -621,7 +621,7 @@ def test_cli_writes_the_report(scored_file: Path, tmp_path: Path, capsys: Any) -
 
 
 def stand_in_comparison() -> SimpleNamespace:
-    """A result shaped as `ragframe.compare.Comparison` is, for the view's own test: a table
+    """A result shaped as `ragframe.decide.compare.Comparison` is, for the view's own test: a table
     per group and metric, the unmatched keys, the most-changed pairs per metric."""
     table = pl.DataFrame(
         {

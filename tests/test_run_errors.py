@@ -19,8 +19,8 @@ from conftest import judge_for, reply, task_name
 import ragframe
 from ragframe import ConfigError, Judge
 from ragframe.cli import endpoint_error, main
+from ragframe.engine.prepare import EXIT_METRIC_FAILED
 from ragframe.errors import EndpointError
-from ragframe.evaluate import EXIT_METRIC_FAILED
 from ragframe.judge import capabilities
 from ragframe.judge.capabilities import missing_capabilities, unserved
 from ragframe.metrics import AnswerCorrectness, GEval
@@ -89,7 +89,7 @@ def test_no_embedding_model_stops_before_any_request(server, tmp_path, clean_env
     ]  # fmt: skip
     assert main(batch) == 2 and "answer_relevancy needs an embedding" in capsys.readouterr().err
     # The streamed file scorer, called from Python, checks the judge before reading a row.
-    from ragframe.stream import score_file
+    from ragframe.engine.stream import score_file
 
     with pytest.raises(ConfigError, match="answer_relevancy needs an embedding model"):
         score_file(tmp_path / "in.parquet", tmp_path / "out.parquet", metrics, judge=judge)

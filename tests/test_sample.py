@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ragframe.errors import ConfigError, InputError
-from ragframe.sample import INDEX_COLUMN, choose_positions, draw_sample
+from ragframe.inputs.sample import INDEX_COLUMN, choose_positions, draw_sample
 from ragframe.stats import mean_interval
 
 ROWS = 1000

@@ -21,8 +21,9 @@ import pytest
 import ragframe
 from ragframe.cli import main
 from ragframe.errors import ConfigError
+from ragframe.judge import Judge
 from ragframe.judge.cache import AnswerCache, SharedAnswerCache
-from ragframe.judge.config import Judge, public_url
+from ragframe.judge.config import public_url
 from ragframe.testing.server import FakeServer, Reply
 
 URL_SECRET = "S3CRET-URL-pw"

@@ -11,15 +11,10 @@ import numpy as np
 import polars as pl
 import pytest
 
+from ragframe.decide.summarize import summarize
 from ragframe.errors import ConfigError, InputError
-from ragframe.io import write_parquet
-from ragframe.stats import (
-    BOOTSTRAP_MAX_N,
-    interval_from_stats,
-    mean_interval,
-    summarize,
-    t_quantile,
-)
+from ragframe.inputs.io import write_parquet
+from ragframe.stats import BOOTSTRAP_MAX_N, interval_from_stats, mean_interval, t_quantile
 
 
 def _coverage(draw, true_mean: float, n: int, trials: int = 100) -> tuple[int, float]:

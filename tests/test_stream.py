@@ -1,4 +1,4 @@
-"""Streaming a Parquet file through the judge in chunks (`ragframe.stream.score_file`).
+"""Streaming a Parquet file through the judge in chunks (`ragframe.engine.stream.score_file`).
 
 The promises: the file it writes equals the in-memory `ragframe.run` result on the same
 input (row order kept across chunks), with the run's metadata and summary; at most
@@ -20,9 +20,9 @@ from polars.testing import assert_frame_equal
 
 import ragframe
 from ragframe import ConfigError, InputError, JudgeError
-from ragframe import stream as stream_module
+from ragframe.engine import stream as stream_module
+from ragframe.engine.stream import score_file
 from ragframe.metrics import CORE
-from ragframe.stream import score_file
 from ragframe.testing.server import Reply, auto_answer
 
 ROWS = 50

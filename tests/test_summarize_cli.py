@@ -1,5 +1,5 @@
 """`ragframe summarize`: the table in the terminal, and --json / --csv that parse back into the
-frame `ragframe.stats.summarize` returns."""
+frame `ragframe.decide.summarize.summarize` returns."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from ragframe import cli
 from ragframe.cli import gate as gate_cli
 from ragframe.cli import summarize as summarize_cli
-from ragframe.io import write_parquet
-from ragframe.stats import summarize
+from ragframe.decide.summarize import summarize
+from ragframe.inputs.io import write_parquet
 
 
 @pytest.fixture

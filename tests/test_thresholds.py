@@ -10,9 +10,9 @@ import pytest
 
 import ragframe
 from ragframe import ConfigError, Faithfulness, GEval, Hallucination
+from ragframe.engine.stream import score_file
 from ragframe.metrics import REGISTRY
-from ragframe.stream import score_file
-from ragframe.thresholds import Threshold, parse_metric_values
+from ragframe.metrics.thresholds import Threshold, parse_metric_values
 
 
 def rows(n: int) -> pl.DataFrame:

@@ -4,6 +4,9 @@ Each subcommand module has `add_parser(subparsers)`, which adds its arguments an
 `handler` that runs it (`args` in, exit status out). What several subcommands share (exit
 statuses, the `--columns` and `--metrics` parsers, the run summary, the one-line endpoint error)
 is in `ragframe.cli.common`. A new subcommand is a new module listed in `SUBCOMMANDS`.
+
+Layer: the top; it may import every layer (the package root `ragframe/__init__.py` imports
+nothing of it).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ragframe import __version__
+from ragframe._version import __version__
 from ragframe.cli import (
     batch,
     calibrate,

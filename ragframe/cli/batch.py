@@ -152,7 +152,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     output is written all the same). Errors are RagframeError (the caller prints them on one
     line and exits 2); an endpoint that cannot serve the job is named with the fix.
     """
-    from ragframe.judge.batch import BatchJob
+    from ragframe.engine.batch import BatchJob
 
     if args.batch_command == "export" and not args.manifest:
         args.manifest = f"{args.jsonl}.manifest.json"
@@ -251,7 +251,7 @@ ACTIONS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
 def _print_done(progress: Any) -> int:
     """Print the summary of a finished job; the exit status (4 when a metric failed on
     every row that had its inputs, the output written all the same)."""
-    from ragframe.evaluate import failed_metrics
+    from ragframe.engine.prepare import failed_metrics
 
     if progress.result is None:
         return common.EXIT_OK

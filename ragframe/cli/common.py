@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ragframe.engine.prepare import EXIT_METRIC_FAILED
+from ragframe.engine.summary import LOCAL_WARNING, format_summary
 from ragframe.errors import ConfigError, EndpointError, JudgeError, RagframeError
-from ragframe.evaluate import EXIT_METRIC_FAILED
-from ragframe.summary import LOCAL_WARNING, format_summary
 
 EXIT_OK = 0
 """Done: scored, or this batch step done."""

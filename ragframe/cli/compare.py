@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ragframe.cli import common
-from ragframe.compare import Comparison, compare
+from ragframe.decide.compare import Comparison, compare
 
 EXIT_STATUSES = (
     "exit status: 0 compared (whatever the verdicts); 2 a configuration or input error (a "

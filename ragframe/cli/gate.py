@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ragframe.cli import common
+from ragframe.decide.gates import EXIT_GATE_FAILED, GateResult, check_gates
 from ragframe.errors import ConfigError
-from ragframe.gates import EXIT_GATE_FAILED, GateResult, check_gates
-from ragframe.thresholds import parse_metric_values
+from ragframe.metrics.thresholds import parse_metric_values
 
 EXIT_STATUSES = (
     "exit status: 0 every gate passed; 1 a gate failed (the table says which, with the worst "

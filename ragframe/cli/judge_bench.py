@@ -1,6 +1,6 @@
 """`ragframe judge-bench --model M`: how well each metric agrees with people, on your judge.
 
-Scores the human-labelled sets shipped with ragframe (`ragframe.judge_bench`) and prints, per
+Scores the human-labelled sets shipped with ragframe (`ragframe.decide.judge_bench`) and prints, per
 set and metric, the agreement figures with their intervals (`ragframe.agreement`), and the
 requests, tokens and cost the run took.
 """
@@ -139,7 +139,7 @@ def cmd_judge_bench(args: argparse.Namespace) -> int:
     """`ragframe judge-bench`; stops with the endpoint named when the judge cannot serve it."""
     from pathlib import Path
 
-    from ragframe import judge_bench as jb
+    from ragframe.decide import judge_bench as jb
 
     if args.limit is not None and args.limit < 1:
         raise RagframeError(f"--limit must be at least 1, got {args.limit}")

@@ -22,7 +22,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    from ragframe.catalog import catalog
+    from ragframe.metrics.catalog import catalog
 
     table = catalog()
     if args.json:

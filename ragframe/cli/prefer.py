@@ -98,7 +98,7 @@ def add_judge_options(parser: argparse.ArgumentParser) -> None:
 
 def _read(path: str) -> pl.DataFrame:
     """A log with its inputs under canonical names (ragas / deepeval aliases accepted)."""
-    from ragframe.columns import canonical_names, load_frame
+    from ragframe.inputs.columns import canonical_names, load_frame
 
     frame = load_frame(path)
     mapping = canonical_names(frame.columns)
@@ -165,9 +165,9 @@ def cmd_prefer(args: argparse.Namespace) -> int:
 def _prefer(args: argparse.Namespace, judge: Any, metric: Any, pairs: pl.DataFrame) -> int:
     import datetime as dt
 
-    from ragframe import __version__
+    from ragframe._version import __version__
     from ragframe.decide.pairwise import format_pairs, summarize_pairs
-    from ragframe.io import write_parquet
+    from ragframe.inputs.io import write_parquet
     from ragframe.metrics.pairwise import run_pairs
 
     out, stats = run_pairs(pairs, metric, judge=judge)

@@ -198,7 +198,7 @@ def _judge(args: argparse.Namespace) -> Any:
 def run_spec(args: argparse.Namespace) -> RunSpec:
     """The run's options, gathered once from the command line (a ConfigError on a malformed
     one): what every path executes and records in the output's metadata."""
-    from ragframe.catalog import is_all
+    from ragframe.metrics.catalog import is_all
 
     gates = gate_cli._options(args)  # parsed and checked once
     return RunSpec(
@@ -271,7 +271,7 @@ def _score_on_ray(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int:
     import polars as pl
 
     from ragframe.cli import ray_score
-    from ragframe.evaluate import failed_metrics
+    from ragframe.engine.prepare import failed_metrics
 
     result = ray_score.score_with_ray(args, spec, judge)
     ray_score.report(result, args)
@@ -289,8 +289,8 @@ def _score_on_ray(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int:
 def _score(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> int:
     import polars as pl
 
-    from ragframe.evaluate import check_judge, failed_metrics
-    from ragframe.stream import score_file
+    from ragframe.engine.prepare import check_judge, failed_metrics
+    from ragframe.engine.stream import score_file
 
     if Path(args.output).exists() and not args.overwrite:
         raise RagframeError(f"output {args.output!r} exists; add --overwrite to replace it")
@@ -326,9 +326,9 @@ def exit_status(
 
 def chosen_metrics(source: str, spec: RunSpec) -> list[Any]:
     """The metrics a run will score: as named, or for "all" those whose inputs the file has."""
-    from ragframe.columns import list_columns
-    from ragframe.evaluate import choose_metrics
-    from ragframe.io import open_input
+    from ragframe.engine.prepare import choose_metrics
+    from ragframe.inputs.columns import list_columns
+    from ragframe.inputs.io import open_input
 
     if not isinstance(spec.metrics, str):
         return choose_metrics(spec.metrics, (), spec.columns)
@@ -339,7 +339,8 @@ def chosen_metrics(source: str, spec: RunSpec) -> list[Any]:
 def _score_in_memory(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int:
     """Score a sample of the log (then print what the whole log would cost beside it), or the
     log with repeats: in memory, as `ragframe.run` does."""
-    from ragframe.evaluate import estimate, execute, failed_metrics, run_sync
+    from ragframe.engine.prepare import failed_metrics, run_sync
+    from ragframe.engine.run import estimate, execute
 
     result = run_sync(execute(args.input, spec, judge))
     result.write_parquet(args.output, overwrite=args.overwrite)
@@ -384,7 +385,7 @@ def _sample_cost_line(summary: dict[str, Any], whole: dict[str, Any], *, cached:
 def _estimate_says_stop(args: argparse.Namespace, spec: RunSpec, judge: Any) -> bool:
     """Print the estimate; True for a dry run (nothing more to do). A run whose estimate is
     over --max-cost is refused here, before anything is sent."""
-    from ragframe.evaluate import estimate
+    from ragframe.engine.run import estimate
 
     guess = estimate(
         args.input,

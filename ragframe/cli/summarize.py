@@ -10,8 +10,9 @@ from typing import Any
 import polars as pl
 
 from ragframe.cli import common
-from ragframe.stats import format_interval, format_mean, summarize
-from ragframe.thresholds import parse_metric_values
+from ragframe.decide.summarize import summarize
+from ragframe.metrics.thresholds import parse_metric_values
+from ragframe.stats import format_interval, format_mean
 
 EXIT_STATUSES = (
     "exit status: 0 summarized; 2 a configuration or input error (a column the file lacks, a "

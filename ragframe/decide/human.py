@@ -59,8 +59,9 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from ragframe.decide.summarize import direction_of, load_scored
 from ragframe.errors import ConfigError, InputError
-from ragframe.stats import direction_of, load_scored, t_quantile
+from ragframe.stats import t_quantile
 
 Quantile = Literal["t", "normal"]
 

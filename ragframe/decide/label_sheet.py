@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ragframe.decide.summarize import load_scored
 from ragframe.errors import ConfigError, InputError
-from ragframe.stats import load_scored
 
 __all__ = ["draw_labels", "format_contexts", "label_sheet"]
 

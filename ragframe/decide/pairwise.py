@@ -29,7 +29,7 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.agreement import agreement
+from ragframe.decide.agreement import agreement
 from ragframe.errors import InputError
 from ragframe.judge.results import RunStats
 from ragframe.metrics.pairwise import Pairwise, run_pairs
@@ -43,7 +43,8 @@ __all__ = [
     "summarize_pairs",
 ]
 
-#: The bundled RAGChecker pairs with two annotators' preferences (see `ragframe.judge_bench`).
+#: The bundled RAGChecker pairs with two annotators' preferences
+#: (see `ragframe.decide.judge_bench`).
 RAGCHECKER = Path(__file__).resolve().parent.parent / "data" / "bench" / "ragchecker.parquet"
 
 #: The interval figures, in the order the summary prints them.

@@ -1,7 +1,11 @@
-"""The engine: one run specification (`RunSpec`) that every way of running ragframe executes.
+"""The engine: one run, every path. `spec` (the run specification every path executes, and the
+table of what each path honours), `prepare` (what every path does before and around the
+requests: choose and check the metrics, score one frame with a judge session), `run` (in
+memory: `evaluate`, `run`, `estimate`), `stream` (chunk by chunk), `arrow` (Arrow batches,
+for Ray), `repeats` (k runs at k seeds), `batch` (the Batch API job), `result` and `summary`
+(the run's result and the table it prints).
 
-It owns what a run is asked to do and which path can do it; it imports the errors only, so
-every layer above (the run itself, the command line, Ray) can use it.
+Layer: above `metrics`; imports `metrics`, `judge`, `inputs`, `stats` and the ground.
 """
 
 from ragframe.engine.spec import PATHS, RunSpec, refuse_unsupported

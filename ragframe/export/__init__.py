@@ -18,6 +18,8 @@ reasons        explanation                comment                      gen_ai.ev
 `explanation` joins the verdict reasons of `{metric}_detail` (with the detail's error, if any)
 and is cut at `MAX_EXPLANATION` characters. Ids are written exactly as the rows carry them
 (those `ragframe.inputs.traces` read), so read → score → export → the ids match the input's.
+
+Layer: beside `report`, above `decide`; imports the layers below it.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ragframe.io import AtomicParquetWriter
+from ragframe.inputs.io import AtomicParquetWriter
 
 __all__ = ["frame", "write"]
 

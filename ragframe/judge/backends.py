@@ -20,7 +20,7 @@ import numpy as np
 
 from ragframe.errors import ConfigError, JudgeError
 from ragframe.judge.cache import CacheWriteError
-from ragframe.judge.config import Judge
+from ragframe.judge.config import JudgeConfig
 from ragframe.judge.parse import AnswerError, parse_answer
 from ragframe.judge.results import Answer, dumps
 from ragframe.judge.store import AnswerStore, Requests
@@ -331,7 +331,7 @@ class UnsentBackend:
 
     remembers_hits = False
 
-    def __init__(self, judge: Judge, stand_in: StandIn | None) -> None:
+    def __init__(self, judge: JudgeConfig, stand_in: StandIn | None) -> None:
         self.judge = judge
         self.stand_in = stand_in or self.not_sent
 
@@ -375,7 +375,7 @@ class DryBackend(UnsentBackend):
     """Sends nothing: counts what would be sent, and answers with placeholders."""
 
     def __init__(
-        self, judge: Judge, estimate: Counter[str], stand_in: StandIn | None = None
+        self, judge: JudgeConfig, estimate: Counter[str], stand_in: StandIn | None = None
     ) -> None:
         super().__init__(judge, stand_in)
         self.estimate = estimate

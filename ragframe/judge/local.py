@@ -20,7 +20,8 @@ Quirks of this server that callers should know (xllamacpp 2026.10, llama.cpp wit
 - `logprobs` / `top_logprobs` are the model's raw distribution before the grammar: top
   alternatives may be tokens the schema forbids, and the chosen token may not be among them.
 - `n` larger than the slot count (`n_parallel`) is refused with HTTP 400.
-- `/v1/embeddings` answers 501: this is a chat model, not an embedder (see `ragframe.embed_local`).
+- `/v1/embeddings` answers 501: this is a chat model, not an embedder
+  (see `ragframe.judge.embed_local`).
 """
 
 from __future__ import annotations

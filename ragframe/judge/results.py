@@ -71,7 +71,7 @@ class RunStats:
     @property
     def cost(self) -> float | None:
         """Dollars spent on the requests sent in this run (None when the price is unknown)."""
-        from ragframe.pricing import cost
+        from ragframe.judge.pricing import cost
 
         return cost(self.price, self.prompt_tokens, self.completion_tokens)
 
@@ -97,3 +97,14 @@ class RunStats:
             "rate_limit_paused_s": round(self.rate_limit_paused_s, 3),
             "embedding_texts_cut": self.embedding_texts_cut,
         }
+
+
+class Failure(Exception):
+    """A request that failed for good; `cause` is a short label for the summary, `param` the
+    request parameter an HTTP error names (OpenAI's `error.param`), if any."""
+
+    def __init__(self, cause: str, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.message = message
+        self.param = param

@@ -28,7 +28,7 @@ import numpy as np
 
 from ragframe.errors import JudgeError
 from ragframe.judge.cache import request_key
-from ragframe.judge.config import Judge
+from ragframe.judge.config import JudgeConfig
 from ragframe.judge.parse import AnswerError, parse_answer
 from ragframe.judge.results import Answer, RunStats, dumps
 from ragframe.judge.task import Task
@@ -73,7 +73,7 @@ class Requests:
 class AnswerStore:
     """This run's answers, the requests in flight, and the cache; see the module docstring."""
 
-    def __init__(self, judge: Judge, stats: RunStats) -> None:
+    def __init__(self, judge: JudgeConfig, stats: RunStats) -> None:
         self.judge = judge
         self.stats = stats
         #: Requests under way, by key: a second ask for one joins it instead of sending again.
@@ -271,7 +271,7 @@ class AnswerStore:
             await cache.aput_vectors(model, [(k, v.tobytes()) for k, v in fresh])
 
 
-def failure_conditions(judge: Judge) -> dict[str, Any]:
+def failure_conditions(judge: JudgeConfig) -> dict[str, Any]:
     """The settings a remembered failure depends on beyond its key (which holds the model,
     endpoint, messages, schema, temperature and max_tokens): the repairs it was given, the
     output bounds and the structured-output setting it was asked under."""

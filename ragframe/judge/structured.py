@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from ragframe.judge.results import RunStats
+from ragframe.judge.config import MODES, StructuredMode
+from ragframe.judge.results import Failure, RunStats
 from ragframe.judge.schema import bounded
 from ragframe.judge.task import Task
 
 if TYPE_CHECKING:
-    from ragframe.judge.config import Judge
-    from ragframe.judge.transport import Failure
+    from ragframe.judge.config import JudgeConfig as Judge
 
-StructuredMode = Literal["json_schema", "json_object", "prompt"]
-MODES: tuple[StructuredMode, ...] = ("json_schema", "json_object", "prompt")
 
 #: A 400/422 that refuses the structured-output parameter itself (so every request of the run
 #: would be refused), as servers word it: OpenAI ("Invalid parameter: 'response_format' of

@@ -26,9 +26,9 @@ from typing import Any, NoReturn, TypeVar
 import numpy as np
 
 from ragframe.errors import BudgetExceeded, EndpointError, JudgeError
-from ragframe.judge.config import EMBED_CHARS_PER_TOKEN, Judge, client_endpoint
+from ragframe.judge.config import EMBED_CHARS_PER_TOKEN, JudgeConfig, client_endpoint
 from ragframe.judge.limits import AdaptiveLimiter, PauseTooLong, RateLimiter
-from ragframe.judge.results import RunStats
+from ragframe.judge.results import Failure, RunStats
 from ragframe.judge.structured import (
     LLAMA_CPP_REFUSAL,
     Modes,
@@ -46,17 +46,6 @@ Completion = tuple[str, list[dict[str, Any]] | None, tuple[int, int], str | None
 ENDPOINT_CAUSES = ("unreachable", "auth", "not_found", "quota")
 #: Refused connections (while no request has succeeded) that make the endpoint unreachable.
 _REFUSALS_TO_STOP = 2
-
-
-class Failure(Exception):
-    """A request that failed for good; `cause` is a short label for the summary, `param` the
-    request parameter an HTTP error names (OpenAI's `error.param`), if any."""
-
-    def __init__(self, cause: str, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.cause = cause
-        self.message = message
-        self.param = param
 
 
 @dataclass
@@ -102,7 +91,7 @@ class Transport:
     one loop) by `open`, closed by `close`, which records the pool's figures in the stats.
     """
 
-    def __init__(self, judge: Judge, stats: RunStats) -> None:
+    def __init__(self, judge: JudgeConfig, stats: RunStats) -> None:
         self.judge = judge
         self.stats = stats
         self.modes = Modes(judge.structured, stats)
@@ -569,7 +558,7 @@ def _retry_after(err: Exception) -> float | None:
 
 def _local_embedder_or_none() -> Any:
     try:
-        from ragframe.embed_local import LocalEmbedder, local_embedder_available
+        from ragframe.judge.embed_local import LocalEmbedder, local_embedder_available
     except ImportError:
         return None
     return LocalEmbedder() if local_embedder_available() else None

@@ -1,4 +1,9 @@
-"""The metric catalogue: one class per metric, one file per family, looked up by name."""
+"""The metric catalogue: one class per metric, one file per family, looked up by name; a metric
+carries its own pass threshold (`thresholds`), and `catalog` lists what a log can be scored
+with.
+
+Layer: above the judge; imports `judge`, `inputs`, `stats` and the ground.
+"""
 
 from __future__ import annotations
 

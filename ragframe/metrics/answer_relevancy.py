@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from ragframe.columns import ROW_ID
 from ragframe.errors import ConfigError
+from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import array, boolean, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence, prompt

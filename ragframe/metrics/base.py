@@ -32,11 +32,11 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import polars as pl
 
-from ragframe.columns import ROW_ID, WHITESPACE, missing_input_reason
 from ragframe.errors import ConfigError
+from ragframe.inputs.columns import ROW_ID, WHITESPACE, missing_input_reason
 from ragframe.judge.client import JudgeSession
 from ragframe.judge.task import Task
-from ragframe.thresholds import DEFAULT_THRESHOLD, PASS_SUFFIX, Threshold, check_threshold
+from ragframe.metrics.thresholds import DEFAULT_THRESHOLD, PASS_SUFFIX, Threshold, check_threshold
 
 SCORE = "score"
 ERROR = "error"
@@ -94,7 +94,7 @@ def fence_items(tag: str, expr: pl.Expr) -> pl.Expr:
 
 def _filled(text: pl.Expr) -> pl.Expr:
     """True where a text item has something besides whitespace (null counts as blank), by the
-    same rule as missing input (`ragframe.columns.WHITESPACE`)."""
+    same rule as missing input (`ragframe.inputs.columns.WHITESPACE`)."""
     return text.fill_null("").str.strip_chars(WHITESPACE).str.len_chars() > 0
 
 
@@ -324,7 +324,7 @@ class Metric:
     info: ClassVar[MetricInfo]
     #: Ask for written reasons: True, False, or None to follow the run (see the class doc).
     reasons: bool | None = None
-    #: The pass rule (`ragframe.thresholds`): a row passes at or above `threshold` (at or
+    #: The pass rule (`ragframe.metrics.thresholds`): a row passes at or above `threshold` (at or
     #: below for a lower-is-better metric); `strict` passes only a perfect score. None: no
     #: threshold set, no `{name}_pass` column (summaries and gates then use
     #: DEFAULT_THRESHOLD, 0.5, unless given one).

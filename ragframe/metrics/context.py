@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from ragframe.columns import ROW_ID
+from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import (
     Spec,
     array,

@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from ragframe.columns import ALIASES, ROW_ID
 from ragframe.errors import ConfigError
+from ragframe.inputs.columns import ALIASES, ROW_ID
 from ragframe.judge.schema import Spec, array, integer, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence, fence_items, prompt

@@ -6,8 +6,8 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from ragframe.columns import ROW_ID, WHITESPACE
 from ragframe.errors import ConfigError
+from ragframe.inputs.columns import ROW_ID, WHITESPACE
 from ragframe.judge.schema import boolean, indexed_verdict
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence_items, prompt
@@ -98,7 +98,7 @@ class Faithfulness(Metric):
                 f"where the frame has one) or False (always extract), got {given_claims!r}"
             )
         self.given_claims = given_claims
-        #: Inputs used when the frame has them (`ragframe.columns.OPTIONAL`).
+        #: Inputs used when the frame has them (`ragframe.inputs.columns.OPTIONAL`).
         self.optional: tuple[str, ...] = ("claims",) if given_claims else ()
         if batch_size is not None and (
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1

@@ -17,8 +17,8 @@ import polars as pl
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 
-from ragframe.columns import ROW_ID
 from ragframe.errors import ConfigError
+from ragframe.inputs.columns import ROW_ID
 from ragframe.metrics.base import (
     CONTEXT_POSITIONS,
     USAGE_FIELDS,
@@ -108,7 +108,8 @@ class _TextOverlap(Metric):
     column) gets its best match among the items of `other` and `flag` (that match reaches the
     similarity threshold), listed in the detail `into`; `score` turns the flags into the row's
     score. ragas calls the similarity threshold `threshold`; here `threshold` is the pass
-    threshold every metric takes (`ragframe.thresholds`), so this one is `similarity_threshold`."""
+    threshold every metric takes (`ragframe.metrics.thresholds`), so this one is
+    `similarity_threshold`."""
 
     requires: ClassVar[tuple[str, ...]] = TEXT_INPUTS
     uses_llm: ClassVar[bool] = False

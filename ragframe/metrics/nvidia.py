@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from ragframe.columns import ROW_ID
+from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import integer, obj
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence, fence_items, prompt

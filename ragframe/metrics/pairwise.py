@@ -27,7 +27,7 @@ the judge should see (`inputs=`).
 
 Inputs: `answer_a` and `answer_b` (the two answers), and whatever the criteria read
 (`question`, `contexts`, `ground_truth`). The two answer columns are not inputs of a
-single-answer log (`ragframe.columns.CANONICAL`), so this metric checks its own inputs
+single-answer log (`ragframe.inputs.columns.CANONICAL`), so this metric checks its own inputs
 (`Pairwise.run`); `run_pairs` scores a frame of pairs without the engine's column mapping.
 `ragframe.decide.pairwise` summarises the verdicts (win rate, consistency, first-position rate).
 """
@@ -44,8 +44,8 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from ragframe.columns import ALIASES, CANONICAL, ROW_ID, WHITESPACE, missing_input_reason
 from ragframe.errors import ConfigError, InputError
+from ragframe.inputs.columns import ALIASES, CANONICAL, ROW_ID, WHITESPACE, missing_input_reason
 from ragframe.judge.results import RunStats
 from ragframe.judge.schema import obj, string
 from ragframe.judge.task import Task
@@ -167,7 +167,7 @@ def _criterion(criteria: str, inputs: Sequence[str] | None) -> tuple[str | None,
 
 def _pair_missing(required: Sequence[str]) -> pl.Expr:
     """Why a pair cannot be judged (null when it can): the first missing input, by the rule of
-    `ragframe.columns.missing_input_reason`, applied to the answer columns too."""
+    `ragframe.inputs.columns.missing_input_reason`, applied to the answer columns too."""
     reason: pl.Expr = pl.lit(None, dtype=pl.String)
     for name in reversed(list(required)):
         if name in CANONICAL:
@@ -331,7 +331,7 @@ class Pairwise(Metric):
         """Score every pair of `inputs`: ROW_ID, `{name}`, `{name}_detail`, in row order.
 
         `Metric.run`'s contract, with the missing-input rule extended to the answer columns
-        (which `ragframe.columns` does not know); no pass column (a preference has no pass
+        (which `ragframe.inputs.columns` does not know); no pass column (a preference has no pass
         threshold).
         """
         absent = [c for c in (ROW_ID, *self.requires) if c not in inputs.columns]

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from ragframe.columns import ROW_ID
+from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import array, boolean, indexed_verdict, integer, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import ERROR, Context, Metric, MetricInfo, fence, fence_items, prompt

@@ -19,8 +19,8 @@ from functools import cache
 
 import polars as pl
 
-from ragframe.columns import ROW_ID
 from ragframe.errors import ConfigError
+from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import array, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, fence, prompt

@@ -19,7 +19,7 @@ from typing import Literal
 
 import polars as pl
 
-from ragframe.columns import ROW_ID
+from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import Spec, array, obj
 from ragframe.judge.task import Task
 from ragframe.metrics.base import CONTEXT_POSITIONS, ERROR, Context

@@ -9,6 +9,8 @@ histograms, per-group means) and the worst rows are embedded, so its size depend
 metrics, the groups and `worst`, not on the number of rows.
 
 Needs the `report` extra: `pip install 'ragframe[report]'` (altair, vl-convert-python).
+
+Layer: above `decide`; imports `decide`, `engine`, `metrics`, `inputs`, `stats`, the ground.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import polars as pl
 
 from ragframe.errors import ConfigError
 from ragframe.report import _charts, _comparison, _data, _page, _shell
+from ragframe.report._deps import need
 from ragframe.report._source import Source, check_output, direction, group_columns, load, pass_rules
 
 __all__ = ["report"]
@@ -51,8 +54,8 @@ def report(
         raise ConfigError(f"worst must be a non-negative integer (rows per metric), not {worst!r}")
     if on is not None and against is None:
         raise ConfigError("on= names the columns that pair rows with `against`; pass against= too")
-    _page.need("altair")
-    _page.need("vl_convert")
+    need("altair")
+    need("vl_convert")
     source = load(scored)
     baseline = load(against, "against") if against is not None else None
     out = check_output(output, source, *([baseline] if baseline else []))
@@ -76,7 +79,7 @@ def _sections(
     level: float,
 ) -> tuple[list[str], list[tuple[str, str]], list[str]]:
     """Every section in page order, the navigation links, and the header's lines."""
-    from ragframe.stats import summarize
+    from ragframe.decide.summarize import summarize
 
     schema = source.lazy.collect_schema()
     groups = group_columns(by, schema, source.label)
@@ -175,7 +178,7 @@ def _header(
         lines.append(f"Grouped by {', '.join(light.groups)}: {light.groups_total:,} groups.")
     if baseline is not None:
         lines.append(f"Compared against {baseline.label} (a, the baseline); this log is b.")
-    from ragframe import __version__
+    from ragframe._version import __version__
 
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines.append(f"Report by ragframe {__version__}, {now}.")

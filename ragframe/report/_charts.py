@@ -7,6 +7,8 @@ from typing import Any
 
 import polars as pl
 
+from ragframe.report._deps import need
+
 #: Pixels: a figure's plotting width, and its height per row of a dot-and-interval chart.
 WIDTH = 380
 ROW_HEIGHT = 22
@@ -15,8 +17,6 @@ MAX_LINES = 8
 
 
 def _altair() -> Any:
-    from ragframe.report._page import need
-
     return need("altair")
 
 

@@ -53,9 +53,9 @@ def run_compare(
     level: float,
     changed: int,
 ) -> Any:
-    """`ragframe.compare.compare(a=against, b=scored)`, or a ConfigError naming what is missing."""
+    """`ragframe.compare(a=against, b=scored)`, or a ConfigError naming what is missing."""
     try:
-        from ragframe.compare import compare
+        from ragframe.decide.compare import compare
     except ImportError as exc:
         raise ConfigError(
             "the comparison view needs ragframe.compare, which this install lacks"

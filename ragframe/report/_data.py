@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ragframe.columns import ALIASES, CANONICAL
+from ragframe.inputs.columns import ALIASES, CANONICAL
 from ragframe.report._source import MAX_GROUPS, PassRule, Source
 
 #: The row's position in the log (0-based), added by the report.
@@ -131,7 +131,7 @@ def pass_table(frame: pl.DataFrame, rules: Mapping[str, PassRule], level: float)
     """Per group label and metric with a pass rule: rows, scored, passed, the pass rate over
     all rows (a row that failed to score does not pass) with its interval, and the rate among
     scored."""
-    from ragframe.stats import summarize
+    from ragframe.decide.summarize import summarize
 
     if not rules:
         return pl.DataFrame()
@@ -284,7 +284,7 @@ def group_means(
     light: Light, metrics: Sequence[str], directions: Mapping[str, str], level: float
 ) -> pl.DataFrame:
     """`summarize` per group label (the groups kept) and metric, directions from the log."""
-    from ragframe.stats import summarize
+    from ragframe.decide.summarize import summarize
 
     table = summarize(light.grouped(), metrics=list(metrics), by=LABEL, level=level)
     return table.rename({LABEL: "group"}).with_columns(

@@ -3,7 +3,6 @@ Nothing in it is loaded from a URL: one file that opens offline and can be sent 
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -12,9 +11,9 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.errors import ConfigError
 from ragframe.report import _charts
 from ragframe.report._data import IDX, Light
+from ragframe.report._deps import need
 from ragframe.report._html import (
     Safe,
     clip,
@@ -28,18 +27,6 @@ from ragframe.report._html import (
 )
 from ragframe.report._source import PassRule
 from ragframe.stats import format_interval
-
-INSTALL = "pip install 'ragframe[report]'"
-
-
-def need(module: str) -> Any:
-    """Import one of the report's optional dependencies, or say how to install them."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigError(
-            f"ragframe.report needs altair and vl-convert-python ({module} is missing): {INSTALL}"
-        ) from exc
 
 
 @lru_cache(maxsize=1)
@@ -378,7 +365,7 @@ def _ids(row: dict[str, Any], shown: Sequence[str]) -> list[str]:
 
 
 def _is_text(column: str) -> bool:
-    from ragframe.columns import ALIASES, CANONICAL
+    from ragframe.inputs.columns import ALIASES, CANONICAL
 
     return column in CANONICAL or column in ALIASES
 

@@ -51,9 +51,9 @@ class PassRule:
         return f"column {self.column} ({rule})" if self.column else rule
 
     def expr(self) -> pl.Expr:
-        """Boolean per row: passed (null where the score is null); `ragframe.thresholds`'
+        """Boolean per row: passed (null where the score is null); `ragframe.metrics.thresholds`'
         rule when the metadata's threshold decides."""
-        from ragframe.thresholds import DEFAULT_THRESHOLD, Threshold
+        from ragframe.metrics.thresholds import DEFAULT_THRESHOLD, Threshold
 
         if self.column is not None:
             return pl.col(self.column).cast(pl.Boolean)
@@ -64,7 +64,7 @@ class PassRule:
 
 def load(scored: Any, what: str = "scored") -> Source:
     """Accept a polars DataFrame or LazyFrame, a Parquet path, or `ragframe.run`'s result."""
-    from ragframe.io import input_path, read_metadata
+    from ragframe.inputs.io import input_path, read_metadata
 
     if hasattr(scored, "frame") and hasattr(scored, "metadata"):  # a RunResult
         frame = scored.frame

@@ -25,13 +25,13 @@ Embeddings (answer_relevancy) are sent live during a pass: they are cheap, and b
 would add a stage. The same JSONL serves `vllm run-batch`: `export_jsonl` writes a pass's
 requests to a file, `import_results` reads its output back into the cache.
 
-The parts: `job` (BatchJob, the steps above), `manifest` (the job's state on disk),
+The job itself (BatchJob, the steps above) runs the metrics, so it is the engine's:
+`ragframe.engine.batch`. The parts here: `manifest` (the job's state on disk),
 `identity` (a job's metrics and whether given ones match), `remote` (the Files and Batches
 API), `ingest` (result lines into the cache), `jsonl` (request files and result lines),
 `report` (the status and its table).
 """
 
-from ragframe.judge.batch.job import BatchJob, BatchProgress
 from ragframe.judge.batch.jsonl import (
     ENDPOINT,
     MAX_BYTES,
@@ -67,8 +67,6 @@ __all__ = [
     "MAX_STAGES",
     "REPAIR",
     "TERMINAL",
-    "BatchJob",
-    "BatchProgress",
     "BatchStatus",
     "JobState",
     "Manifest",

@@ -21,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ragframe import __version__
+from ragframe._version import __version__
 from ragframe.errors import ConfigError, RagframeError
 from ragframe.judge.batch.codec import JSON_NAME, OMIT_NONE, Unreadable, from_json, to_json
 

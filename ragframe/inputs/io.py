@@ -470,7 +470,7 @@ def open_input(path: str | Path, *, list_columns: Collection[str] = ()) -> Input
     """Open a log to be validated and then read in chunks, choosing the reader by extension.
 
     `list_columns`: in CSV, the columns whose cells hold a JSON list of strings (contexts,
-    IDs); see `ragframe.columns.list_columns`. Other formats carry lists natively.
+    IDs); see `ragframe.inputs.columns.list_columns`. Other formats carry lists natively.
     """
     source = input_path(path)
     suffix = source.suffix.lower()

@@ -28,14 +28,15 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.columns import list_columns
+from ragframe.engine.prepare import prepare_run, run_sync, score_frame, work_plan
+from ragframe.engine.result import RunResult
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
+from ragframe.engine.summary import Tally
 from ragframe.errors import ConfigError
-from ragframe.evaluate import RunResult, prepare_run, run_sync, score_frame, work_plan
-from ragframe.io import AtomicParquetWriter, InputFile, check_writable, open_input
+from ragframe.inputs.columns import list_columns
+from ragframe.inputs.io import AtomicParquetWriter, InputFile, check_writable, open_input
 from ragframe.judge.client import Judge, JudgeSession
 from ragframe.metrics import Metric, RagasScore
-from ragframe.summary import Tally
 
 
 @dataclass

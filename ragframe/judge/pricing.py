@@ -1,7 +1,7 @@
 """Prices of judge models, for the run's cost figure and `max_cost`.
 
 Dollars per million tokens, (prompt, completion), as published by the providers; extend or
-correct it for your account: `ragframe.pricing.PRICES["my-model"] = (0.2, 0.6)`, or pass
+correct it for your account: `ragframe.judge.pricing.PRICES["my-model"] = (0.2, 0.6)`, or pass
 `Judge(price=(0.2, 0.6))`. Batch API requests are billed at half these rates by OpenAI. A model
 not listed has no cost figure (tokens are still counted).
 """

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragframe.engine.batch.identity import metric_from_record
 from ragframe.errors import RagframeError
-from ragframe.judge.batch.identity import metric_from_record
 from ragframe.judge.batch.jsonl import logprobs, read_result_line, request_schema, task_name
 from ragframe.judge.batch.manifest import Manifest
 from ragframe.judge.client import Judge

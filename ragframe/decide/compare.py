@@ -308,7 +308,7 @@ def _names(value: str | Sequence[str] | None) -> list[str]:
 def _load(data: Any, label: str) -> _Side:
     """One side as a LazyFrame (a Parquet file is scanned: only the columns used are read),
     with the file's ragframe metadata ({} for a frame or an old file)."""
-    from ragframe.io import INPUT_FORMATS, input_path, open_input, read_metadata
+    from ragframe.inputs.io import INPUT_FORMATS, input_path, open_input, read_metadata
 
     if type(data).__module__.startswith("pandas"):
         data = pl.from_pandas(data)

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.columns import canonical_names
+from ragframe.inputs.columns import canonical_names
 from ragframe.metrics import REGISTRY, GEval, Metric, RagasScore
 
 ALL = "all"

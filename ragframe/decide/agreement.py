@@ -72,8 +72,9 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from ragframe.decide.summarize import direction_of, load_scored
 from ragframe.errors import ConfigError, InputError
-from ragframe.stats import RESAMPLES, direction_of, load_scored, mean_interval, t_quantile
+from ragframe.stats import RESAMPLES, mean_interval, t_quantile
 
 __all__ = [
     "BOOTSTRAP_MAX_CELLS",
@@ -153,7 +154,7 @@ def agreement(
     A frame scored with `repeats=k` is passed as is: `{metric}` holds the mean of the repeats.
 
     >>> import polars as pl
-    >>> from ragframe.agreement import agreement
+    >>> from ragframe.decide.agreement import agreement
     >>> frame = pl.DataFrame({"faithfulness": [0.9, 0.2, 0.8, 0.4], "faithful": [1, 0, 1, 1]})
     >>> table = agreement(frame, kind="binary", folds=2)
     >>> table.filter(pl.col("figure") == "auroc")["value"].item()

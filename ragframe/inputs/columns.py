@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from ragframe.errors import InputError
-from ragframe.io import FORMATS_READ, open_input
+from ragframe.inputs.io import FORMATS_READ, open_input
 
 #: The columns ragframe understands, with the Polars type each must have.
 CANONICAL: dict[str, pl.DataType] = {

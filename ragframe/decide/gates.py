@@ -8,7 +8,7 @@ Two gates per metric, each optional:
   lower-is-better one (hallucination) the mean must be <= the value (it fails *above* it):
   the value is always the worst mean the gate accepts.
 - `min_pass_rate={"faithfulness": 0.9}`: the share of rows that **pass** (each row judged by the
-  metric's threshold and strict mode, `ragframe.thresholds.Threshold`) must be >= the value.
+  metric's threshold and strict mode, `ragframe.metrics.thresholds.Threshold`) must be >= the value.
   The threshold, first found: `thresholds=` / `strict=` given here, the threshold the file's
   metadata records, the file's own Boolean `{metric}_pass` column (used as written), and
   DEFAULT_THRESHOLD (0.5).
@@ -38,18 +38,10 @@ from typing import Any
 
 import polars as pl
 
+from ragframe.decide.summarize import PassRule, direction_of, load_scored, pass_rules, score_columns
 from ragframe.errors import ConfigError, InputError
-from ragframe.stats import (
-    DECIMALS,
-    PassRule,
-    direction_of,
-    format_interval,
-    load_scored,
-    mean_interval,
-    pass_rules,
-    score_columns,
-)
-from ragframe.thresholds import Threshold, check_threshold
+from ragframe.metrics.thresholds import Threshold, check_threshold
+from ragframe.stats import DECIMALS, format_interval, mean_interval
 
 #: Exit status of `ragframe gate` (and `ragframe score` with gates) when a gate failed.
 EXIT_GATE_FAILED = 1

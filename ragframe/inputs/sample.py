@@ -30,7 +30,7 @@ import polars as pl
 import pyarrow as pa
 
 from ragframe.errors import ConfigError, InputError
-from ragframe.io import FORMATS_READ, InputFile, ParquetInput, open_input
+from ragframe.inputs.io import FORMATS_READ, InputFile, ParquetInput, open_input
 
 #: The column holding each sampled row's 0-based position in the log.
 INDEX_COLUMN = "row_index"
@@ -95,11 +95,11 @@ def draw_sample(
     """
     _check(n, seed, chunk_rows)
     if isinstance(data, str | Path):
-        from ragframe.columns import list_columns
+        from ragframe.inputs.columns import list_columns
 
         data = open_input(data, list_columns=list_columns(columns))
     elif type(data).__module__.startswith("pandas"):
-        from ragframe.columns import load_frame
+        from ragframe.inputs.columns import load_frame
 
         data = load_frame(data)  # already in memory: converted, then sampled as a frame
     if isinstance(data, pl.LazyFrame):

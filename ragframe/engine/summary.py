@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ragframe.metrics.thresholds import Threshold
 from ragframe.stats import (
     BOOTSTRAP_MAX_N,
     ExactSum,
@@ -24,7 +25,6 @@ from ragframe.stats import (
     interval_from_moments,
     mean_interval,
 )
-from ragframe.thresholds import Threshold
 
 LEVEL = 0.95
 LOCAL_WARNING = (
@@ -197,7 +197,7 @@ def run_notes(summary: dict[str, Any]) -> list[str]:
     """The summary's lines about what went wrong or cost something; none for a clean run."""
     lines = []
     if summary.get("repeats"):
-        from ragframe.repeats import format_repeats
+        from ragframe.engine.repeats import format_repeats
 
         lines.extend(format_repeats(summary["repeats"]))
     for name, why in (summary.get("skipped_metrics") or {}).items():

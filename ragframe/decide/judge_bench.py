@@ -41,7 +41,7 @@ from typing import Any
 import polars as pl
 import polars.selectors as cs
 
-from ragframe.agreement import Kind, agreement
+from ragframe.decide.agreement import Kind, agreement
 from ragframe.errors import ConfigError
 
 __all__ = [
@@ -142,7 +142,7 @@ class BenchResult:
         """What `-o results.parquet` records beside the table."""
         import datetime as dt
 
-        from ragframe import __version__
+        from ragframe._version import __version__
 
         return {
             "ragframe_version": __version__,
@@ -235,7 +235,7 @@ def estimate_bench(
     limit: int | None = None,
 ) -> pl.DataFrame:
     """What `run_bench` would send, per set (`ragframe.estimate`: nothing is sent)."""
-    from ragframe.evaluate import estimate
+    from ragframe.engine.run import estimate
 
     todo, _ = plan(sets, metrics)
     rows = []
@@ -277,7 +277,8 @@ def run_bench(
     folds: int = 5,
 ) -> BenchResult:
     """Score the sets on `judge` and measure each metric's agreement with their labels."""
-    from ragframe.evaluate import check_judge, run
+    from ragframe.engine.prepare import check_judge
+    from ragframe.engine.run import run
     from ragframe.metrics import resolve
 
     todo, skipped = plan(sets, metrics)
@@ -527,6 +528,6 @@ def format_estimate(table: pl.DataFrame, model: str) -> str:
 
 def write_results(result: BenchResult, path: str | Path, *, overwrite: bool = False) -> None:
     """The agreement table as Parquet, with the judge and the usage in its metadata."""
-    from ragframe.io import write_parquet
+    from ragframe.inputs.io import write_parquet
 
     write_parquet(result.table, path, result.metadata(), overwrite=overwrite)

@@ -29,6 +29,8 @@ actor at most; two actors may each send one once, when neither had answered it y
 `score_partitions` (behind `ragframe score DIR -o OUT --ray`) scores a directory of Parquet
 partitions into one output file per input file, with a single-process run's metadata, and
 skips a partition already scored with the same metrics, judge, settings and input.
+
+Layer: above `report`; imports `engine`, `decide`, `judge`, `metrics`, `inputs`, `stats`.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from typing import Any, Literal
 import polars as pl
 import pyarrow as pa
 
-from ragframe.arrow import ArrowSession, Metrics, prepare, to_frame
+from ragframe.engine.arrow import ArrowSession, Metrics, prepare, to_frame
 from ragframe.engine.spec import RunSpec, refuse_unsupported
 from ragframe.errors import ConfigError, InputError, RagframeError
 
@@ -72,13 +74,13 @@ except ImportError as _missing:
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from ragframe.io import AtomicParquetWriter, check_writable, open_parquet, read_metadata  # noqa: E402
+from ragframe.engine.stream import StreamResult  # noqa: E402
+from ragframe.engine.summary import Tally  # noqa: E402
+from ragframe.inputs.io import AtomicParquetWriter, check_writable, open_parquet, read_metadata  # noqa: E402
 from ragframe.judge.cache import SharedAnswerCache  # noqa: E402
 from ragframe.judge.client import Judge, RunStats  # noqa: E402
 from ragframe.judge.limits import Reservations, share, share_rate  # noqa: E402
 from ragframe.metrics import Metric, RagasScore  # noqa: E402
-from ragframe.stream import StreamResult  # noqa: E402
-from ragframe.summary import Tally  # noqa: E402
 
 __all__ = [
     "EXTRA",

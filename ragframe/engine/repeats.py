@@ -57,8 +57,8 @@ import polars as pl
 
 from ragframe.errors import ConfigError
 from ragframe.judge.client import Judge, RunStats
+from ragframe.metrics.thresholds import PASS_SUFFIX, Threshold
 from ragframe.stats import RESAMPLES, expanded_tail
-from ragframe.thresholds import PASS_SUFFIX, Threshold
 
 REPEATS_SUFFIX = "_repeats"
 #: The reliability `runs_needed` aims at.
@@ -338,11 +338,11 @@ async def score_repeats(
     temperature: float | None = None,
     level: float = 0.95,
 ) -> Repeated:
-    """Score `frame` with `metrics` (prepared and checked, as `ragframe.evaluate.arun` has
+    """Score `frame` with `metrics` (prepared and checked, as `ragframe.engine.run.arun` has
     them) k times, repeat r with `repeat_judges`' copy r, one repeat after another; combine
     them (`combine_repeats`) and measure them (`repeat_summary`, bootstrap seeded by `seed`).
     k == 1 is a normal run: the frame as scored, no `_repeats` column, no summary."""
-    from ragframe.evaluate import needs_judge, score_frame, work_plan
+    from ragframe.engine.prepare import needs_judge, score_frame, work_plan
 
     names = [m.name for m in metrics]
     judges = repeat_judges(judge, k, temperature=temperature)

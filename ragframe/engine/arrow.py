@@ -25,9 +25,9 @@ from typing import Any, TypeVar
 import polars as pl
 import pyarrow as pa
 
+from ragframe.engine.prepare import choose_metrics, needs_judge, prepare_run, score_frame
 from ragframe.engine.spec import RunSpec
 from ragframe.errors import ConfigError, InputError
-from ragframe.evaluate import choose_metrics, needs_judge, prepare_run, score_frame
 from ragframe.judge.client import Judge, JudgeSession, RunStats
 from ragframe.metrics import Metric, RagasScore
 
@@ -155,7 +155,7 @@ def prepare(
     strict: Iterable[str] = (),
 ) -> list[Metric | RagasScore]:
     """The run's metric instances for a frame of these columns, prepared and checked as
-    every path prepares them (`ragframe.evaluate.prepare_run`) before any request. Only the
+    every path prepares them (`ragframe.engine.prepare.prepare_run`) before any request. Only the
     frame's columns and types are looked at."""
     options = {"reasons": reasons, "thresholds": thresholds, "strict": strict}
     spec = RunSpec.of(metrics, columns=columns, **options)

@@ -203,8 +203,8 @@ def load_inputs(
     path: Path,
 ) -> Inputs:
     """What a pass scores: given now, or what the manifest recorded."""
-    from ragframe.columns import load_frame
-    from ragframe.evaluate import check_judge as check_metrics_judge
+    from ragframe.engine.prepare import check_judge as check_metrics_judge
+    from ragframe.inputs.columns import load_frame
     from ragframe.metrics import resolve
 
     frame = load_frame(data if data is not None else m.input.path)

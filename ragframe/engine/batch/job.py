@@ -12,9 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.errors import ConfigError
-from ragframe.judge.batch import remote
-from ragframe.judge.batch.identity import (
+from ragframe.engine.batch.identity import (
     Inputs,
     check_judge,
     check_same_job,
@@ -24,7 +22,9 @@ from ragframe.judge.batch.identity import (
     metric_record,
     new_manifest,
 )
-from ragframe.judge.batch.ingest import ingest, tasks_for
+from ragframe.engine.batch.ingest import ingest, tasks_for
+from ragframe.errors import ConfigError
+from ragframe.judge.batch import remote
 from ragframe.judge.batch.jsonl import (
     MAX_BYTES,
     MAX_REQUESTS,
@@ -67,7 +67,7 @@ class BatchProgress:
     requests: int = 0
     given_up: int = 0
     output: Path | None = None
-    result: Any = None  # ragframe.evaluate.RunResult once done
+    result: Any = None  # ragframe.engine.result.RunResult once done
     notes: list[str] = field(default_factory=list)
 
     def message(self) -> str:
@@ -348,8 +348,8 @@ class BatchJob:
         self, data: Any, metrics: Iterable[Any], columns: Mapping[str, str] | None
     ) -> Manifest:
         """The manifest for (data, metrics): created on first use, checked against after."""
-        from ragframe.columns import load_frame
-        from ragframe.evaluate import check_run
+        from ragframe.engine.prepare import check_run
+        from ragframe.inputs.columns import load_frame
         from ragframe.metrics import resolve
 
         metric_list = resolve(metrics)
@@ -379,7 +379,7 @@ class BatchJob:
     def _pass(
         self, m: Manifest, frame: pl.DataFrame, metrics: list[Any], columns: Any
     ) -> tuple[pl.DataFrame, dict[str, dict[str, Any]], RunStats]:
-        from ragframe.evaluate import run_sync, score_frame
+        from ragframe.engine.prepare import run_sync, score_frame
 
         async def go() -> tuple[pl.DataFrame, dict[str, dict[str, Any]], RunStats]:
             session = _BatchSession(self.judge, m.given_up())
@@ -525,8 +525,8 @@ class BatchJob:
     ) -> None:
         """The job is done: its result, with the batch summary and the run it executed in
         the output's metadata."""
+        from ragframe.engine.result import RunResult
         from ragframe.engine.spec import RunSpec
-        from ragframe.evaluate import RunResult
 
         names = tuple(x.name for x in metric_list)
         cols = dict(m.columns) if m.columns else None

@@ -1,0 +1,453 @@
+"""`summarize`: a scored log's mean and interval per group and metric, with pass rates where a
+threshold is known; and the readers every decision shares (`load_scored`, `score_columns`,
+`pass_rules`, `direction_of`). The intervals are `ragframe.stats.mean_interval`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+
+from ragframe.errors import ConfigError, InputError
+from ragframe.metrics.thresholds import (
+    DEFAULT_THRESHOLD,
+    PASS_SUFFIX,
+    Threshold,
+    check_threshold,
+)
+from ragframe.stats import (
+    Interval,
+    Method,
+    check_options,
+    mean_interval,
+)
+
+# ------------------------------------------------------------------------------ summarize
+
+#: The columns of `summarize`'s table, after the group columns.
+SUMMARY_COLUMNS = (
+    "metric",
+    "direction",
+    "n",
+    "scored",
+    "failed",
+    "mean",
+    "ci_low",
+    "ci_high",
+    "level",
+    "method",
+)
+
+
+def summarize(
+    data: Any,
+    metrics: Sequence[str] | None = None,
+    by: str | Sequence[str] | None = None,
+    level: float = 0.95,
+    *,
+    seed: int = 0,
+    method: Method = "auto",
+    sample: Mapping[str, Any] | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] | None = None,
+) -> pl.DataFrame:
+    """One row per group and metric: n (rows), scored, failed (null or NaN score), mean, its
+    `level` interval (`mean_interval`'s methods; `ci_low` / `ci_high` null below 2 scores),
+    and the metric's direction ("higher" / "lower" is better; null when unknown).
+
+    `data`: a scored frame, `ragframe.run`'s result, or the path of a scored file (Parquet:
+    its metadata gives the metrics, their directions, thresholds, and the sample the run
+    scored, if any). `metrics`: the score columns; by default those the file's metadata
+    names, else every Float64 column with a `{name}_detail` sibling (or named like a known
+    metric). `by`: group columns (None: the whole log). `sample`: {"rows": n, "of": total}
+    when the frame is a sample (a file says so itself); the table then gets `sample_rows` and
+    `population_rows`, so no figure hides that it comes from n of total rows. A cell's mean and
+    interval are `mean_interval`'s for its scores: a function of those scores alone, so they do
+    not change when other groups are added or removed, nor with the rows' order. `seed` seeds
+    the bootstrap (`method="bootstrap"`, or scores outside [0, 1]) and nothing else.
+
+    Pass rates, where a metric's threshold is known (`thresholds=` / `strict=` here, else
+    the file's metadata, else a Boolean `{metric}_pass` column, used as written): the table
+    gets `threshold` and `strict` (null where only a pass column is known), `passed` (rows
+    passing), `pass_rate` (passed / scored: the share of *scored* rows that pass; rows that
+    failed to score are left out here and stay visible in `failed`; a gate counts them
+    against the rate, see `ragframe.decide.gates`) and `status`, "✅" when the mean meets the
+    threshold (`Threshold.mean_passes`), "❌" when not, null without a threshold or a mean.
+    """
+    check_options(level, seed, method)
+    lazy, meta, where = load_scored(data)
+    try:
+        schema = lazy.collect_schema()
+        groups = [by] if isinstance(by, str) else list(by or [])
+        missing = [g for g in groups if g not in schema]
+        if missing:
+            raise InputError(
+                f"by= names {missing}, which {where} lacks; its columns are {schema.names()}"
+            )
+        names = _metric_names(schema, metrics, meta, groups)
+        rules = pass_rules(names, schema, meta, thresholds=thresholds, strict=strict)
+        frame = lazy.select(
+            *groups,
+            *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in names),
+            *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
+        ).collect()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {where}: {exc}") from exc
+    long = _cell_stats(frame, names, groups)
+    intervals = _cell_intervals(frame, long, groups, level, seed, method)
+    table = long.with_columns(
+        pl.Series("mean", [i.mean for i in intervals], pl.Float64),
+        pl.Series("direction", [_direction(m, meta) for m in long["metric"]], pl.String),
+        pl.Series("ci_low", [i.low for i in intervals], pl.Float64),
+        pl.Series("ci_high", [i.high for i in intervals], pl.Float64),
+        pl.lit(float(level)).alias("level"),
+        pl.Series("method", [i.method for i in intervals], pl.String),
+    )
+    columns = [*groups, *SUMMARY_COLUMNS]
+    if rules:
+        table = _with_pass_rates(table, frame, groups, rules)
+        columns += PASS_COLUMNS
+    table = table.select(columns)
+    drawn = sample if sample is not None else meta.get("sample")
+    if drawn:
+        table = table.with_columns(
+            pl.lit(drawn.get("rows"), pl.Int64).alias("sample_rows"),
+            pl.lit(drawn.get("of"), pl.Int64).alias("population_rows"),
+        )
+    return table
+
+
+def load_scored(data: Any) -> tuple[pl.LazyFrame, dict[str, Any], str]:
+    """The scores as a LazyFrame (a Parquet file is scanned, so only the columns a caller
+    selects are read, never the details unless asked), the ragframe metadata ({} for a plain
+    frame; a run's result gives its metrics' directions and configs), and what to call the
+    source in a message."""
+    from ragframe.inputs.io import INPUT_FORMATS, input_path, open_input, read_metadata
+
+    if isinstance(data, pl.DataFrame):
+        return data.lazy(), {}, "the frame"
+    if isinstance(data, pl.LazyFrame):
+        return data, {}, "the frame"
+    if isinstance(getattr(data, "frame", None), pl.DataFrame) and hasattr(data, "metrics"):
+        return data.frame.lazy(), _run_metadata(data), "the run's frame"
+    if isinstance(data, str | Path):
+        path = input_path(data)
+        if INPUT_FORMATS.get(path.suffix.lower()) != "Parquet":
+            return open_input(path).read().lazy(), {}, repr(str(path))
+        try:
+            return pl.scan_parquet(path), read_metadata(path), repr(str(path))
+        except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+            raise InputError(f"cannot read {str(path)!r} as Parquet: {exc}") from exc
+    raise InputError(
+        f"cannot read scores from a {type(data).__name__}: pass a polars DataFrame or "
+        "LazyFrame, the result of ragframe.run, or the path of a scored Parquet file"
+    )
+
+
+def _run_metadata(result: Any) -> dict[str, Any]:
+    """What a file would record of a run's metrics (direction, config) and sample, without
+    computing the run's summary (`RunResult.metadata` does)."""
+    metrics: dict[str, Any] = {}
+    for metric in result.metrics:
+        config = getattr(metric, "config", None)
+        metrics[metric.name] = {
+            "direction": getattr(metric, "direction", None),
+            "config": config() if callable(config) else {},
+        }
+    meta: dict[str, Any] = {"metrics": metrics}
+    drawn = (getattr(result, "extra", None) or {}).get("sample")
+    if drawn:
+        meta["sample"] = drawn
+    return meta
+
+
+def score_columns(schema: pl.Schema, meta: Mapping[str, Any]) -> list[str]:
+    """The log's metrics: those its metadata names, else every Float64 column with a
+    `{name}_detail` sibling or named like a known metric."""
+    recorded = [m for m in meta.get("metrics") or {} if m in schema]
+    return recorded or [
+        name
+        for name, dtype in schema.items()
+        if dtype == pl.Float64
+        and (isinstance(schema.get(f"{name}_detail"), pl.Struct) or _known(name))
+    ]
+
+
+def _metric_names(
+    schema: pl.Schema,
+    metrics: Sequence[str] | None,
+    meta: Mapping[str, Any],
+    groups: list[str],
+) -> list[str]:
+    """The score columns: as given (checked), else from the metadata, else detected."""
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    if metrics is None:
+        metrics = score_columns(schema, meta)
+        if not metrics:
+            raise InputError(
+                "found no score columns (Float64 columns with a `{name}_detail` sibling, as "
+                f"ragframe writes them) among {list(schema)}; pass metrics=['your_column']"
+            )
+    for name in metrics:
+        if name not in schema:
+            raise InputError(f"no column {name!r} to summarize; the columns are {list(schema)}")
+        dtype = schema[name]
+        if not (dtype.is_numeric() or dtype == pl.Boolean) or name in groups:
+            raise InputError(
+                f"column {name!r} is {dtype}, not scores; summarize numbers (Float64 scores, "
+                "or Booleans such as a pass column), or cast it first"
+            )
+    return list(dict.fromkeys(metrics))
+
+
+def _known(name: str) -> bool:
+    from ragframe.metrics import REGISTRY
+
+    return name in REGISTRY or name == "ragas_score"
+
+
+def _direction(name: str, meta: Mapping[str, Any]) -> str | None:
+    """From the file's metadata; for a frame, from the catalogue when the name is a metric's."""
+    recorded = (meta.get("metrics") or {}).get(name) or {}
+    if recorded.get("direction"):
+        return str(recorded["direction"])
+    from ragframe.metrics import REGISTRY
+
+    if name == "ragas_score":
+        return "higher"
+    cls = REGISTRY.get(name)
+    return str(cls.direction) if cls is not None else None
+
+
+# ------------------------------------------------------------------------------ pass rules
+
+#: The columns `summarize` adds when some metric's threshold is known.
+PASS_COLUMNS = ("threshold", "strict", "passed", "pass_rate", "status")
+
+RuleSource = Literal["argument", "metadata", "column", "default"]
+
+
+@dataclass(frozen=True)
+class PassRule:
+    """How one metric's rows pass, and where that rule came from: a `Threshold` (from an
+    argument, the file's metadata, or the default), or `threshold=None` when the log's own
+    Boolean `{metric}_pass` column decides, used as written."""
+
+    metric: str
+    direction: str
+    threshold: Threshold | None
+    source: RuleSource
+
+    def expr(self) -> pl.Expr:
+        """Boolean per row: passed (null where the row has no score)."""
+        if self.threshold is None:
+            return pl.col(f"{self.metric}{PASS_SUFFIX}").cast(pl.Boolean)
+        return self.threshold.passes(pl.col(self.metric).cast(pl.Float64).fill_nan(None))
+
+    def describe(self) -> str:
+        """'score >= 0.7', 'score <= 0.3', 'score = 1 (strict)', or 'column m_pass'."""
+        rule = self.threshold
+        if rule is None:
+            return f"column {self.metric}{PASS_SUFFIX}"
+        if rule.strict:
+            return f"score = {0 if rule.direction == 'lower' else 1} (strict)"
+        return f"score {'<=' if rule.direction == 'lower' else '>='} {rule.value:g}"
+
+
+def pass_rules(
+    metrics: Sequence[str],
+    schema: pl.Schema,
+    meta: Mapping[str, Any],
+    *,
+    thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] | None = None,
+    default: bool = False,
+) -> dict[str, PassRule]:
+    """Each metric's pass rule, first found: `thresholds` / `strict` given here (a metric
+    named in `strict` alone keeps the recorded or default threshold, in strict mode), the
+    threshold or strict mode the metadata's config records, a Boolean `{metric}_pass`
+    column, and with `default=True` DEFAULT_THRESHOLD (without it, such a metric has no
+    rule). Names in `thresholds` / `strict` that are not among `metrics` are refused."""
+    given = {m: check_threshold(v, f"threshold for {m!r}") for m, v in (thresholds or {}).items()}
+    strict_set = {strict} if isinstance(strict, str) else set(strict or ())
+    unknown = sorted((set(given) | strict_set) - set(metrics))
+    if unknown:
+        raise ConfigError(
+            f"a threshold or strict mode names {unknown}, not among the metrics {list(metrics)}"
+        )
+    rules: dict[str, PassRule] = {}
+    for m in metrics:
+        direction = _direction(m, meta) or "higher"
+        config = ((meta.get("metrics") or {}).get(m) or {}).get("config") or {}
+        recorded = _recorded_threshold(config)
+        if m in given or m in strict_set:
+            value = given.get(m, recorded if recorded is not None else DEFAULT_THRESHOLD)
+            is_strict = m in strict_set or (m not in given and bool(config.get("strict")))
+            rule = Threshold(float(value), is_strict, direction)  # type: ignore[arg-type]
+            rules[m] = PassRule(m, direction, rule, "argument")
+        elif recorded is not None or config.get("strict") is True:
+            value = recorded if recorded is not None else DEFAULT_THRESHOLD
+            rule = Threshold(float(value), bool(config.get("strict")), direction)  # type: ignore[arg-type]
+            rules[m] = PassRule(m, direction, rule, "metadata")
+        elif schema.get(f"{m}{PASS_SUFFIX}") == pl.Boolean:
+            rules[m] = PassRule(m, direction, None, "column")
+        elif default:
+            rule = Threshold(DEFAULT_THRESHOLD, False, direction)  # type: ignore[arg-type]
+            rules[m] = PassRule(m, direction, rule, "default")
+    return rules
+
+
+def _recorded_threshold(config: Mapping[str, Any]) -> float | None:
+    """The threshold a metric's recorded config holds, when it is a number in [0, 1]."""
+    value = config.get("threshold")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        return None
+    return float(value)
+
+
+def _with_pass_rates(
+    table: pl.DataFrame, frame: pl.DataFrame, groups: list[str], rules: Mapping[str, PassRule]
+) -> pl.DataFrame:
+    """`table` with each cell's threshold, strict mode, rows passed, pass rate over scored
+    rows, and the ✅ / ❌ of its mean against the threshold."""
+    aggs = [
+        expr
+        for m in rules
+        for expr in (
+            pl.col(f"{m}\0pass").cast(pl.Int64).sum().alias(f"{m}\0passed"),
+            pl.col(f"{m}\0pass").count().alias(f"{m}\0judged"),
+        )
+    ]
+    wide = frame.group_by(groups).agg(aggs) if groups else frame.select(aggs)
+    counts = pl.concat(
+        [
+            wide.select(
+                *groups,
+                pl.lit(m).alias("metric"),
+                pl.col(f"{m}\0passed").cast(pl.Int64).alias("passed"),
+                pl.col(f"{m}\0judged").cast(pl.Int64).alias("\0judged"),
+            )
+            for m in rules
+        ],
+        how="vertical",
+    )
+    table = table.join(counts, on=[*groups, "metric"], how="left", nulls_equal=True)
+    status = [
+        _status(rules.get(m), mean) for m, mean in zip(table["metric"], table["mean"], strict=True)
+    ]
+    value = {m: r.threshold.value for m, r in rules.items() if r.threshold is not None}
+    strictness = {m: r.threshold.strict for m, r in rules.items() if r.threshold is not None}
+    return table.with_columns(
+        pl.col("metric")
+        .replace_strict(value, default=None, return_dtype=pl.Float64)
+        .alias("threshold"),
+        pl.col("metric")
+        .replace_strict(strictness, default=None, return_dtype=pl.Boolean)
+        .alias("strict"),
+        (pl.col("passed") / pl.col("\0judged")).fill_nan(None).alias("pass_rate"),
+        pl.Series("status", status, pl.String),
+    )
+
+
+def _status(rule: PassRule | None, mean: float | None) -> str | None:
+    if rule is None or rule.threshold is None:
+        return None
+    verdict = rule.threshold.mean_passes(mean)
+    return None if verdict is None else ("✅" if verdict else "❌")
+
+
+def direction_of(name: str, meta: Mapping[str, Any]) -> str:
+    """A metric's direction (`summarize`'s rule), "higher" when neither the metadata nor
+    the catalogue knows the name."""
+    return _direction(name, meta) or "higher"
+
+
+def _cell_stats(frame: pl.DataFrame, names: list[str], groups: list[str]) -> pl.DataFrame:
+    """One row per group and metric: n, scored, failed, mean, and (for the intervals) the
+    standard deviation, minimum and maximum, all in one Polars aggregation."""
+    aggs = [
+        expr
+        for m in names
+        for expr in (
+            pl.len().alias(f"{m}\0n"),
+            pl.col(m).count().alias(f"{m}\0scored"),
+            pl.col(m).mean().alias(f"{m}\0mean"),
+            pl.col(m).std().alias(f"{m}\0sd"),
+            pl.col(m).min().alias(f"{m}\0min"),
+            pl.col(m).max().alias(f"{m}\0max"),
+        )
+    ]
+    wide = (
+        frame.group_by(groups).agg(aggs).sort(groups, nulls_last=True)
+        if groups
+        else frame.select(aggs)
+    )
+    parts = [
+        wide.select(
+            *groups,
+            pl.lit(m).alias("metric"),
+            *(pl.col(f"{m}\0{s}").alias(s) for s in ("n", "scored", "mean", "sd", "min", "max")),
+        )
+        for m in names
+    ]
+    long = pl.concat(parts, how="vertical")
+    if groups:  # group by group, the metrics in the order asked
+        order = {m: i for i, m in enumerate(names)}
+        long = (
+            long.with_columns(
+                pl.col("metric").replace_strict(order, return_dtype=pl.Int64).alias("\0order")
+            )
+            .sort([*groups, "\0order"], nulls_last=True, maintain_order=True)
+            .drop("\0order")
+        )
+    return long.with_columns(
+        pl.col("n").cast(pl.Int64),
+        pl.col("scored").cast(pl.Int64),
+        (pl.col("n") - pl.col("scored")).cast(pl.Int64).alias("failed"),
+    )
+
+
+def _cell_intervals(
+    frame: pl.DataFrame,
+    long: pl.DataFrame,
+    groups: list[str],
+    level: float,
+    seed: int,
+    method: Method,
+) -> list[Interval]:
+    """Each cell's `mean_interval`, on that cell's scores only (bounded to [0, 1] unless a
+    score lies outside)."""
+    values = _cell_values(frame, long, groups, list(range(long.height)))
+    found: list[Interval] = []
+    for i in range(long.height):
+        *key, metric = long.row(i)[: len(groups) + 1]
+        x = values.get((metric, *key), np.empty(0))
+        inside = not x.size or (x.min() >= 0 and x.max() <= 1)
+        chosen: Method = method if inside or method != "score" else "auto"
+        bounds = (0.0, 1.0) if inside else None
+        found.append(mean_interval(x, level, seed=seed, method=chosen, bounds=bounds))
+    return found
+
+
+def _cell_values(
+    frame: pl.DataFrame, long: pl.DataFrame, groups: list[str], cells: list[int]
+) -> dict[tuple[Any, ...], np.ndarray]:
+    """The non-null scores of the cells to bootstrap, keyed by (metric, *group values); only
+    the groups concerned are gathered."""
+    wanted = long[cells].select(*groups, "metric")
+    values: dict[tuple[Any, ...], np.ndarray] = {}
+    for (metric,), keys in wanted.group_by("metric", maintain_order=True):
+        metric = str(metric)
+        rows = frame.join(keys.drop("metric"), on=groups, nulls_equal=True) if groups else frame
+        if groups:
+            lists = rows.group_by(groups).agg(pl.col(metric).drop_nulls())
+            for key, scores in zip(lists.select(groups).rows(), lists[metric], strict=True):
+                values[(metric, *key)] = scores.to_numpy()
+        else:
+            values[(metric,)] = rows.get_column(metric).drop_nulls().to_numpy()
+    return values

@@ -1,0 +1,282 @@
+"""What every path does before and around the requests: choose and prepare the metrics,
+check everything a run can know before the first request, score one frame with a judge
+session, and tell which metrics failed on every row. The paths (`run`, `stream`, `arrow`,
+`repeats`, the Batch API job) are built on these."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from ragframe.engine.spec import RunSpec
+from ragframe.errors import ConfigError
+from ragframe.inputs.columns import ROW_ID, load_frame, select_inputs
+from ragframe.judge.client import Judge, JudgeSession, RunStats
+from ragframe.metrics import (
+    Context,
+    Metric,
+    RagasScore,
+    resolve,
+    with_reasons,
+    with_thresholds,
+)
+from ragframe.metrics.thresholds import PASS_SUFFIX
+
+
+def check_output_names(frame: pl.DataFrame, metrics: list[Metric | RagasScore]) -> None:
+    """Refuse to shadow an input column (inputs are never touched), and check that every
+    aggregate has the columns it combines."""
+    names = {m.name for m in metrics}
+    for metric in metrics:
+        passed = [metric.name + PASS_SUFFIX] if getattr(metric, "pass_rule", None) else []
+        for name in (metric.name, f"{metric.name}_detail", *passed):
+            if name in frame.columns:
+                raise ConfigError(
+                    f"the input already has a column {name!r}; drop or rename it before scoring "
+                    f"{metric.name!r} again (e.g. df.drop({name!r}))"
+                )
+        if isinstance(metric, RagasScore):
+            absent = [c for c in metric.of if c not in names and c not in frame.columns]
+            if absent:
+                raise ConfigError(
+                    f"{metric.name!r} combines {list(metric.of)}, but {absent} is neither "
+                    "requested nor a column of the input; add it to metrics=[...]"
+                )
+
+
+def check_judge(judge: Judge, metrics: Iterable[Metric | RagasScore]) -> None:
+    """Refuse a run that needs what the judge cannot serve (an embedding model, logprobs),
+    before it pays for every other request and then fails."""
+    from ragframe.judge.capabilities import missing_capabilities
+
+    problems = missing_capabilities(judge, [m for m in metrics if isinstance(m, Metric)])
+    if problems:
+        raise ConfigError("; ".join(problems) + ". Nothing was sent.")
+
+
+def check_run(
+    frame: pl.DataFrame,
+    metrics: list[Metric | RagasScore],
+    columns: Mapping[str, str] | None,
+    judge: Judge | None = None,
+) -> list[Metric]:
+    """Every problem a run can know of before any request (or any row read): output names
+    that would shadow an input, missing or mistyped inputs, and (given the judge) a metric
+    that needs what the judge cannot serve. Returns the metrics that score (aggregates
+    aside). `frame` may have no rows: only its columns and types are looked at."""
+    check_output_names(frame, metrics)
+    scorers = [m for m in metrics if isinstance(m, Metric)]
+    optional = {m.name: m.optional for m in scorers if m.optional}
+    select_inputs(frame.head(0), {m.name: m.requires for m in scorers}, columns, optional=optional)
+    if judge is not None:
+        check_judge(judge, scorers)
+    return scorers
+
+
+def needs_judge(metrics: Iterable[Metric | RagasScore]) -> bool:
+    """Whether any metric asks an LLM or an embedder (else no endpoint is configured)."""
+    return any(isinstance(m, Metric) and (m.uses_llm or m.uses_embeddings) for m in metrics)
+
+
+#: Exit status of the command line when some metric failed on every row it could score
+#: (1 is kept for quality gates, 2 is a configuration or input error, 130 an interruption).
+EXIT_METRIC_FAILED = 4
+
+
+#: How `ragframe.inputs.columns.missing_input_reason` starts: such rows are never sent to the judge.
+MISSING_INPUT = "missing input:"
+
+
+def failed_metrics(
+    scored: pl.DataFrame | pl.LazyFrame,
+    metrics: Iterable[Metric | RagasScore],
+    stats: RunStats,
+) -> dict[str, str]:
+    """Metrics that failed on every row they could score -> the first row's error.
+
+    A metric failed on every row when at least one row had all its inputs (its error does not
+    start with "missing input:"), none of those rows got a score, and the run had failed
+    requests (`stats.failures`, or failures remembered from an earlier run): so a metric
+    whose every answer legitimately has nothing to score ("no factual claims found") in a run
+    where the judge answered everything is not a failure, and rows with missing inputs never
+    count. Aggregates are not judged and are left out. `scored` may be a scan of the written
+    output (only these columns are read).
+    """
+    if not sum(stats.failures.values()) and not stats.remembered_failures:
+        return {}
+    names = [m.name for m in metrics if isinstance(m, Metric)]
+    if not names:
+        return {}
+    exprs = []
+    for name in names:
+        error = pl.col(f"{name}_detail").struct.field("error")
+        judged = error.is_null() | ~error.str.starts_with(MISSING_INPUT)
+        exprs += [
+            judged.sum().alias(f"{name}:judged"),
+            pl.col(name).is_not_null().sum().alias(f"{name}:scored"),
+            error.filter(judged & pl.col(name).is_null()).first().alias(f"{name}:error"),
+        ]
+    row = scored.lazy().select(exprs).collect().row(0, named=True)
+    return {
+        name: row[f"{name}:error"] or "no score and no reason"
+        for name in names
+        if row[f"{name}:judged"] and not row[f"{name}:scored"]
+    }
+
+
+def aggregate_columns(frame: pl.DataFrame, aggregate: RagasScore) -> pl.DataFrame:
+    """The aggregate's score and detail (which inputs were null), computed without requests."""
+    missing = pl.concat_list(
+        [pl.when(pl.col(c).is_null()).then(pl.lit(c)) for c in aggregate.of]
+    ).list.drop_nulls()
+    return frame.select(
+        aggregate.expression(),
+        pl.struct(
+            pl.lit(list(aggregate.of), dtype=pl.List(pl.String)).alias("of"),
+            pl.when(missing.list.len() > 0)
+            .then(pl.lit("null input score: ") + missing.list.join(", "))
+            .alias("error"),
+        ).alias(f"{aggregate.name}_detail"),
+    )
+
+
+async def score_frame(
+    frame: pl.DataFrame,
+    metrics: list[Metric | RagasScore],
+    session: JudgeSession,
+    columns: Mapping[str, str] | None = None,
+) -> pl.DataFrame:
+    """Score one frame with a judge session: the input plus a score and a detail column per
+    metric (and `{metric}_pass` for a metric with a threshold).
+
+    A metric whose `reasons` is unset asks for reasons as the judge says (`Judge.reasons`)."""
+    scorers = [m for m in with_reasons(metrics, session.judge.reasons) if isinstance(m, Metric)]
+    inputs = select_inputs(
+        frame,
+        {m.name: m.requires for m in scorers},
+        columns,
+        max_chars=session.judge.max_text_chars,
+        optional={m.name: m.optional for m in scorers if m.optional},
+    )
+    ctx = Context(session, {})
+    results = await asyncio.gather(*(m.run(inputs, ctx.view()) for m in scorers))
+    scored = frame.hstack([col for result in results for col in result.drop(ROW_ID).get_columns()])
+    for aggregate in (m for m in metrics if isinstance(m, RagasScore)):
+        scored = scored.hstack(aggregate_columns(scored, aggregate).get_columns())
+    return scored
+
+
+def work_plan(metrics: Iterable[Metric | RagasScore], rows: int) -> dict[str, int]:
+    """The prompts each task is expected to be asked, for the progress bar's total
+    (`JudgeSession.plan`): one per row per task of each metric. An estimate, refined as each
+    stage starts (rows with missing inputs, cached answers and repeats come off then)."""
+    plan: dict[str, int] = {}
+    for metric in metrics:
+        if isinstance(metric, Metric) and metric.uses_llm:
+            for task in metric.tasks():
+                plan[task.name] = plan.get(task.name, 0) + rows
+    return plan
+
+
+def choose_metrics(
+    metrics: Iterable[str | Metric | RagasScore] | str,
+    present: Iterable[str],
+    columns: Mapping[str, str] | None,
+    extra: dict[str, Any] | None = None,
+) -> list[Metric | RagasScore]:
+    """The metrics asked for; `"all"`: every metric whose inputs the frame has (`present`, its
+    columns), the others recorded in `extra["skipped_metrics"]` with why."""
+    from ragframe.metrics.catalog import all_metrics, is_all
+
+    if not is_all(metrics):
+        return resolve(metrics)  # type: ignore[arg-type]
+    chosen, skipped = all_metrics(present, columns)
+    if extra is not None:
+        extra["skipped_metrics"] = skipped
+    if not chosen:
+        raise ConfigError(f"metrics='all', but the input has no metric's inputs: {skipped}")
+    return list(chosen)
+
+
+def prepare_metrics(
+    metrics: Iterable[str | Metric | RagasScore],
+    judge: Judge,
+    reasons: bool | None,
+    thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
+) -> list[Metric | RagasScore]:
+    """The run's metric instances, each asking for reasons or not (the metric's own setting,
+    else the run's `reasons=`, else the judge's `Judge.reasons`), with the run's thresholds
+    and strict modes (by metric name) set."""
+    chosen = with_reasons(resolve(metrics), judge.reasons if reasons is None else reasons)
+    return with_thresholds(chosen, thresholds, strict)
+
+
+@dataclass
+class Prepared:
+    """A run checked and ready to send: its metrics, its judge, and what it records."""
+
+    metrics: list[Metric | RagasScore]
+    judge: Judge
+    #: Whether any metric asks an LLM or an embedder (else no endpoint is opened).
+    uses_judge: bool
+    extra: dict[str, Any]
+    started: str
+
+    def session(self, backend: str = "live") -> tuple[JudgeSession, Any]:
+        """A judge session and the context that opens it (nothing opened when no metric
+        needs the judge: string- and ID-based metrics only start no endpoint or model)."""
+        session = self.judge.session(backend)  # type: ignore[arg-type]
+        return session, (session if self.uses_judge else contextlib.nullcontext())
+
+
+def prepare_run(
+    head: pl.DataFrame,
+    spec: RunSpec,
+    judge: Judge | None,
+    extra: dict[str, Any] | None = None,
+) -> Prepared:
+    """Every path's preparation, the same for all: the metrics chosen (for "all": those
+    whose inputs `head` has, the skipped ones in `extra`), the judge (default: `Judge()` with
+    a cache only when a metric needs one), thresholds and reasons set, and every check a
+    run can make before a row is read or a request sent. Only `head`'s columns and types are
+    looked at."""
+    extra = {} if extra is None else extra
+    resolved = choose_metrics(spec.metrics, head.columns, spec.columns, extra)
+    uses_judge = needs_judge(resolved)
+    judge = judge if judge is not None else Judge(cache=uses_judge)
+    metric_list = prepare_metrics(resolved, judge, spec.reasons, spec.thresholds, spec.strict)
+    check_run(head.head(0), metric_list, spec.columns, judge)
+    started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return Prepared(metric_list, judge, uses_judge, extra, started)
+
+
+def sampled_frame(
+    data: Any, sample: int | None, seed: int, columns: Mapping[str, str] | None
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """The frame to score: all of `data`, or a uniform random sample of `sample` rows of it
+    (with `row_index`, each row's position in the log) and what the sample was."""
+    if sample is None:
+        return load_frame(data, columns), {}
+    from ragframe.inputs.sample import draw_sample
+
+    drawn = draw_sample(data, sample, seed=seed, columns=columns)
+    return load_frame(drawn.frame, columns), {"sample": drawn.describe()}
+
+
+def run_sync(coro: Any) -> Any:
+    """Run a coroutine from sync code, also inside a running loop (Jupyter): there it runs on
+    a worker thread with its own loop, so the notebook's loop is never blocked re-entrantly."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragframe") as pool:
+        return pool.submit(asyncio.run, coro).result()

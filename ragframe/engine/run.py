@@ -1,0 +1,232 @@
+"""Run metrics together over one frame in memory and join the results back in row order:
+`evaluate`, `run`, `estimate` and their async twins, all through `execute`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypedDict, Unpack
+
+import polars as pl
+
+from ragframe.engine.prepare import prepare_run, run_sync, sampled_frame, score_frame, work_plan
+from ragframe.engine.result import RunResult
+from ragframe.engine.spec import RunSpec, refuse_unsupported
+from ragframe.errors import ConfigError
+from ragframe.inputs.columns import list_columns, load_frame
+from ragframe.inputs.io import open_input
+from ragframe.judge.client import Judge
+from ragframe.metrics import (
+    Metric,
+    RagasScore,
+)
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword options of `evaluate`, `run` and their async twins (see `evaluate`)."""
+
+    judge: Judge | None
+    columns: Mapping[str, str] | None
+    sample: int | None
+    seed: int
+    reasons: bool | None
+    thresholds: Mapping[str, float] | None
+    strict: Iterable[str]
+    repeats: int
+
+
+def spec_of(metrics: Any, options: RunOptions) -> RunSpec:
+    """The run specification of `evaluate(data, metrics, **options)`."""
+    return RunSpec.of(metrics, **{k: v for k, v in options.items() if k != "judge"})
+
+
+async def execute(
+    data: Any, spec: RunSpec, judge: Judge | None = None, *, path: str = "in-memory"
+) -> RunResult:
+    """Run a specification in memory: the one orchestration of `evaluate`, `run` and
+    `ragframe score --sample / --repeats`."""
+    from ragframe.engine.repeats import check_repeats
+
+    refuse_unsupported(spec, path)
+    repeats = check_repeats(spec.repeats)
+    frame, extra = sampled_frame(data, spec.sample, spec.seed, spec.columns)
+    ready = prepare_run(frame, spec, judge, extra)
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    if repeats > 1:  # k runs at the judge's seed + 0..k-1, combined (see ragframe.repeats)
+        from ragframe.engine.repeats import score_repeats
+
+        repeated = await score_repeats(
+            frame, ready.metrics, ready.judge, repeats, columns=spec.columns, seed=spec.seed
+        )
+        ready.extra["repeats"] = repeated.summary
+        scored, stats = repeated.frame, repeated.stats
+    else:
+        session, opened = ready.session()
+        session.plan(work_plan(ready.metrics, frame.height))
+        async with opened:
+            scored = await score_frame(frame, ready.metrics, session, spec.columns)
+        stats = session.stats
+    result = RunResult(
+        scored, ready.metrics, ready.judge, stats, loop.time() - t0, ready.started, ready.extra
+    )
+    result.run = spec.metadata(path, ready.judge)
+    return result
+
+
+async def arun(
+    data: Any, metrics: Iterable[str | Metric | RagasScore], **options: Unpack[RunOptions]
+) -> RunResult:
+    """Score `data` and return the frame with the run's statistics (async); the options of
+    `evaluate`."""
+    return await execute(data, spec_of(metrics, options), options.get("judge"))
+
+
+async def aestimate(
+    data: Any,
+    metrics: Iterable[str | Metric | RagasScore],
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+    chunk_rows: int = 2000,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
+    repeats: int = 1,
+) -> dict[str, Any]:
+    """What scoring `data` would send, without sending anything (a dry run).
+
+    Requests the cache already answers are free and not counted. Multi-stage metrics are
+    followed through placeholder answers (see `ragframe.judge.estimate`), so their later stages
+    are counted at a typical size. Embedding requests are not counted (they are cheap). A file
+    (Parquet, JSON Lines or CSV) is counted `chunk_rows` rows at a time, in the memory a
+    streamed run needs; identical prompts are counted once within a chunk (and a frame), once
+    per chunk across chunks, so for a file with repeats the figure is an upper bound. With
+    `repeats` k, each repeat's requests are counted at its own judge seed, as `run` sends them
+    (their cached answers are free too).
+    """
+    from ragframe.engine.repeats import check_repeats, repeat_judges
+
+    if chunk_rows < 1:
+        raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
+    repeats = check_repeats(repeats)
+    # `head`: what validation looks at (the columns and types; rows are not needed).
+    source = None
+    if sample is not None:
+        head, _ = sampled_frame(data, sample, seed, columns)
+    elif isinstance(data, str | Path):
+        source = open_input(data, list_columns=list_columns(columns))
+        head = source.schema_frame()
+    else:
+        head = load_frame(data, columns)
+    spec = RunSpec.of(metrics, columns=columns, reasons=reasons)
+    ready = prepare_run(head, spec, judge if judge is not None else Judge())
+    totals: dict[str, int] = {}
+    rows = 0
+    for one in repeat_judges(ready.judge, repeats):
+        session = one.session(backend="dry")
+        chunks: Iterable[pl.DataFrame] = [head] if source is None else source.chunks(chunk_rows)
+        rows = 0
+        for chunk in chunks:
+            await score_frame(chunk, ready.metrics, session, columns)
+            session.forget()
+            rows += chunk.height
+        for key, value in session.estimate.items():
+            totals[key] = totals.get(key, 0) + value
+    return _estimate_figures(ready.judge, totals, rows, repeats)
+
+
+def _estimate_figures(
+    judge: Judge, totals: Mapping[str, int], rows: int, repeats: int
+) -> dict[str, Any]:
+    """A dry run's counts as `estimate` reports them, priced at the judge's price."""
+    from ragframe.judge.pricing import cost
+
+    prompt, completion = totals.get("prompt_tokens", 0), totals.get("completion_tokens", 0)
+    dollars = cost(judge.price, prompt, completion)
+    return {
+        "rows": rows,
+        "repeats": repeats,
+        "requests": totals.get("requests", 0),
+        "requests_by_task": {
+            k.split(":", 1)[1]: v for k, v in totals.items() if k.startswith("requests:")
+        },
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "model": judge.model,
+        "cost_usd": None if dollars is None else round(dollars, 6),
+    }
+
+
+def estimate(
+    data: Any,
+    metrics: Iterable[str | Metric | RagasScore],
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+    chunk_rows: int = 2000,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
+    repeats: int = 1,
+) -> dict[str, Any]:
+    """Estimate requests, tokens and cost before any request is sent (`--dry-run`)."""
+    options = {"judge": judge, "columns": columns, "chunk_rows": chunk_rows, "sample": sample}
+    options |= {"seed": seed, "reasons": reasons, "repeats": repeats}
+    return run_sync(aestimate(data, metrics, **options))  # type: ignore[no-any-return]
+
+
+async def aevaluate(
+    data: Any,
+    metrics: Iterable[str | Metric | RagasScore] = ("faithfulness", "answer_relevancy"),
+    **options: Unpack[RunOptions],
+) -> pl.DataFrame:
+    """Async twin of `evaluate`, for callers already inside an event loop."""
+    return (await arun(data, metrics, **options)).frame
+
+
+def run(
+    data: Any, metrics: Iterable[str | Metric | RagasScore], **options: Unpack[RunOptions]
+) -> RunResult:
+    """Score `data`; return the frame with the run's statistics and metadata (the options
+    of `evaluate`)."""
+    return run_sync(arun(data, metrics, **options))  # type: ignore[no-any-return]
+
+
+def evaluate(
+    data: Any,
+    metrics: Iterable[str | Metric | RagasScore] = ("faithfulness", "answer_relevancy"),
+    **options: Unpack[RunOptions],
+) -> pl.DataFrame:
+    """Score a RAG log: every input column and row unchanged, plus `{metric}` (Float64 in
+    [0, 1], null when not computable) and `{metric}_detail` (typed verdicts, reasons, error).
+
+    `data` is a Polars DataFrame or LazyFrame, a pandas DataFrame or the path of a Parquet,
+    JSON Lines or CSV file; works as `df.pipe(evaluate, metrics=[...])`. Options, all
+    keyword-only (`RunOptions`):
+
+    judge : the `Judge` (default: `Judge()`, from the environment; the embedded judge when
+        no endpoint or key is set).
+    columns : rename inputs, {"question": "my_prompt", ...}.
+    sample : score a uniform random sample of this many rows of `data` instead of all of it,
+        drawn while streaming (a file is never loaded whole) and reproducible for `seed`. The
+        sample's rows keep their order and gain `row_index`, their 0-based position in
+        `data`, so they join back to the log; the run summary says the figures come from a
+        sample of N of the log's rows, each mean with its interval.
+    seed : the sample's seed, and the repeats' base seed (default 0).
+    reasons : False to ask the judge for verdicts without a written reason each (fewer
+        completion tokens; the detail keeps its reason fields, null). Default: the judge's
+        setting (`Judge.reasons`: on, except for the embedded judge). A metric's own
+        `reasons=` wins over both.
+    thresholds : pass thresholds by metric name ({"faithfulness": 0.8}), as a metric's own
+        `threshold=` sets them: each such metric gets a Boolean `{metric}_pass` column (null
+        where the score is null) and the summary its pass rate and ✅ / ❌.
+    strict : metric names in strict mode: a row passes only with a perfect score.
+    repeats : score the rows this many times, at the judge's seed + 0..k-1 (distinct cached
+        answers; a rerun is free): `{metric}` is then the mean of the k scores,
+        `{metric}_repeats` lists them, and the summary gives per metric the per-row standard
+        deviation, the test-retest reliability with its interval and the runs to average for
+        0.9 (see `ragframe.engine.repeats`).
+    """
+    return run(data, metrics, **options).frame
