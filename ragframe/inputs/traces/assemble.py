@@ -99,6 +99,11 @@ def normalize_id(expr: pl.Expr) -> pl.Expr:
     return expr.cast(pl.String).str.strip_prefix("0x").str.to_lowercase()
 
 
+def _cast(frame: pl.LazyFrame, schema: dict[str, pl.DataType]) -> pl.LazyFrame:
+    """`frame`'s columns of `schema`, in its order and types."""
+    return frame.select([pl.col(c).cast(t) for c, t in schema.items()])
+
+
 def _pick(mask: pl.Expr, by: list[pl.Expr], descending: list[bool], *, last: bool) -> pl.Expr:
     """Within a trace, the one span (as a struct) among `mask` ordered by `by`."""
     fields = ["span_id", "input", "output", "user_message", "assistant_message"]
@@ -109,9 +114,21 @@ def _pick(mask: pl.Expr, by: list[pl.Expr], descending: list[bool], *, last: boo
 
 def assemble(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(rows, skipped) from a span frame with `SPAN_SCHEMA`, both lazy."""
-    spans = spans.select([pl.col(c).cast(t) for c, t in SPAN_SCHEMA.items()])
+    spans = _cast(spans, SPAN_SCHEMA)
     usable = pl.col("trace_id").is_not_null() & pl.col("has_attributes")
-    bad = spans.filter(~usable).select(
+    decided = _question_and_answer(_per_trace(spans.filter(usable)))
+    formable = pl.col("answer").is_not_null() & pl.col("question").is_not_null()
+    rows = _rows(decided.filter(formable))
+    skipped = pl.concat(
+        [_unusable_spans(spans.filter(~usable)), _traces_without_row(decided.filter(~formable))],
+        how="vertical_relaxed",
+    )
+    return rows, _cast(skipped, SKIP_SCHEMA)
+
+
+def _unusable_spans(spans: pl.LazyFrame) -> pl.LazyFrame:
+    """The skipped rows of spans with no trace id or no attributes."""
+    return spans.select(
         pl.when(pl.col("trace_id").is_null())
         .then(pl.lit("span has no trace id"))
         .otherwise(pl.lit("span has no attributes"))
@@ -120,79 +137,91 @@ def assemble(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
         "span_id",
         "line",
     )
+
+
+def _per_trace(spans: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per trace: the answer's candidate spans, the documents, the LLM metadata."""
+    return spans.group_by("trace_id").agg(
+        *_answer_candidates(),
+        *_retrieved_documents(),
+        *_llm_metadata(),
+        pl.col("ground_truth").drop_nulls().first(),
+        pl.col("line").min().alias("first_line"),
+    )
+
+
+def _answer_candidates() -> list[pl.Expr]:
+    """`top`: the outermost CHAIN / AGENT span with an output (root first, then earliest
+    start, then latest end); `llm`: the last LLM span with an answer (by end time, line)."""
     kind = pl.col("kind")
     top = kind.is_in(TOP_KINDS) & pl.col("output").is_not_null()
-    llm_answer = pl.coalesce("assistant_message", "output")
-    is_llm = (kind == LLM) & llm_answer.is_not_null()
-    retriever = kind == RETRIEVER
-    llm_kind = kind == LLM
-    per_trace = (
-        spans.filter(usable)
-        .group_by("trace_id")
-        .agg(
-            _pick(
-                top,
-                [pl.col("parent_id").is_not_null(), pl.col("start_time"), pl.col("end_time")],
-                [False, False, True],
-                last=False,
-            ).alias("top"),
-            _pick(is_llm, [pl.col("end_time"), pl.col("line")], [False, False], last=True).alias(
-                "llm"
-            ),
-            pl.col("documents")
-            .filter(retriever)
-            .sort_by([pl.col("start_time").filter(retriever), pl.col("line").filter(retriever)])
-            .list.explode(keep_nulls=False, empty_as_null=False)
-            .drop_nulls()
-            .alias("docs"),
-            retriever.sum().cast(pl.UInt32).alias("retrievals"),
-            llm_kind.sum().alias("llm_calls"),
-            pl.col("model_name")
-            .filter(llm_kind)
-            .sort_by(pl.col("end_time").filter(llm_kind))
-            .drop_nulls()
-            .last()
-            .alias("model_name"),
-            *(
-                pl.when(llm_kind.any())
-                .then(pl.col(c).filter(llm_kind).sum())
-                .otherwise(None)
-                .alias(c)
-                for c in ("prompt_tokens", "completion_tokens", "total_tokens")
-            ),
-            pl.col("ground_truth").drop_nulls().first(),
-            pl.col("line").min().alias("first_line"),
-        )
-    )
+    is_llm = (kind == LLM) & pl.coalesce("assistant_message", "output").is_not_null()
+    outermost = [pl.col("parent_id").is_not_null(), pl.col("start_time"), pl.col("end_time")]
+    return [
+        _pick(top, outermost, [False, False, True], last=False).alias("top"),
+        _pick(is_llm, [pl.col("end_time"), pl.col("line")], [False, False], last=True).alias("llm"),
+    ]
+
+
+def _retrieved_documents() -> list[pl.Expr]:
+    """`docs`: every RETRIEVER span's documents in start order (ties: line); `retrievals`."""
+    retriever = pl.col("kind") == RETRIEVER
+    return [
+        pl.col("documents")
+        .filter(retriever)
+        .sort_by([pl.col("start_time").filter(retriever), pl.col("line").filter(retriever)])
+        .list.explode(keep_nulls=False, empty_as_null=False)
+        .drop_nulls()
+        .alias("docs"),
+        retriever.sum().cast(pl.UInt32).alias("retrievals"),
+    ]
+
+
+def _llm_metadata() -> list[pl.Expr]:
+    """The LLM calls: their count, the last one's model, the token counts summed (null when
+    the trace has no LLM span)."""
+    llm_kind = pl.col("kind") == LLM
+    return [
+        llm_kind.sum().alias("llm_calls"),
+        pl.col("model_name")
+        .filter(llm_kind)
+        .sort_by(pl.col("end_time").filter(llm_kind))
+        .drop_nulls()
+        .last()
+        .alias("model_name"),
+        *(
+            pl.when(llm_kind.any()).then(pl.col(c).filter(llm_kind).sum()).otherwise(None).alias(c)
+            for c in ("prompt_tokens", "completion_tokens", "total_tokens")
+        ),
+    ]
+
+
+def _question_and_answer(per_trace: pl.LazyFrame) -> pl.LazyFrame:
+    """The answer span (the top span when it has an output, else the last LLM span) and the
+    question and answer read from it."""
     from_top = pl.col("top").struct.field("output").is_not_null()
-    answer_span = pl.when(from_top).then(pl.col("top")).otherwise(pl.col("llm"))
+    llm = pl.col("llm").struct.field
     question = (
         pl.when(from_top)
         .then(pl.col("top").struct.field("input"))
-        .otherwise(
-            pl.coalesce(
-                pl.col("llm").struct.field("user_message"), pl.col("llm").struct.field("input")
-            )
-        )
+        .otherwise(pl.coalesce(llm("user_message"), llm("input")))
     )
     answer = (
         pl.when(from_top)
         .then(pl.col("top").struct.field("output"))
-        .otherwise(
-            pl.coalesce(
-                pl.col("llm").struct.field("assistant_message"),
-                pl.col("llm").struct.field("output"),
-            )
-        )
+        .otherwise(pl.coalesce(llm("assistant_message"), llm("output")))
     )
-    decided = per_trace.with_columns(
+    return per_trace.with_columns(
         question.alias("question"),
         answer.alias("answer"),
-        answer_span.alias("answer_span"),
+        pl.when(from_top).then(pl.col("top")).otherwise(pl.col("llm")).alias("answer_span"),
         from_top.alias("from_top"),
     )
-    formable = pl.col("answer").is_not_null() & pl.col("question").is_not_null()
-    no_row = decided.filter(~formable).select(
+
+
+def _traces_without_row(traces: pl.LazyFrame) -> pl.LazyFrame:
+    """The skipped rows of traces with no answer or no question, with the reason."""
+    return traces.select(
         pl.when(pl.col("retrievals") > 0)
         .then(
             pl.lit(
@@ -208,7 +237,10 @@ def assemble(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
         pl.lit(None, pl.String).alias("span_id"),
         pl.col("first_line").alias("line"),
     )
-    span_field = pl.col("answer_span").struct.field
+
+
+def _note() -> pl.Expr:
+    """What a reader should know about how the row was formed ("; "-joined, null if nothing)."""
     notes = pl.concat_list(
         pl.when(pl.col("retrievals") == 0).then(pl.lit("no retriever span")),
         pl.when(pl.col("retrievals") > 1).then(
@@ -221,15 +253,25 @@ def assemble(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
             pl.format("{} LLM calls: answer from the outermost CHAIN/AGENT span", "llm_calls")
         ),
     ).list.drop_nulls()
-    rows = decided.filter(formable).select(
+    return pl.when(notes.list.len() > 0).then(notes.list.join("; "))
+
+
+def _rows(traces: pl.LazyFrame) -> pl.LazyFrame:
+    """The rows (`ROW_SCHEMA`) of traces with a question and an answer, in source order."""
+    span_field = pl.col("answer_span").struct.field
+
+    def documents(field: str) -> pl.Expr:
+        return pl.col("docs").list.eval(pl.element().struct.field(field))
+
+    rows = traces.select(
         "question",
         "answer",
-        pl.col("docs").list.eval(pl.element().struct.field("content")).alias("contexts"),
+        documents("content").alias("contexts"),
         "ground_truth",
         "trace_id",
         span_field("span_id").alias("span_id"),
-        pl.col("docs").list.eval(pl.element().struct.field("id")).alias("context_document_ids"),
-        pl.col("docs").list.eval(pl.element().struct.field("score")).alias("context_scores"),
+        documents("id").alias("context_document_ids"),
+        documents("score").alias("context_scores"),
         "retrievals",
         span_field("start_time").alias("start_time"),
         span_field("end_time").alias("end_time"),
@@ -240,12 +282,7 @@ def assemble(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
         "prompt_tokens",
         "completion_tokens",
         "total_tokens",
-        pl.when(notes.list.len() > 0).then(notes.list.join("; ")).alias("note"),
+        _note().alias("note"),
         "first_line",
     )
-    rows = rows.sort("first_line", "start_time").drop("first_line")
-    rows = rows.select([pl.col(c).cast(t) for c, t in ROW_SCHEMA.items()])
-    skipped = pl.concat([bad, no_row], how="vertical_relaxed").select(
-        [pl.col(c).cast(t) for c, t in SKIP_SCHEMA.items()]
-    )
-    return rows, skipped
+    return _cast(rows.sort("first_line", "start_time").drop("first_line"), ROW_SCHEMA)
