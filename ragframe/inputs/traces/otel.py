@@ -132,7 +132,27 @@ def _indexed(spans: pl.LazyFrame, pattern: str, fields: dict[str, str]) -> pl.La
 
 def scan_otlp(lines: pl.LazyFrame) -> pl.LazyFrame:
     """The span frame of OTLP JSON lines (`n`: line number, `line`: one export request)."""
-    spans = (
+    spans = _spans(lines)
+    frame = spans.join(_documents(spans), on="sid", how="left")
+    for role, name in (("user", "oi_user"), ("assistant", "oi_assistant")):
+        frame = frame.join(_openinference_message(spans, role, name), on="sid", how="left")
+    return frame.select(
+        "line",
+        *_ids(),
+        _kind().alias("kind"),
+        _nanos("startTimeUnixNano").alias("start_time"),
+        _nanos("endTimeUnixNano").alias("end_time"),
+        *_texts(),
+        pl.col("documents").fill_null(pl.lit([], pl.List(DOCUMENT))),
+        *_model_and_tokens(),
+        pl.lit(None, pl.String).alias("ground_truth"),
+        (pl.col("attrs").list.len() > 0).fill_null(False).alias("has_attributes"),
+    )
+
+
+def _spans(lines: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per span (`sid`: its index), its attributes as `attrs` (key, text)."""
+    return (
         lines.select(
             pl.col("n").cast(pl.Int64).alias("line"),
             pl.col("line").str.json_decode(REQUEST).alias("request"),
@@ -157,11 +177,12 @@ def scan_otlp(lines: pl.LazyFrame) -> pl.LazyFrame:
             .alias("attrs")
         )
     )
-    docs = _indexed(
-        spans,
-        DOC_PATTERN,
-        {"content": "content", "id": "id", "score": "score"},
-    ).select(
+
+
+def _documents(spans: pl.LazyFrame) -> pl.LazyFrame:
+    """Per span, its retrieved documents (OpenInference's indexed attributes), with content."""
+    items = _indexed(spans, DOC_PATTERN, {"content": "content", "id": "id", "score": "score"})
+    return items.select(
         "sid",
         pl.col("items")
         .list.eval(
@@ -173,29 +194,29 @@ def scan_otlp(lines: pl.LazyFrame) -> pl.LazyFrame:
         )
         .alias("documents"),
     )
-    msg_fields = {
-        "role": MessageAttributes.MESSAGE_ROLE.removeprefix("message."),
-        "content": "content",
-    }
-    messages = {}
-    for prefix, role, name in (
-        (S.LLM_INPUT_MESSAGES, "user", "oi_user"),
-        (S.LLM_OUTPUT_MESSAGES, "assistant", "oi_assistant"),
-    ):
-        pattern = rf"^{prefix}\.(\d+)\.message\.(role|content)$"
-        messages[name] = _indexed(spans, pattern, msg_fields).select(
-            "sid",
-            pl.col("items")
-            .list.eval(
-                pl.element()
-                .filter(pl.element().struct.field("role") == role)
-                .struct.field("content")
-            )
-            .list.last()
-            .alias(name),
+
+
+def _openinference_message(spans: pl.LazyFrame, role: str, name: str) -> pl.LazyFrame:
+    """Per span, the content of the last `role` message of its OpenInference input (user) or
+    output (assistant) messages, as column `name`."""
+    prefix = S.LLM_INPUT_MESSAGES if role == "user" else S.LLM_OUTPUT_MESSAGES
+    pattern = rf"^{prefix}\.(\d+)\.message\.(role|content)$"
+    fields = {"role": MessageAttributes.MESSAGE_ROLE.removeprefix("message."), "content": "content"}
+    return _indexed(spans, pattern, fields).select(
+        "sid",
+        pl.col("items")
+        .list.eval(
+            pl.element().filter(pl.element().struct.field("role") == role).struct.field("content")
         )
-    event_content = {
-        name: pl.col("events")
+        .list.last()
+        .alias(name),
+    )
+
+
+def _event_content(name: str) -> pl.Expr:
+    """The `content` attribute of the span's last `name` event (GenAI's message events)."""
+    return (
+        pl.col("events")
         .list.eval(
             pl.element()
             .filter(pl.element().struct.field("name") == name)
@@ -211,54 +232,62 @@ def scan_otlp(lines: pl.LazyFrame) -> pl.LazyFrame:
         )
         .list.drop_nulls()
         .list.last()
-        for name in ("gen_ai.user.message", "gen_ai.choice")
-    }
+    )
+
+
+def _kind() -> pl.Expr:
+    """OpenInference's span kind, else the one GenAI's operation name implies."""
     operation = _attr("gen_ai.operation.name")
-    kind = pl.coalesce(
+    return pl.coalesce(
         _attr(S.OPENINFERENCE_SPAN_KIND).str.to_uppercase(),
         operation.replace_strict(GENAI_KINDS, default=None, return_dtype=pl.String),
     )
 
-    def number(*keys: str) -> pl.Expr:
-        return pl.coalesce(*(_attr(k).cast(pl.Float64, strict=False) for k in keys)).cast(pl.Int64)
 
-    def nanos(column: str) -> pl.Expr:
-        return pl.from_epoch(pl.col(column).cast(pl.Int64, strict=False), "ns").cast(TIME)
+def _nanos(column: str) -> pl.Expr:
+    return pl.from_epoch(pl.col(column).cast(pl.Int64, strict=False), "ns").cast(TIME)
 
-    prompt = number(S.LLM_TOKEN_COUNT_PROMPT, "gen_ai.usage.input_tokens")
-    completion = number(S.LLM_TOKEN_COUNT_COMPLETION, "gen_ai.usage.output_tokens")
-    frame = spans
-    for extra in (docs, *messages.values()):
-        frame = frame.join(extra, on="sid", how="left")
-    return frame.select(
-        "line",
+
+def _ids() -> list[pl.Expr]:
+    return [
         normalize_id(pl.col("traceId")).alias("trace_id"),
         normalize_id(pl.col("spanId")).alias("span_id"),
         pl.when(pl.col("parentSpanId") != "")
         .then(normalize_id(pl.col("parentSpanId")))
         .alias("parent_id"),
-        kind.alias("kind"),
-        nanos("startTimeUnixNano").alias("start_time"),
-        nanos("endTimeUnixNano").alias("end_time"),
+    ]
+
+
+def _texts() -> list[pl.Expr]:
+    """input, output and the last user / assistant message, from either convention."""
+    return [
         json_text(_attr(S.INPUT_VALUE), _attr(S.INPUT_MIME_TYPE), INPUT_KEYS).alias("input"),
         json_text(_attr(S.OUTPUT_VALUE), _attr(S.OUTPUT_MIME_TYPE), OUTPUT_KEYS).alias("output"),
         pl.coalesce(
             "oi_user",
             _last_message("gen_ai.input.messages", "user"),
-            event_content["gen_ai.user.message"],
+            _event_content("gen_ai.user.message"),
         ).alias("user_message"),
         pl.coalesce(
             "oi_assistant",
             _last_message("gen_ai.output.messages", "assistant"),
-            event_content["gen_ai.choice"],
+            _event_content("gen_ai.choice"),
         ).alias("assistant_message"),
-        pl.col("documents").fill_null(pl.lit([], pl.List(DOCUMENT))),
+    ]
+
+
+def _number(*keys: str) -> pl.Expr:
+    return pl.coalesce(*(_attr(k).cast(pl.Float64, strict=False) for k in keys)).cast(pl.Int64)
+
+
+def _model_and_tokens() -> list[pl.Expr]:
+    prompt = _number(S.LLM_TOKEN_COUNT_PROMPT, "gen_ai.usage.input_tokens")
+    completion = _number(S.LLM_TOKEN_COUNT_COMPLETION, "gen_ai.usage.output_tokens")
+    return [
         pl.coalesce(
             _attr(S.LLM_MODEL_NAME), _attr("gen_ai.response.model"), _attr("gen_ai.request.model")
         ).alias("model_name"),
         prompt.alias("prompt_tokens"),
         completion.alias("completion_tokens"),
-        pl.coalesce(number(S.LLM_TOKEN_COUNT_TOTAL), prompt + completion).alias("total_tokens"),
-        pl.lit(None, pl.String).alias("ground_truth"),
-        (pl.col("attrs").list.len() > 0).fill_null(False).alias("has_attributes"),
-    )
+        pl.coalesce(_number(S.LLM_TOKEN_COUNT_TOTAL), prompt + completion).alias("total_tokens"),
+    ]
