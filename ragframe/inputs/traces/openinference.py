@@ -186,85 +186,28 @@ def scan_jsonl(lines: pl.LazyFrame, line_numbers: pl.Expr) -> pl.LazyFrame:
     )
 
 
+#: The prefix of a Phoenix span frame's attribute columns.
+FRAME_ATTR = "attributes."
+
+
 def from_frame(frame: pl.LazyFrame) -> pl.LazyFrame:
     """The span frame of a Phoenix span frame (`get_spans_dataframe()`, or its Parquet)."""
     names = frame.collect_schema()
-    prefix = "attributes."
-
-    def attr(key: str) -> pl.Expr:
-        name = prefix + key
-        return pl.col(name) if name in names else pl.lit(None, pl.String)
-
-    def kind() -> pl.Expr:
-        return (
-            attr(S.OPENINFERENCE_SPAN_KIND)
-            if prefix + S.OPENINFERENCE_SPAN_KIND in names
-            else (pl.col("span_kind") if "span_kind" in names else pl.lit(None, pl.String))
-        )
-
-    docs_col = prefix + S.RETRIEVAL_DOCUMENTS
-    if docs_col in names and isinstance(names[docs_col], pl.List):
-        inner = names[docs_col].inner  # type: ignore[attr-defined]
-        fields = set(inner.to_schema()) if isinstance(inner, pl.Struct) else set()
-
-        def doc_field(name: str, dtype: pl.DataType) -> pl.Expr:
-            key = DOC_FIELDS[name]
-            if key in fields:
-                return pl.element().struct.field(key).cast(dtype, strict=False).alias(name)
-            return pl.lit(None, dtype).alias(name)
-
-        documents = pl.col(docs_col).list.eval(
-            pl.struct(
-                doc_field("content", pl.String()),
-                doc_field("id", pl.String()),
-                doc_field("score", pl.Float64()),
-            )
-        )
-    else:
-        documents = pl.lit([], pl.List(DOCUMENT))
-
-    def message(column: str, role: str) -> pl.Expr:
-        name = prefix + column
-        if name not in names or not isinstance(names[name], pl.List):
-            return pl.lit(None, pl.String)
-        return (
-            pl.col(name)
-            .list.eval(
-                pl.element().filter(pl.element().struct.field(ROLE) == role).struct.field(CONTENT)
-            )
-            .list.last()
-        )
-
-    span_kind = kind()
-    attr_columns = [c for c in names if c.startswith(prefix)]
+    span_kind = _frame_kind(names)
     columns = span_columns(
-        lambda k: span_kind if k == S.OPENINFERENCE_SPAN_KIND else attr(k),
-        documents,
-        message(S.LLM_INPUT_MESSAGES, "user"),
-        message(S.LLM_OUTPUT_MESSAGES, "assistant"),
+        lambda k: span_kind if k == S.OPENINFERENCE_SPAN_KIND else _frame_attr(names, k),
+        _frame_documents(names),
+        _frame_message(names, S.LLM_INPUT_MESSAGES, "user"),
+        _frame_message(names, S.LLM_OUTPUT_MESSAGES, "assistant"),
     )
-
-    def time(name: str) -> pl.Expr:
-        if name not in names:
-            return pl.lit(None, TIME)
-        if names[name] == pl.String:
-            return parse_time(pl.col(name))
-        return (
-            pl.col(name).dt.replace_time_zone("UTC")
-            if getattr(names[name], "time_zone", None) is None
-            else pl.col(name).dt.convert_time_zone("UTC")
-        )
-
-    def ident(name: str) -> pl.Expr:
-        return normalize_id(pl.col(name)) if name in names else pl.lit(None, pl.String)
-
+    attr_columns = [c for c in names if c.startswith(FRAME_ATTR)]
     return frame.with_row_index("line", offset=1).select(
         pl.col("line").cast(pl.Int64),
-        ident("context.trace_id").alias("trace_id"),
-        ident("context.span_id").alias("span_id"),
-        ident("parent_id").alias("parent_id"),
-        time("start_time").cast(TIME).alias("start_time"),
-        time("end_time").cast(TIME).alias("end_time"),
+        _frame_ident(names, "context.trace_id").alias("trace_id"),
+        _frame_ident(names, "context.span_id").alias("span_id"),
+        _frame_ident(names, "parent_id").alias("parent_id"),
+        _frame_time(names, "start_time").cast(TIME).alias("start_time"),
+        _frame_time(names, "end_time").cast(TIME).alias("end_time"),
         *columns,
         pl.lit(None, pl.String).alias("ground_truth"),
         (
@@ -275,6 +218,73 @@ def from_frame(frame: pl.LazyFrame) -> pl.LazyFrame:
         .fill_null(False)
         .alias("has_attributes"),
     )
+
+
+def _frame_attr(names: pl.Schema, key: str) -> pl.Expr:
+    """An attribute column of the frame, null where the frame has none."""
+    name = FRAME_ATTR + key
+    return pl.col(name) if name in names else pl.lit(None, pl.String)
+
+
+def _frame_kind(names: pl.Schema) -> pl.Expr:
+    """The span kind attribute, else Phoenix's `span_kind` column."""
+    if FRAME_ATTR + S.OPENINFERENCE_SPAN_KIND in names:
+        return _frame_attr(names, S.OPENINFERENCE_SPAN_KIND)
+    return pl.col("span_kind") if "span_kind" in names else pl.lit(None, pl.String)
+
+
+def _frame_documents(names: pl.Schema) -> pl.Expr:
+    """The retrieved documents as DOCUMENT structs (fields the frame lacks are null)."""
+    docs_col = FRAME_ATTR + S.RETRIEVAL_DOCUMENTS
+    if docs_col not in names or not isinstance(names[docs_col], pl.List):
+        return pl.lit([], pl.List(DOCUMENT))
+    inner = names[docs_col].inner  # type: ignore[attr-defined]
+    fields = set(inner.to_schema()) if isinstance(inner, pl.Struct) else set()
+
+    def doc_field(name: str, dtype: pl.DataType) -> pl.Expr:
+        key = DOC_FIELDS[name]
+        if key in fields:
+            return pl.element().struct.field(key).cast(dtype, strict=False).alias(name)
+        return pl.lit(None, dtype).alias(name)
+
+    return pl.col(docs_col).list.eval(
+        pl.struct(
+            doc_field("content", pl.String()),
+            doc_field("id", pl.String()),
+            doc_field("score", pl.Float64()),
+        )
+    )
+
+
+def _frame_message(names: pl.Schema, column: str, role: str) -> pl.Expr:
+    """The content of the last `role` message of a list-of-messages attribute column."""
+    name = FRAME_ATTR + column
+    if name not in names or not isinstance(names[name], pl.List):
+        return pl.lit(None, pl.String)
+    return (
+        pl.col(name)
+        .list.eval(
+            pl.element().filter(pl.element().struct.field(ROLE) == role).struct.field(CONTENT)
+        )
+        .list.last()
+    )
+
+
+def _frame_time(names: pl.Schema, name: str) -> pl.Expr:
+    """A time column in UTC, whether it is ISO text, naive (taken as UTC) or zoned."""
+    if name not in names:
+        return pl.lit(None, TIME)
+    if names[name] == pl.String:
+        return parse_time(pl.col(name))
+    return (
+        pl.col(name).dt.replace_time_zone("UTC")
+        if getattr(names[name], "time_zone", None) is None
+        else pl.col(name).dt.convert_time_zone("UTC")
+    )
+
+
+def _frame_ident(names: pl.Schema, name: str) -> pl.Expr:
+    return normalize_id(pl.col(name)) if name in names else pl.lit(None, pl.String)
 
 
 def is_sdk_json(first: dict[str, Any]) -> bool:
