@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ragframe.decide.human import ppi_mean
+from ragframe.decide.ppi import ppi_mean
 
 
 def score_set(name: str, rows: int, base_url: str | None, model: str | None) -> pl.DataFrame:

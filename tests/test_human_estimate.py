@@ -10,9 +10,9 @@ from ragframe.decide.human import (
     human_estimate,
     human_estimate_difference,
     labels_needed,
-    ppi_mean,
-    read_labels,
 )
+from ragframe.decide.labels import read_labels
+from ragframe.decide.ppi import ppi_mean
 from ragframe.errors import InputError
 
 ppi_py = pytest.importorskip("ppi_py")

@@ -248,7 +248,7 @@ def calibrate(
     lazy, meta, where = load_scored(labelled)
     schema = lazy.collect_schema()
     if labels is not None:
-        from ragframe.decide.human import read_labels
+        from ragframe.decide.labels import read_labels
 
         if on not in schema:
             raise InputError(f"no column {on!r} in {where} to join the labels on; pass on=")

@@ -1,28 +1,13 @@
 """What people would say about the whole log: the mean human label over every scored row, from
 the judge's scores on all N rows and a person's labels on n of them (`human_estimate`).
 
-Prediction-powered inference, power-tuned (PPI++; Angelopoulos, Duchi, Zrnic 2023). With f the
-judge's score (on the label's scale, see "Scores" below) and Y the label:
-
-    theta = mean over N scored rows of lam * f  +  mean over n labelled rows of (Y - lam * f)
-
-The second term measures the judge's bias on the labelled rows and takes it off, so the estimate
-is unbiased whatever the judge gets wrong; lam weighs how far the judge is trusted. lam = 0 is
-the labels-only mean, lam = 1 classical PPI; `lam=None` tunes it to minimise the variance, as
-`ppi_py.ppi_mean_ci` does (and to 1e-6 of it, checked in the tests):
-
-    lam = cov_n(Y, f) / ((1 + n / N) * var(f on the n labelled rows and the N scored rows)),
-
-cov_n with divisor n, var with divisor (n + N - 1), then clipped to [0, 1]. The interval is
-theta +- q * sqrt(var(lam * f over N) / N + var(Y - lam * f over n) / n), both variances with
-divisor n (numpy's default, as ppi_py). q is Student's t(n - 1) quantile by default
-(`interval="t"`): the rectifier's variance rests on n rows, and at n = 50 the normal quantile
-covers 93 % for a 95 % interval in the tests' simulations, t about 94 %; `interval="normal"`
-takes the normal quantile and is ppi_py's interval exactly. Labels-only is the same with lam = 0
-(a Wald interval, with the same quantile); judge-only is mean(f) over N +- q * sd(f) / sqrt(N),
-beside the judge's measured bias mean(f - Y) on the labelled rows with its interval: a
-judge-only interval is about the judge, not about people, and misses the human rate by the
-bias (the reason this module exists).
+The estimate is PPI++ (`ragframe.decide.ppi`, whose docstring has the formulas): the judge's
+mean over the N scored rows, corrected by the judge's bias measured on the n labelled rows, so
+it is unbiased whatever the judge gets wrong. Three methods are reported: "ppi++" (the estimate
+to quote), "labels_only" (the same with lam = 0: a Wald interval, with the same quantile) and
+"judge_only": mean(f) over N +- q * sd(f) / sqrt(N), beside the judge's measured bias
+mean(f - Y) on the labelled rows with its interval: a judge-only interval is about the judge,
+not about people, and misses the human rate by the bias (the reason this module exists).
 `effective_n` = n * var(labels-only) / var(PPI++): how many labels the labels-only estimate
 would need for the PPI++ interval's width (the judge's scores are worth effective_n - n labels).
 
@@ -51,33 +36,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from statistics import NormalDist
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import polars as pl
 
+from ragframe.decide.labels import labelled, weight_column
+from ragframe.decide.ppi import Quantile, normal_quantile, ppi_mean, quantile
 from ragframe.decide.summarize import direction_of, load_scored
 from ragframe.errors import ConfigError, InputError
-from ragframe.stats import t_quantile
-
-Quantile = Literal["t", "normal"]
 
 __all__ = [
     "COLUMNS",
-    "PPIResult",
     "human_estimate",
     "human_estimate_difference",
     "labelled_scores",
     "labels_needed",
-    "ppi_mean",
-    "read_labels",
 ]
-
-#: The label-sheet column that holds a stratified draw's weights (1 / inclusion probability).
-WEIGHT_COLUMN = "sample_weight"
 
 #: `human_estimate`'s columns after the group columns.
 COLUMNS = (
@@ -100,166 +75,8 @@ COLUMNS = (
     "note",
 )
 
-_TRUE = {"1", "1.0", "true", "t", "yes", "y"}
-_FALSE = {"0", "0.0", "false", "f", "no", "n"}
-
-
-@dataclass(frozen=True)
-class PPIResult:
-    """Arrays of shape (...,) for a batch of problems (scalars as 0-d arrays): the estimate,
-    its standard error, the lam used and the interval at `level` (unclipped)."""
-
-    estimate: np.ndarray
-    se: np.ndarray
-    lam: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-
-
-def _z(level: float) -> float:
-    return NormalDist().inv_cdf(0.5 + level / 2)
-
-
-def _quantile(level: float, n: int, interval: Quantile) -> float:
-    if interval == "t":
-        return t_quantile(0.5 + level / 2, n - 1)
-    if interval == "normal":
-        return _z(level)
-    raise ConfigError(f"interval must be 't' or 'normal', not {interval!r}")
-
-
-def ppi_mean(
-    y: np.ndarray,
-    f_labelled: np.ndarray,
-    f_all: np.ndarray,
-    *,
-    lam: float | None = None,
-    w: np.ndarray | None = None,
-    level: float = 0.95,
-    interval: Quantile = "t",
-) -> PPIResult:
-    """The PPI++ mean (module docstring) over the last axis; leading axes are independent
-    problems (a batch of simulations). `y`, `f_labelled` (and `w`): shape (..., n); `f_all`:
-    (..., N). `lam=None` power-tunes; `lam=1` is classical PPI, `lam=0` the labels-only mean.
-    `interval`: "t" (t(n - 1) quantile) or "normal" (ppi_py's `ppi_mean_ci`)."""
-    y = np.asarray(y, dtype=np.float64)
-    fl = np.asarray(f_labelled, dtype=np.float64)
-    fa = np.asarray(f_all, dtype=np.float64)
-    n, big_n = y.shape[-1], fa.shape[-1]
-    if n < 2 or big_n < 1:
-        raise InputError(
-            f"PPI needs at least 2 labelled rows and 1 scored row, not {n} and {big_n}"
-        )
-    if w is None:
-        wn = np.ones_like(y)
-    else:
-        w = np.asarray(w, dtype=np.float64)
-        wn = w / w.sum(axis=-1, keepdims=True) * n
-    if lam is None:
-        first = fa.mean(-1, keepdims=True) + (wn * (y - fl)).mean(-1, keepdims=True)
-        g = wn * (y - first)
-        gh = wn * (fl - first)
-        ghu = fa - first
-        cov = ((g - g.mean(-1, keepdims=True)) * (gh - gh.mean(-1, keepdims=True))).mean(-1)
-        var = np.concatenate([gh, ghu], axis=-1).var(axis=-1, ddof=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            raw = np.where(var > 0, cov / ((1 + n / big_n) * var), 0.0)
-        lam_a = np.clip(raw, 0.0, 1.0)
-    else:
-        lam_a = np.broadcast_to(np.float64(lam), y.shape[:-1])
-    lam_k = np.asarray(lam_a)[..., None]
-    rect = wn * (y - lam_k * fl)
-    estimate = (lam_k * fa).mean(-1) + rect.mean(-1)
-    se = np.sqrt((lam_k * fa).var(-1) / big_n + rect.var(-1) / n)
-    z = _quantile(level, n, interval)
-    return PPIResult(estimate, se, np.asarray(lam_a), estimate - z * se, estimate + z * se)
-
 
 # ------------------------------------------------------------------------------ reading
-
-
-def read_labels(labels: Any, on: str, label: str, weight: str | None = None) -> pl.DataFrame:
-    """The labels as a frame of `on`, `label` (Float64, 0 / 1, null where not filled in) and,
-    when `weight` is named, that weight column: from a frame, or a CSV / Parquet / JSON Lines
-    file such as a filled label sheet. A label reads 1 / 0, true / false, yes / no (any case);
-    an empty cell is null (not labelled yet)."""
-    if isinstance(labels, pl.LazyFrame):
-        frame = labels.collect()
-    elif isinstance(labels, pl.DataFrame):
-        frame = labels
-    elif isinstance(labels, str | Path):
-        path = Path(labels)
-        if not path.exists():
-            raise InputError(f"no labels file {str(path)!r}")
-        suffix = path.suffix.lower()
-        if suffix == ".csv":
-            frame = pl.read_csv(path, infer_schema_length=0)  # all strings: parsed below
-        elif suffix == ".parquet":
-            frame = pl.read_parquet(path)
-        elif suffix in (".jsonl", ".ndjson"):
-            frame = pl.read_ndjson(path)
-        else:
-            raise InputError(
-                f"cannot read labels from {str(path)!r}: use a .csv (a filled label sheet), "
-                ".parquet or .jsonl file"
-            )
-    else:
-        raise InputError(
-            f"cannot read labels from a {type(labels).__name__}: pass a polars frame or the "
-            "path of a CSV / Parquet / JSON Lines file"
-        )
-    where = "the labels"
-    for name in (on, label, *([weight] if weight else [])):
-        if name not in frame.columns:
-            raise InputError(
-                f"no column {name!r} in {where}; its columns are {frame.columns} (name the "
-                "key with on= / --on and the label with label= / --label-column)"
-            )
-    column = frame.get_column(label)
-    if column.dtype == pl.Boolean or column.dtype.is_numeric():
-        values = column.cast(pl.Float64)
-    else:
-        text = column.cast(pl.String).str.strip_chars().str.to_lowercase()
-        values = (
-            pl.when(text.is_in(list(_TRUE)))
-            .then(1.0)
-            .when(text.is_in(list(_FALSE)))
-            .then(0.0)
-            .otherwise(None)
-        )
-        values = frame.select(values.alias(label)).get_column(label)
-        bad = frame.filter(
-            text.is_not_null() & (text != "") & ~text.is_in(list(_TRUE | _FALSE))
-        ).get_column(label)
-        if bad.len():
-            raise InputError(
-                f"label column {label!r} holds {bad.unique().head(5).to_list()}; a label is "
-                "1 / 0, true / false or yes / no (an empty cell: not labelled)"
-            )
-    other = values.drop_nulls().filter(~values.drop_nulls().is_in([0.0, 1.0]))
-    if other.len():
-        raise InputError(
-            f"label column {label!r} holds {other.unique().head(5).to_list()}; human_estimate "
-            "needs a Boolean or 0 / 1 label (map graded labels to true / false first)"
-        )
-    out = [frame.get_column(on).alias(on), values.alias(label)]
-    if weight:
-        out.append(frame.get_column(weight).cast(pl.Float64).alias(weight))
-    result = pl.DataFrame(out)
-    dupes = result.filter(pl.col(on).is_duplicated()).get_column(on)
-    if dupes.len():
-        raise InputError(
-            f"{dupes.n_unique()} keys appear more than once in the labels' {on!r} column "
-            f"(e.g. {dupes.head(3).to_list()}); keep one label per row"
-        )
-    if weight:
-        w = result.get_column(weight)
-        if w.null_count() or (w.drop_nulls() <= 0).any():
-            raise InputError(
-                f"weight column {weight!r} must hold a positive number on every row (1 / the "
-                "row's inclusion probability)"
-            )
-    return result
 
 
 def _scores(
@@ -299,20 +116,6 @@ def _scores(
     return frame, where
 
 
-def _weight_name(weight: str | None, labels: Any) -> str | None:
-    if weight != "auto":
-        return weight
-    if isinstance(labels, pl.DataFrame | pl.LazyFrame):
-        names = labels.collect_schema().names()
-    elif isinstance(labels, str | Path) and Path(labels).suffix.lower() == ".csv":
-        names = pl.read_csv(labels, n_rows=0).columns if Path(labels).exists() else []
-    elif isinstance(labels, str | Path) and Path(labels).suffix.lower() == ".parquet":
-        names = pl.read_parquet_schema(labels).keys() if Path(labels).exists() else []
-    else:
-        names = []
-    return WEIGHT_COLUMN if WEIGHT_COLUMN in names else None
-
-
 def _check(level: float, on: str, score: str, label: str) -> None:
     if not (isinstance(level, float | int) and 0 < level < 1):
         raise ConfigError(f"level must be between 0 and 1 (e.g. 0.95), not {level!r}")
@@ -335,26 +138,12 @@ def _rows(
 ) -> list[dict[str, Any]]:
     """The three methods' rows for one group (figures only; the caller adds the counts)."""
     n, big_n = y.size, fa.size
-    z = _quantile(level, n, interval) if n >= 2 else _z(level)
-    z_judge = _quantile(level, big_n, interval) if big_n >= 2 else _z(level)
+    z_judge = quantile(level, big_n, interval) if big_n >= 2 else normal_quantile(level)
     if n < 2:
-        note = f"{n} labelled rows with a score: PPI needs at least 2"
-        judge = float(fa.mean()) if big_n else None
-        empty: dict[str, Any] = {"estimate": None, "ci_low": None, "ci_high": None, "se": None}
-        return [
-            {"method": "ppi++", **empty, "note": note},
-            {"method": "judge_only", **empty, "estimate": judge, "note": note},
-            {"method": "labels_only", **empty, "estimate": float(y.mean()) if n else None},
-        ]
+        return _too_few_labels(y, fa)
     ppi = ppi_mean(y, fl, fa, lam=lam, w=w, level=level, interval=interval)
     only = ppi_mean(y, fl, fa, lam=0.0, w=w, level=level, interval=interval)
-    wn = np.ones(n) if w is None else w / w.sum() * n
-    gap = wn * (fl - y)
-    bias, bias_se = float(gap.mean()), float(gap.std() / math.sqrt(n))
-    judge_mean = float(fa.mean())
-    judge_se = float(fa.std(ddof=1) / math.sqrt(big_n)) if big_n > 1 else 0.0
     ppi_var, only_var = float(ppi.se) ** 2, float(only.se) ** 2
-    effective = n * only_var / ppi_var if ppi_var > 0 else None
     return [
         {
             "method": "ppi++",
@@ -363,20 +152,9 @@ def _rows(
             "ci_high": float(ppi.high),
             "se": float(ppi.se),
             "lam": float(ppi.lam),
-            "effective_n": effective,
+            "effective_n": n * only_var / ppi_var if ppi_var > 0 else None,
         },
-        {
-            "method": "judge_only",
-            "estimate": judge_mean,
-            "ci_low": judge_mean - z_judge * judge_se,
-            "ci_high": judge_mean + z_judge * judge_se,
-            "se": judge_se,
-            "bias": bias,
-            "bias_ci_low": bias - z * bias_se,
-            "bias_ci_high": bias + z * bias_se,
-            "note": "the judge's mean: its interval is about the judge, not people; "
-            "bias = mean(judge - label) on the labelled rows",
-        },
+        _judge_only(y, fl, fa, w, quantile(level, n, interval), z_judge),
         {
             "method": "labels_only",
             "estimate": float(only.estimate),
@@ -386,6 +164,43 @@ def _rows(
             "lam": 0.0,
         },
     ]
+
+
+def _too_few_labels(y: np.ndarray, fa: np.ndarray) -> list[dict[str, Any]]:
+    """The rows of a group with fewer than 2 labels: means only, no intervals."""
+    n, big_n = y.size, fa.size
+    note = f"{n} labelled rows with a score: PPI needs at least 2"
+    judge = float(fa.mean()) if big_n else None
+    empty: dict[str, Any] = {"estimate": None, "ci_low": None, "ci_high": None, "se": None}
+    return [
+        {"method": "ppi++", **empty, "note": note},
+        {"method": "judge_only", **empty, "estimate": judge, "note": note},
+        {"method": "labels_only", **empty, "estimate": float(y.mean()) if n else None},
+    ]
+
+
+def _judge_only(
+    y: np.ndarray, fl: np.ndarray, fa: np.ndarray, w: np.ndarray | None, z: float, z_judge: float
+) -> dict[str, Any]:
+    """The judge's mean over N with its interval, and its bias mean(f - y) on the labels."""
+    n, big_n = y.size, fa.size
+    wn = np.ones(n) if w is None else w / w.sum() * n
+    gap = wn * (fl - y)
+    bias, bias_se = float(gap.mean()), float(gap.std() / math.sqrt(n))
+    judge_mean = float(fa.mean())
+    judge_se = float(fa.std(ddof=1) / math.sqrt(big_n)) if big_n > 1 else 0.0
+    return {
+        "method": "judge_only",
+        "estimate": judge_mean,
+        "ci_low": judge_mean - z_judge * judge_se,
+        "ci_high": judge_mean + z_judge * judge_se,
+        "se": judge_se,
+        "bias": bias,
+        "bias_ci_low": bias - z * bias_se,
+        "bias_ci_high": bias + z * bias_se,
+        "note": "the judge's mean: its interval is about the judge, not people; "
+        "bias = mean(judge - label) on the labelled rows",
+    }
 
 
 def _table(rows: list[dict[str, Any]], group_schema: pl.Schema, low: float) -> pl.DataFrame:
@@ -484,10 +299,10 @@ def human_estimate(
     "t" or "normal" (the quantile; "normal" is ppi_py's interval)."""
     _check(level, on, score, label)
     groups = [by] if isinstance(by, str) else list(by or [])
-    frame, where = _scores(scored, score, on, groups, calibration)
-    weight = _weight_name(weight, labels)
-    labelled = read_labels(labels, on, label, weight).filter(pl.col(label).is_not_null())
-    joined, unmatched = _join(frame, labelled, on, label, where)
+    weight = weight_column(weight, labels)
+    joined, unmatched, where = _scored_and_labelled(
+        scored, labels, score, label, on, groups, calibration, weight
+    )
     if unmatched:
         raise InputError(
             f"{unmatched} labelled keys are not in {where}'s {on!r} column; labels must be rows "
@@ -497,6 +312,23 @@ def human_estimate(
     return _estimate_groups(
         joined, groups, label, weight, {"metric": score, "label": label}, level, lam, interval
     )
+
+
+def _scored_and_labelled(
+    scored: Any,
+    labels: Any,
+    score: str,
+    label: str,
+    on: str,
+    groups: list[str],
+    calibration: Any,
+    weight: str | None = None,
+) -> tuple[pl.DataFrame, int, str]:
+    """Every scored row with its label (null where not labelled), how many labelled keys the
+    scored log lacks, and where the scores came from."""
+    frame, where = _scores(scored, score, on, groups, calibration)
+    joined, unmatched = _join(frame, labelled(labels, on, label, weight), on, label, where)
+    return joined, unmatched, where
 
 
 def _join(
@@ -542,8 +374,7 @@ def human_estimate_difference(
             "same questions scored by both systems"
         )
     diff = both.select(on, (pl.col(f"{score}_b") - pl.col(score)).alias("_f"))
-    la = read_labels(labels_a, on, label).filter(pl.col(label).is_not_null())
-    lb = read_labels(labels_b, on, label).filter(pl.col(label).is_not_null())
+    la, lb = labelled(labels_a, on, label), labelled(labels_b, on, label)
     pair = la.join(lb, on=on, how="inner", suffix="_b")
     one_side = la.height + lb.height - 2 * pair.height
     dy = pair.select(on, (pl.col(f"{label}_b") - pl.col(label)).alias(label))
@@ -603,7 +434,7 @@ def labels_needed(
         raise ConfigError(f"width must be a positive interval width (e.g. 0.1), not {width!r}")
     if y.size < 3:
         raise InputError(f"a power calculation needs at least 3 labelled rows, not {y.size}")
-    z = _z(level)
+    z = normal_quantile(level)
     half = width / 2
     var_y, var_f = float(y.var()), float(f.var())
     cov = float(((y - y.mean()) * (f - f.mean())).mean())
@@ -639,9 +470,7 @@ def labelled_scores(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """(labels, the judge's scores on those rows, N scored rows) as `human_estimate` reads
     them, for `labels_needed` after a first batch."""
-    frame, where = _scores(scored, score, on, [], calibration)
-    labelled = read_labels(labels, on, label).filter(pl.col(label).is_not_null())
-    joined, _ = _join(frame, labelled, on, label, where)
+    joined, _, _ = _scored_and_labelled(scored, labels, score, label, on, [], calibration)
     scored_rows = joined.filter(pl.col(score).is_not_null())
     both = scored_rows.filter(pl.col(label).is_not_null())
     return (
