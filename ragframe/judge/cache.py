@@ -38,41 +38,21 @@ from pathlib import Path
 from typing import IO, Any
 
 from ragframe.errors import RagframeError
+from ragframe.judge.cache_tables import (
+    SCHEMA,
+    answer_row,
+    failure_row,
+    select_answers,
+    select_failures,
+    select_vectors,
+)
+from ragframe.judge.private_files import create_private_file, make_private_dirs
 
 try:
     import fcntl
 except ImportError:  # Windows: no claim by lock; names are taken as given
     fcntl = None  # type: ignore[assignment]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS answers (
-    key TEXT PRIMARY KEY,
-    model TEXT NOT NULL,
-    value TEXT,
-    content TEXT NOT NULL,
-    logprobs TEXT,
-    prompt_tokens INTEGER NOT NULL,
-    completion_tokens INTEGER NOT NULL,
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS failures (
-    key TEXT PRIMARY KEY,
-    model TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    conditions TEXT NOT NULL,
-    prompt_tokens INTEGER NOT NULL,
-    completion_tokens INTEGER NOT NULL,
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS embeddings (
-    key TEXT PRIMARY KEY,
-    model TEXT NOT NULL,
-    vector BLOB NOT NULL
-);
-"""
-
-_LOOKUP_CHUNK = 500
 #: Seconds a write or read waits for another process's lock before it fails.
 _LOCK_TIMEOUT = 60.0
 #: Rows committed in one transaction at most (a backlog is drained in a few commits).
@@ -103,37 +83,6 @@ def default_cache_path() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "ragframe" / "cache.sqlite3"
-
-
-def make_private_dirs(directory: Path) -> None:
-    """Create `directory` and any missing parents 0700 whatever the umask: the cache holds
-    every prompt sent. Folders that already exist keep their mode (they are the user's)."""
-    missing: list[Path] = []
-    for folder in (directory, *directory.parents):
-        if folder.exists():
-            break
-        missing.append(folder)
-    for folder in reversed(missing):
-        try:
-            folder.mkdir(mode=0o700)
-        except FileExistsError:  # made meanwhile by another process
-            continue
-        os.chmod(folder, 0o700)
-    if not directory.is_dir():
-        directory.mkdir(parents=True, exist_ok=True)  # raises the error that says why
-
-
-def create_private_file(path: Path) -> None:
-    """Create `path` empty with mode 0600 whatever the umask, unless it exists (an existing
-    file keeps its mode). SQLite creates a database's -wal and -shm files with its mode."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError:  # exists; or cannot be made, which opening it will then report
-        return
-    try:
-        os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
 
 
 def request_key(payload: dict[str, Any]) -> str:
@@ -198,7 +147,7 @@ class AnswerCache:
         self._state = threading.Lock()  # the threads, the closed flag
         self._db = self._connect()
         self._db.execute(f"PRAGMA journal_mode={self.journal_mode}")
-        self._db.executescript(_SCHEMA)
+        self._db.executescript(SCHEMA)
         self._db.commit()
         #: Whether answers go in as one JSON array per commit (else one statement per row).
         self._bulk = _has_json1(self._db)
@@ -222,17 +171,17 @@ class AnswerCache:
         text), `logprobs`, `usage`, and `content` (the raw answer) only when there is no value.
         """
         with self._lock:
-            return _select_answers(self._db, keys)
+            return select_answers(self._db, keys)
 
     def get_failures(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The remembered failures among `keys` that no answer has replaced, by key: each a
         payload like the one `put_failure` took (`kind`, `reason`, `conditions`, `usage`)."""
         with self._lock:
-            return _select_failures(self._db, keys)
+            return select_failures(self._db, keys)
 
     def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
         with self._lock:
-            return _select_vectors(self._db, keys)
+            return select_vectors(self._db, keys)
 
     async def aget_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """`get_many` on the reader thread: the loop goes on serving requests meanwhile."""
@@ -265,16 +214,11 @@ class AnswerCache:
         `payload`: `content` (the raw answer), optional `value` (normalised JSON text),
         `logprobs`, `usage` ({prompt_tokens, completion_tokens}).
         """
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._submit(_Write(answers=[_answer_row(key, model, payload)], future=done))
-        done.result()
+        self._write_and_wait(_Write(answers=[answer_row(key, model, payload)]))
 
     def put_vectors(self, model: str, items: Iterable[tuple[str, bytes]]) -> None:
         """Store embedding vectors and return once they are committed."""
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        rows = [(key, model, blob) for key, blob in items]
-        self._submit(_Write(vectors=rows, future=done))
-        done.result()
+        self._write_and_wait(_Write(vectors=[(key, model, blob) for key, blob in items]))
 
     async def aput(
         self, key: str, model: str, payload: dict[str, Any], *, replaces_failure: bool = False
@@ -284,12 +228,8 @@ class AnswerCache:
         If the caller is cancelled meanwhile, the row is still committed. `replaces_failure`:
         the key has a remembered failure, deleted in the same transaction.
         """
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        row = _answer_row(key, model, payload)
         cleared = [key] if replaces_failure else []
-        self._submit(_Write(answers=[row], cleared=cleared, loop=loop, future=done))
-        await done
+        await self._awrite(_Write(answers=[answer_row(key, model, payload)], cleared=cleared))
 
     def put_failure(self, key: str, model: str, payload: dict[str, Any]) -> None:
         """Remember that a request failed for good, and return once that is committed.
@@ -297,24 +237,29 @@ class AnswerCache:
         `payload`: `kind` (the AnswerError kind), `reason` (the row's error), `conditions`
         (a JSON-able dict of the settings the failure depends on beyond its key), `usage`.
         """
-        done: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._submit(_Write(failures=[_failure_row(key, model, payload)], future=done))
-        done.result()
+        self._write_and_wait(_Write(failures=[failure_row(key, model, payload)]))
 
     async def aput_failure(self, key: str, model: str, payload: dict[str, Any]) -> None:
         """`put_failure` for the event loop: returns once committed."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        row = _failure_row(key, model, payload)
-        self._submit(_Write(failures=[row], loop=loop, future=done))
-        await done
+        await self._awrite(_Write(failures=[failure_row(key, model, payload)]))
 
     async def aput_vectors(self, model: str, items: Iterable[tuple[str, bytes]]) -> None:
         """`put_vectors` for the event loop: returns once the vectors are committed."""
+        await self._awrite(_Write(vectors=[(key, model, blob) for key, blob in items]))
+
+    def _write_and_wait(self, write: _Write) -> None:
+        """Queue `write` for the writer thread and block until it is committed."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        write.future = done
+        self._submit(write)
+        done.result()
+
+    async def _awrite(self, write: _Write) -> None:
+        """Queue `write` for the writer thread and wait, on the loop, until it is committed."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        rows = [(key, model, blob) for key, blob in items]
-        self._submit(_Write(vectors=rows, loop=loop, future=done))
+        write.loop, write.future = loop, done
+        self._submit(write)
         await done
 
     def _submit(self, write: _Write) -> None:
@@ -415,90 +360,6 @@ class AnswerCache:
         with self._lock:
             self._db.close()
         _OPEN.discard(self)
-
-
-def _answer_row(key: str, model: str, payload: dict[str, Any]) -> tuple[Any, ...]:
-    usage = payload.get("usage") or {}
-    logprobs = payload.get("logprobs")
-    return (
-        key,
-        model,
-        payload.get("value"),
-        payload.get("content") or "",
-        json.dumps(logprobs, separators=(",", ":")) if logprobs else None,
-        int(usage.get("prompt_tokens") or 0),
-        int(usage.get("completion_tokens") or 0),
-        time.time(),
-    )
-
-
-def _failure_row(key: str, model: str, payload: dict[str, Any]) -> tuple[Any, ...]:
-    usage = payload.get("usage") or {}
-    return (
-        key,
-        model,
-        str(payload["kind"]),
-        str(payload["reason"]),
-        json.dumps(payload.get("conditions") or {}, sort_keys=True, separators=(",", ":")),
-        int(usage.get("prompt_tokens") or 0),
-        int(usage.get("completion_tokens") or 0),
-        time.time(),
-    )
-
-
-def _chunks(keys: Sequence[str]) -> Iterable[Sequence[str]]:
-    for start in range(0, len(keys), _LOOKUP_CHUNK):
-        yield keys[start : start + _LOOKUP_CHUNK]
-
-
-def _select_answers(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The answers among `keys` in one file (see `AnswerCache.get_many`)."""
-    found: dict[str, dict[str, Any]] = {}
-    for chunk in _chunks(keys):
-        marks = ",".join("?" * len(chunk))
-        rows = db.execute(
-            "SELECT key, value, CASE WHEN value IS NULL THEN content END, logprobs, "
-            f"prompt_tokens, completion_tokens FROM answers WHERE key IN ({marks})",
-            chunk,
-        )
-        for key, value, content, logprobs, prompt_tokens, completion_tokens in rows:
-            found[key] = {
-                "value": value,
-                "content": content,
-                "logprobs": json.loads(logprobs) if logprobs else None,
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
-            }
-    return found
-
-
-def _select_failures(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The remembered failures among `keys` that this file holds no answer for."""
-    found: dict[str, dict[str, Any]] = {}
-    for chunk in _chunks(keys):
-        marks = ",".join("?" * len(chunk))
-        rows = db.execute(
-            "SELECT key, kind, reason, conditions, prompt_tokens, completion_tokens "
-            f"FROM failures WHERE key IN ({marks}) "
-            f"AND key NOT IN (SELECT key FROM answers WHERE key IN ({marks}))",
-            [*chunk, *chunk],
-        )
-        for key, kind, reason, conditions, prompt_tokens, completion_tokens in rows:
-            found[key] = {
-                "kind": kind,
-                "reason": reason,
-                "conditions": json.loads(conditions),
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
-            }
-    return found
-
-
-def _select_vectors(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, bytes]:
-    found: dict[str, bytes] = {}
-    for chunk in _chunks(keys):
-        marks = ",".join("?" * len(chunk))
-        query = f"SELECT key, vector FROM embeddings WHERE key IN ({marks})"
-        found.update(db.execute(query, chunk))
-    return found
 
 
 def _has_json1(db: sqlite3.Connection) -> bool:
@@ -619,16 +480,16 @@ class SharedAnswerCache(AnswerCache):
         return found
 
     def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-        return self._read_all(keys, _select_answers)
+        return self._read_all(keys, select_answers)
 
     def get_failures(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         # A failure one worker remembers is overruled by an answer any worker holds.
-        failed = self._read_all(keys, _select_failures)
-        answered = self._read_all(list(failed), _select_answers) if failed else {}
+        failed = self._read_all(keys, select_failures)
+        answered = self._read_all(list(failed), select_answers) if failed else {}
         return {k: v for k, v in failed.items() if k not in answered}
 
     def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
-        return self._read_all(keys, _select_vectors)
+        return self._read_all(keys, select_vectors)
 
     def close(self) -> None:
         super().close()

@@ -245,7 +245,7 @@ def _models_dir() -> Path:
 
 def _made_models_dir() -> Path:
     """`_models_dir()`, made if missing (0700 for each folder made, as the answer cache's)."""
-    from ragframe.judge.cache import make_private_dirs
+    from ragframe.judge.private_files import make_private_dirs
 
     folder = _models_dir()
     make_private_dirs(folder)
