@@ -423,6 +423,6 @@ def test_cli_bad_column_exits_2_naming_it(main, tmp_path, capsys) -> None:
     [(2.228, 10, 0.05), (12.706, 1, 0.05), (2.750, 30, 0.01), (1.96, 10**5, 0.05)],
 )
 def test_t_p_values_past_the_permutation_size_match_the_tables(t: float, df: int, p: float) -> None:
-    from ragframe.decide.compare import _t_p
+    from ragframe.decide.compare._stats import t_p as _t_p
 
     assert _t_p(t, df) == pytest.approx(p, rel=5e-3)

@@ -9,6 +9,7 @@ from typing import Any
 
 import polars as pl
 
+from ragframe.decide.compare import TABLE_COLUMNS
 from ragframe.errors import ConfigError
 from ragframe.report import _charts
 from ragframe.report._html import Safe, clip, detail, esc, number, table
@@ -17,30 +18,7 @@ from ragframe.report._source import Source
 
 #: Columns of `Comparison.table` shown first, in this order (others follow as they come;
 #: `level` is said once above the table).
-FIRST = (
-    "metric",
-    "direction",
-    "n",
-    "n_a",
-    "n_b",
-    "mean_a",
-    "mean_b",
-    "diff",
-    "ci_low",
-    "ci_high",
-    "method",
-    "p_value",
-    "test",
-    "wins",
-    "ties",
-    "losses",
-    "better",
-    "matched",
-    "only_a",
-    "only_b",
-    "failed_a",
-    "failed_b",
-)
+FIRST = tuple(c for c in TABLE_COLUMNS if c != "level")
 
 
 def run_compare(

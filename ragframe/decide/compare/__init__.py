@@ -1,0 +1,121 @@
+"""Compare two scored runs: is b better than a, by how much, and how sure can one be?
+
+`compare(a, b, on="id")` pairs the rows of two scored logs by key (the same questions under two
+setups) and gives, per metric (and group, with `by=`), the mean difference b - a with its
+interval and a p-value, wins / ties / losses, and every row it could not pair, counted and
+listed. With `on=None` the two logs are compared as independent samples.
+
+Methods (n: the pairs, or each side's scores; nulls and NaN left out):
+
+- Paired interval: the mean of the differences d = b - a with `ragframe.stats.mean_interval`
+  (bounds [-1, 1]): the expanded percentile bootstrap of d (RESAMPLES resamples, vectorised,
+  seeded) up to BOOTSTRAP_MAX_N pairs, Student's t past it, the exact binomial bound when every
+  d sits at -1 or 1.
+- Paired p-value: the sign-flip permutation test (under "no effect" each d is as likely to be
+  -d). Exact, over all 2**n sign vectors, up to EXACT_MAX_N pairs; past it PERMUTATIONS random
+  sign vectors, p = (1 + #{|mean*| >= |mean|}) / (1 + PERMUTATIONS), so p is never 0 (the
+  smallest p it can give is about 1e-4). When the |d| take few distinct values (verdict
+  fractions), the flips are drawn as binomial counts per value, at any n; otherwise past
+  BOOTSTRAP_MAX_N pairs, the paired t-test.
+- Unpaired interval: each side resampled on its own (RESAMPLES bootstrap means each), the
+  percentile interval of the differences expanded as `stats` does, with Welch's standard error
+  and degrees of freedom; Welch's t interval once either side passes BOOTSTRAP_MAX_N scores.
+- Unpaired p-value: the permutation test of the labels a / b (PERMUTATIONS shuffles; drawn as
+  multivariate hypergeometric counts when the pooled scores take few distinct values); Welch's
+  t-test once the pooled scores pass PERMUTATION_MAX_N (= BOOTSTRAP_MAX_N).
+- `better` is "b" or "a" only when both agree that the difference is real: the interval
+  excludes 0 and p < 1 - level; null otherwise. Wins, losses and `better` respect the metric's
+  direction (hallucination: lower is better, so a lower b is a win). A metric whose direction
+  is unknown (no metadata, not a known metric) is read as higher-is-better, and a warning says
+  so.
+
+Every cell is seeded by (seed, metric, group), so adding a group or a metric does not move the
+others' figures. The intervals assume the rows are independent draws from the logs one means
+to compare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from ragframe.decide.compare._cells import TABLE_COLUMNS, failed_warnings, left_out_warnings
+from ragframe.decide.compare._paired import compare_paired, most_changed
+from ragframe.decide.compare._result import Comparison
+from ragframe.decide.compare._sides import (
+    check_options,
+    load_side,
+    metric_directions,
+    metric_names,
+    name_list,
+    provenance_warnings,
+    require,
+)
+from ragframe.decide.compare._stats import EXACT_MAX_N, PERMUTATIONS
+from ragframe.decide.compare._unpaired import compare_unpaired
+from ragframe.errors import InputError
+
+__all__ = [
+    "EXACT_MAX_N",
+    "PERMUTATIONS",
+    "TABLE_COLUMNS",
+    "UNPAIRED_WARNING",
+    "Comparison",
+    "compare",
+]
+
+UNPAIRED_WARNING = (
+    "unpaired (two-sample) comparison: a paired design (on= a key column, the same questions "
+    "scored under both setups) is stronger, since it removes the question-to-question "
+    "variation from the difference"
+)
+
+
+def compare(
+    a: Any,
+    b: Any,
+    *,
+    on: str | Sequence[str] | None = None,
+    by: str | Sequence[str] | None = None,
+    metrics: Sequence[str] | None = None,
+    level: float = 0.95,
+    seed: int = 0,
+    changed: int = 10,
+) -> Comparison:
+    """Compare run b against run a, metric by metric (methods: module docstring).
+
+    a, b : scored frames (Polars or pandas) or the paths of scored Parquet files (their
+        metadata gives the metrics' directions, judges and prompt hashes).
+    on : key column(s) pairing a row of a with a row of b (unique on each side): a paired
+        comparison, the stronger design. None: two independent samples.
+    by : group column(s): one comparison per group (paired: read from a, or b for keys only b
+        has).
+    metrics : the score columns; by default those both sides have (from the metadata, else
+        every Float64 column with a `{name}_detail` sibling).
+    level : the intervals' confidence level; seed : makes bootstraps and permutations
+        reproducible; changed : how many most-changed pairs to keep per metric.
+    """
+    check_options(level, seed, changed)
+    side_a, side_b = load_side(a, "a"), load_side(b, "b")
+    keys, groups = name_list(on), name_list(by)
+    warnings: list[str] = []
+    names = metric_names(side_a, side_b, metrics, [*keys, *groups], warnings)
+    directions = metric_directions(names, side_a, side_b, warnings)
+    warnings += provenance_warnings(side_a, side_b, names)
+    try:
+        if keys:
+            found = compare_paired(side_a, side_b, keys, groups, names, directions, level, seed)
+            table, unmatched, joined = found
+            warnings += left_out_warnings(table, unmatched, keys)
+            most = most_changed(joined, side_a, side_b, keys, groups, names, changed)
+        else:
+            require(groups, (side_a, side_b), "by=")
+            warnings.insert(0, UNPAIRED_WARNING)
+            table = compare_unpaired(side_a, side_b, groups, names, directions, level, seed)
+            unmatched, most = pl.DataFrame({"side": []}, schema={"side": pl.String}), {}
+            warnings += failed_warnings(table, paired=False)
+    except (pl.exceptions.PolarsError, OSError) as exc:  # e.g. a group column typed differently
+        raise InputError(f"cannot compare {side_a.where} with {side_b.where}: {exc}") from exc
+    return Comparison(table, unmatched, most, warnings, bool(keys), keys, groups, float(level))
