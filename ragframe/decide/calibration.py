@@ -44,6 +44,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from ragframe.decide.labels import read_labels
 from ragframe.decide.summarize import direction_of, load_scored
 from ragframe.errors import ConfigError, InputError
 from ragframe.metrics.calibration import ECE_BINS, Calibration, CalibrationWarning, predict_with
@@ -239,37 +240,9 @@ def calibrate(
     (0 / 1 or Boolean); or, with `labels=` (a frame or a filled label sheet), a scored log
     joined to those labels on `on`. `method`: "auto" (the rule), "isotonic" or "logistic".
     Rows with a null score or label are left out and counted (`n_dropped`)."""
-    if method not in ("auto", "isotonic", "logistic"):
-        raise ConfigError(f"method must be 'auto', 'isotonic' or 'logistic', not {method!r}")
-    if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
-        raise ConfigError(f"folds must be an integer of at least 2, not {folds!r}")
-    if not (isinstance(level, float | int) and 0 < level < 1):
-        raise ConfigError(f"level must be between 0 and 1 (e.g. 0.95), not {level!r}")
+    _check_options(method, folds, level)
     lazy, meta, where = load_scored(labelled)
-    schema = lazy.collect_schema()
-    if labels is not None:
-        from ragframe.decide.labels import read_labels
-
-        if on not in schema:
-            raise InputError(f"no column {on!r} in {where} to join the labels on; pass on=")
-        frame = lazy.select(on, score).collect() if score in schema else None
-        if frame is None:
-            raise InputError(f"no column {score!r} in {where}; the columns are {list(schema)}")
-        joined = read_labels(labels, on, label).with_columns(pl.col(on).cast(schema[on]))
-        frame = frame.join(joined, on=on, how="inner")
-    else:
-        for name in (score, label):
-            if name not in schema:
-                raise InputError(
-                    f"no column {name!r} in {where}; the columns are {list(schema)} (labels "
-                    "in another file: pass labels= / --labels with on= / --on)"
-                )
-        frame = lazy.select(score, label).collect()
-    if not (frame.schema[score].is_numeric()):
-        raise InputError(f"score column {score!r} is {frame.schema[score]}, not a number")
-    frame = frame.select(
-        pl.col(score).cast(pl.Float64).fill_nan(None), pl.col(label).cast(pl.Float64)
-    )
+    frame = _score_and_label(lazy, where, score, label, labels, on)
     complete = frame.drop_nulls()
     y = complete.get_column(label).to_numpy()
     if not np.isin(y, [0.0, 1.0]).all():
@@ -286,11 +259,7 @@ def calibrate(
         )
     chosen = fit_method(y) if method == "auto" else method
     rng = np.random.default_rng([seed, 20])
-    fold = _folds(y, folds, rng)
-    held = np.empty(y.size)
-    for k in range(folds):
-        test = fold == k
-        held[test] = predict_with(_fit(x[~test], y[~test], chosen), x[test])
+    held = _held_out(x, y, chosen, folds, rng)
     intervals = _bootstrap(held, y, level, rng, resamples)
     params = _fit(x, y, chosen)
     return Calibration(
@@ -313,6 +282,55 @@ def calibrate(
         prompt_hashes=((meta.get("metrics") or {}).get(score) or {}).get("prompt_hashes"),
         n_dropped=frame.height - complete.height,
     )
+
+
+def _check_options(method: str, folds: int, level: float) -> None:
+    if method not in ("auto", "isotonic", "logistic"):
+        raise ConfigError(f"method must be 'auto', 'isotonic' or 'logistic', not {method!r}")
+    if isinstance(folds, bool) or not isinstance(folds, int) or folds < 2:
+        raise ConfigError(f"folds must be an integer of at least 2, not {folds!r}")
+    if not (isinstance(level, float | int) and 0 < level < 1):
+        raise ConfigError(f"level must be between 0 and 1 (e.g. 0.95), not {level!r}")
+
+
+def _score_and_label(
+    lazy: pl.LazyFrame, where: str, score: str, label: str, labels: Any, on: str
+) -> pl.DataFrame:
+    """The score (Float64, NaN as null) and the label of every row: from the scored frame, or
+    joined on `on` to separate `labels`."""
+    schema = lazy.collect_schema()
+    if labels is not None:
+        if on not in schema:
+            raise InputError(f"no column {on!r} in {where} to join the labels on; pass on=")
+        if score not in schema:
+            raise InputError(f"no column {score!r} in {where}; the columns are {list(schema)}")
+        joined = read_labels(labels, on, label).with_columns(pl.col(on).cast(schema[on]))
+        frame = lazy.select(on, score).collect().join(joined, on=on, how="inner")
+    else:
+        for name in (score, label):
+            if name not in schema:
+                raise InputError(
+                    f"no column {name!r} in {where}; the columns are {list(schema)} (labels "
+                    "in another file: pass labels= / --labels with on= / --on)"
+                )
+        frame = lazy.select(score, label).collect()
+    if not (frame.schema[score].is_numeric()):
+        raise InputError(f"score column {score!r} is {frame.schema[score]}, not a number")
+    return frame.select(
+        pl.col(score).cast(pl.Float64).fill_nan(None), pl.col(label).cast(pl.Float64)
+    )
+
+
+def _held_out(
+    x: np.ndarray, y: np.ndarray, method: str, folds: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Each row's prediction from a fit on the other folds (cross-fitting)."""
+    fold = _folds(y, folds, rng)
+    held = np.empty(y.size)
+    for k in range(folds):
+        test = fold == k
+        held[test] = predict_with(_fit(x[~test], y[~test], method), x[test])
+    return held
 
 
 def apply_calibration(scored: Any, calibration: Calibration | str | Path) -> pl.DataFrame:
