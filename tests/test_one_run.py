@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 from conftest import judge_for
@@ -59,7 +60,24 @@ OPTIONS: dict[str, tuple[str, list[str]]] = {
     ),
     "timeout": ("", ["--timeout", "30", "--temperature", "0.5"]),
     "retry_failed": ("", ["--retry-failed"]),
+    "calibration": ("calibration", ["--calibration", "CALIBRATION"]),
 }
+
+
+@pytest.fixture(scope="module")
+def calibration_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A faithfulness calibration fitted on synthetic labels (a logistic map: few labels)."""
+    rng = np.random.default_rng(0)
+    scores = rng.random(60)
+    labels = rng.random(60) < scores
+    labelled = pl.DataFrame({"faithfulness": scores, "faithful": labels})
+    path = tmp_path_factory.mktemp("calibration") / "faithfulness.calib.json"
+    ragframe.calibrate(labelled, score="faithfulness", label="faithful").save(path)
+    return str(path)
+
+
+def option_args(name: str, calibration_file: str) -> list[str]:
+    return [calibration_file if a == "CALIBRATION" else a for a in OPTIONS[name][1]]
 
 
 def frame(n: int = 6) -> pl.DataFrame:
@@ -106,19 +124,23 @@ def table(text: str) -> list[str]:
 
 def test_every_option_has_a_row_and_every_path_an_entry() -> None:
     assert {field for field, _ in OPTIONS.values() if field} == set(FLAGS)
-    assert set(PATHS) == {"in-memory", "streamed", "ray", "arrow"}
+    assert set(PATHS) == {"in-memory", "streamed", "ray", "arrow", "batch"}
     for path, honoured in PATHS.items():
         assert honoured <= set(FLAGS), path
 
 
 @pytest.mark.parametrize("name", list(OPTIONS))
 def test_the_cli_honours_every_option_as_the_in_memory_run(
-    name: str, server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    name: str,
+    server: FakeServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    calibration_file: str,
 ) -> None:
     source = tmp_path / "log.parquet"
     frame().write_parquet(source)
     out = tmp_path / "out.parquet"
-    option = OPTIONS[name][1]
+    option = option_args(name, calibration_file)
     command = argv(source, out, server, tmp_path / "cli.sqlite3", option)
     status = main(command)
     printed = capsys.readouterr()
@@ -181,6 +203,7 @@ def test_ray_honours_every_option_or_refuses_it_before_any_request(
     server: FakeServer,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    calibration_file: str,
 ) -> None:
     data = frame()
     source = tmp_path / "in"
@@ -188,7 +211,7 @@ def test_ray_honours_every_option_or_refuses_it_before_any_request(
     whole = tmp_path / "log.parquet"
     data.write_parquet(whole)
     out = tmp_path / "out"
-    option = OPTIONS[name][1]
+    option = option_args(name, calibration_file)
     command = argv(source, out, server, tmp_path / "ray-cache", option)
     command += ["--ray", cluster, "--actors", "2", "--batch-rows", "2"]
     spec = score_cli.run_spec(build_parser().parse_args(command))
@@ -281,11 +304,12 @@ def test_the_batch_api_honours_its_options_and_refuses_the_rest_up_front(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
+    calibration_file: str,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     source, out = tmp_path / "log.parquet", tmp_path / "out.parquet"
     frame().write_parquet(source)
-    option = OPTIONS[name][1]
+    option = option_args(name, calibration_file)
     command = ["batch", "run", str(source), "-o", str(out), "--manifest", str(tmp_path / "m")]
     command += ["--metrics", METRICS, "--model", "fake-judge", "--base-url", server.base_url]
     command += ["--cache", str(tmp_path / "b.sqlite3"), "--poll-interval", "0.05", "--wait", "60"]
@@ -307,3 +331,27 @@ def test_the_batch_api_honours_its_options_and_refuses_the_rest_up_front(
     }
     assert run["limits"]["timeout"] == result.run["limits"]["timeout"]
     assert run["limits"]["retry_failed"] == result.run["limits"]["retry_failed"]
+
+
+def test_a_calibration_adds_p_human_on_every_path_that_honours_it(
+    server: FakeServer, tmp_path: Path, calibration_file: str
+) -> None:
+    """`evaluate(calibration=...)` adds `faithfulness_p_human` = the map applied to the score
+    (null where the score is null), the streamed file the same; a calibration for a metric
+    the run does not score is refused before any request."""
+    from ragframe.engine.stream import score_file
+
+    judge = judge_for(server, tmp_path)
+    data = frame(4)
+    cal = ragframe.Calibration.load(calibration_file)
+    scored = ragframe.evaluate(data, ["faithfulness"], judge=judge, calibration=calibration_file)
+    expected = cal.predict(scored.get_column("faithfulness").to_numpy())
+    assert scored.get_column("faithfulness_p_human").to_list() == pytest.approx(list(expected))
+    data.write_parquet(tmp_path / "in.parquet")
+    score_file(tmp_path / "in.parquet", tmp_path / "s.parquet", ["faithfulness"], judge=judge,
+               spec=RunSpec.of(("faithfulness",), calibration=cal))  # fmt: skip
+    assert_frame_equal(pl.read_parquet(tmp_path / "s.parquet"), scored)
+    before = server.count()
+    with pytest.raises(ConfigError, match="does not score"):
+        ragframe.evaluate(data, ["context_recall"], judge=judge, calibration=cal)
+    assert server.count() == before

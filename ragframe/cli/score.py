@@ -153,6 +153,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(default: no limit)",
     )
     score.add_argument(
+        "--calibration",
+        action="append",
+        metavar="FILE",
+        help="a calibration file (ragframe calibrate): adds {metric}_p_human, the probability "
+        "that a person labels the row true; repeat it for several metrics (not with --ray)",
+    )
+    score.add_argument(
         "--price",
         help="prompt,completion dollars per million tokens (default: ragframe.pricing)",
     )
@@ -216,6 +223,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         chunk_rows=args.chunk_rows,
         dry_run=args.dry_run,
         max_cost=args.max_cost,
+        calibration=tuple(args.calibration or ()),
     )
 
 

@@ -21,6 +21,7 @@ from ragframe.metrics import (
     Metric,
     RagasScore,
 )
+from ragframe.metrics.calibration import add_p_human, run_calibrations
 
 
 class RunOptions(TypedDict, total=False):
@@ -34,6 +35,7 @@ class RunOptions(TypedDict, total=False):
     thresholds: Mapping[str, float] | None
     strict: Iterable[str]
     repeats: int
+    calibration: Any
 
 
 def spec_of(metrics: Any, options: RunOptions) -> RunSpec:
@@ -52,6 +54,7 @@ async def execute(
     repeats = check_repeats(spec.repeats)
     frame, extra = sampled_frame(data, spec.sample, spec.seed, spec.columns)
     ready = prepare_run(frame, spec, judge, extra)
+    calibrations = run_calibrations(spec.calibration, ready.metrics, ready.judge)
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     if repeats > 1:  # k runs at the judge's seed + 0..k-1, combined (see ragframe.repeats)
@@ -68,6 +71,7 @@ async def execute(
         async with opened:
             scored = await score_frame(frame, ready.metrics, session, spec.columns)
         stats = session.stats
+    scored = add_p_human(scored, calibrations)
     result = RunResult(
         scored, ready.metrics, ready.judge, stats, loop.time() - t0, ready.started, ready.extra
     )
@@ -228,5 +232,9 @@ def evaluate(
         `{metric}_repeats` lists them, and the summary gives per metric the per-row standard
         deviation, the test-retest reliability with its interval and the runs to average for
         0.9 (see `ragframe.engine.repeats`).
+    calibration : a `Calibration` (`ragframe.calibrate`), its JSON file, or a list of them:
+        each adds `{metric}_p_human`, the probability that a person labels the row true
+        (null where the score is null); a calibration fitted for another judge or prompt is
+        a warning.
     """
     return run(data, metrics, **options).frame

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ragframe.errors import ConfigError
@@ -41,6 +42,7 @@ FLAGS: dict[str, str] = {
     "chunk_rows": "--chunk-rows",
     "dry_run": "--dry-run",
     "max_cost": "--max-cost",
+    "calibration": "--calibration",
 }
 
 _EVERY = frozenset(FLAGS)
@@ -56,7 +58,7 @@ _EVERY = frozenset(FLAGS)
 PATHS: dict[str, frozenset[str]] = {
     "in-memory": _EVERY,
     "streamed": _EVERY - {"sample", "repeats"},
-    "ray": _EVERY - {"sample", "repeats", "dry_run", "chunk_rows"},
+    "ray": _EVERY - {"sample", "repeats", "dry_run", "chunk_rows", "calibration"},
     "arrow": frozenset({"metrics", "columns", "reasons", "thresholds", "strict"}),
     "batch": frozenset({"metrics", "columns"}),
 }
@@ -91,6 +93,8 @@ class RunSpec:
     chunk_rows: int | None = None
     dry_run: bool = False
     max_cost: float | None = None
+    #: Calibrations (files or `Calibration`s) whose `{metric}_p_human` columns the run adds.
+    calibration: tuple[Any, ...] = ()
 
     @classmethod
     def of(cls, metrics: Any, **options: Any) -> RunSpec:
@@ -100,6 +104,9 @@ class RunSpec:
         for name in ("thresholds", "fail_under", "min_pass_rate"):
             given[name] = dict(given.get(name) or {})
         given["strict"] = tuple(given.get("strict") or ())
+        calibration = given.get("calibration") or ()
+        single = isinstance(calibration, str | Path) or hasattr(calibration, "predict")
+        given["calibration"] = (calibration,) if single else tuple(calibration)
         return cls(metrics=metrics if isinstance(metrics, str) else tuple(metrics), **given)
 
     def given(self) -> list[str]:
@@ -148,6 +155,10 @@ class RunSpec:
             "sample": self.sample,
             "chunk_rows": self.chunk_rows,
             "max_cost": self.max_cost,
+            "calibration": [
+                str(c) if isinstance(c, str | Path) else f"{c.metric} ({c.method}, n={c.n})"
+                for c in self.calibration
+            ],
         }
         if judge is not None:
             record["limits"] = {

@@ -37,6 +37,7 @@ from ragframe.inputs.columns import list_columns
 from ragframe.inputs.io import AtomicParquetWriter, InputFile, check_writable, open_input
 from ragframe.judge.client import Judge, JudgeSession
 from ragframe.metrics import Metric, RagasScore
+from ragframe.metrics.calibration import Calibration, add_p_human, run_calibrations
 
 
 @dataclass
@@ -120,6 +121,7 @@ async def ascore_file(
     # is read or a request sent.
     empty = source_file.schema_frame()
     ready = prepare_run(empty, spec, judge)
+    calibrations = run_calibrations(spec.calibration, ready.metrics, ready.judge)
     session, opened = ready.session()
     if source_file.rows is not None:  # Parquet records its rows; others are planned by chunk
         session.plan(work_plan(ready.metrics, source_file.rows))
@@ -137,6 +139,7 @@ async def ascore_file(
             started=ready.started,
             extra=ready.extra,
             run=spec.metadata("streamed", ready.judge),
+            calibrations=calibrations,
         )
     return result
 
@@ -155,13 +158,18 @@ async def _stream(
     started: str,
     extra: dict[str, Any],
     run: dict[str, Any],
+    calibrations: list[Calibration],
 ) -> StreamResult:
     """Read, score and write chunk by chunk, at most `chunks_in_flight` chunks being scored."""
     loop = asyncio.get_running_loop()
     t0 = loop.time()
+
     # Scoring zero rows sends nothing and gives the output schema, so the writer (and its
     # overwrite check) exists before the first request.
-    template = await score_frame(empty, metrics, session, columns)
+    async def score(frame: pl.DataFrame) -> pl.DataFrame:
+        return add_p_human(await score_frame(frame, metrics, session, columns), calibrations)
+
+    template = await score(empty)
     check_writable(template.schema)
     result = StreamResult(
         template,
@@ -202,7 +210,7 @@ async def _stream(
             if planned_by_chunk:
                 planned += frame.height
                 session.plan(work_plan(metrics, planned))
-            running.append(asyncio.create_task(score_frame(frame, metrics, session, columns)))
+            running.append(asyncio.create_task(score(frame)))
             reader.read_ahead()  # the next chunk is decoded while this one is being scored
             if len(running) >= chunks_in_flight:
                 await write_next()

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ragframe.errors import InputError
+from ragframe.errors import ConfigError, InputError
 
 #: The calibration file's format tag (a file without it is refused).
 FORMAT = "ragframe-calibration/1"
@@ -153,3 +153,45 @@ class Calibration:
                 stacklevel=3,
             )
         return said
+
+
+def run_calibrations(given: Any, metrics: Any, judge: Any) -> list[Calibration]:
+    """The calibrations a run applies (`calibration=` / `--calibration`: a Calibration, a
+    file, or a list of them), each checked before any request: its metric is one the run
+    scores (else a ConfigError), and its judge and prompts are this run's (else a warning)."""
+
+    items = (
+        []
+        if given is None
+        else [given]
+        if isinstance(given, str | Path | Calibration)
+        else list(given)
+    )
+    loaded = [item if isinstance(item, Calibration) else Calibration.load(item) for item in items]
+    scorers = {m.name: m for m in metrics if hasattr(m, "tasks")}
+    for cal in loaded:
+        if cal.metric not in scorers:
+            raise ConfigError(
+                f"the calibration is for {cal.metric!r}, which this run does not score; its "
+                f"metrics are {sorted(scorers)}"
+            )
+        hashes = {t.name: t.prompt_hash for t in scorers[cal.metric].tasks()}
+        meta = {"judge": judge.describe(), "metrics": {cal.metric: {"prompt_hashes": hashes}}}
+        cal.check_provenance(json.loads(json.dumps(meta, default=str)), "this run's scores")
+    return loaded
+
+
+def add_p_human(frame: pl.DataFrame, calibrations: list[Calibration]) -> pl.DataFrame:
+    """`frame` with `{metric}_p_human` per calibration (null where the score is null)."""
+    for cal in calibrations:
+        values = cal.predict(frame.get_column(cal.metric).cast(pl.Float64).to_numpy())
+        frame = frame.with_columns(pl.Series(cal.column, values, dtype=pl.Float64).fill_nan(None))
+    return frame
+
+
+def describe(calibrations: list[Calibration]) -> list[dict[str, Any]]:
+    """What a run's metadata records of the calibrations it applied."""
+    return [
+        {"metric": c.metric, "label": c.label, "method": c.method, "n": c.n, "column": c.column}
+        for c in calibrations
+    ]
