@@ -69,30 +69,10 @@ def draw_labels(
 ) -> tuple[pl.DataFrame, dict[str, Any]]:
     """The drawn rows (every column of the scored log, plus DRAW_COLUMNS with `stratify`),
     in file order, and what the draw was ({"rows": n, "of": pool, "null_scores": k, ...})."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ConfigError(f"n must be a positive number of rows to label, not {n!r}")
-    if stratify and score is None:
-        raise ConfigError("a stratified draw needs the score to stratify by (score= / --score)")
-    if isinstance(strata, bool) or not isinstance(strata, int) or strata < 2:
-        raise ConfigError(f"strata must be an integer of at least 2, not {strata!r}")
+    _check_draw(n, score, stratify, strata)
     lazy, _meta, where = load_scored(scored)
-    frame = lazy.collect()
-    key = on
-    if on not in frame.columns:
-        if on != "id":
-            raise InputError(f"no column {on!r} in {where}; the columns are {frame.columns}")
-        key = ROW_INDEX
-        frame = frame.with_row_index(ROW_INDEX)
-    if frame.get_column(key).is_duplicated().any():
-        raise InputError(f"{where}'s {key!r} column repeats keys; the sheet needs one per row")
-    pool = frame.with_row_index("_pos")
-    null_scores = 0
-    if score is not None:
-        if score not in frame.columns:
-            raise InputError(f"no column {score!r} in {where}; the columns are {frame.columns}")
-        values = pl.col(score).cast(pl.Float64).fill_nan(None)
-        null_scores = pool.filter(values.is_null()).height
-        pool = pool.filter(values.is_not_null())
+    frame, key = _keyed(lazy.collect(), on, where)
+    pool, null_scores = _pool(frame, score, where)
     if n > pool.height:
         raise ConfigError(
             f"asked for {n} rows to label, but {where} has {pool.height} rows to draw from"
@@ -110,7 +90,49 @@ def draw_labels(
     if not stratify:
         pick = np.sort(rng.choice(pool.height, n, replace=False))
         return pool[pick].drop("_pos"), info
-    x = pool.get_column(score).cast(pl.Float64).to_numpy()  # type: ignore[arg-type]
+    drawn, info["strata"] = _stratified(pool, score, n, strata, rng)  # type: ignore[arg-type]
+    return drawn, info
+
+
+def _check_draw(n: int, score: str | None, stratify: bool, strata: int) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"n must be a positive number of rows to label, not {n!r}")
+    if stratify and score is None:
+        raise ConfigError("a stratified draw needs the score to stratify by (score= / --score)")
+    if isinstance(strata, bool) or not isinstance(strata, int) or strata < 2:
+        raise ConfigError(f"strata must be an integer of at least 2, not {strata!r}")
+
+
+def _keyed(frame: pl.DataFrame, on: str, where: str) -> tuple[pl.DataFrame, str]:
+    """The frame and its row key: `on`, or `row_index` added when the default "id" is absent."""
+    key = on
+    if on not in frame.columns:
+        if on != "id":
+            raise InputError(f"no column {on!r} in {where}; the columns are {frame.columns}")
+        key = ROW_INDEX
+        frame = frame.with_row_index(ROW_INDEX)
+    if frame.get_column(key).is_duplicated().any():
+        raise InputError(f"{where}'s {key!r} column repeats keys; the sheet needs one per row")
+    return frame, key
+
+
+def _pool(frame: pl.DataFrame, score: str | None, where: str) -> tuple[pl.DataFrame, int]:
+    """The rows that may be drawn (`_pos`: their position), and how many had a null score."""
+    pool = frame.with_row_index("_pos")
+    if score is None:
+        return pool, 0
+    if score not in frame.columns:
+        raise InputError(f"no column {score!r} in {where}; the columns are {frame.columns}")
+    values = pl.col(score).cast(pl.Float64).fill_nan(None)
+    return pool.filter(values.is_not_null()), pool.filter(values.is_null()).height
+
+
+def _stratified(
+    pool: pl.DataFrame, score: str, n: int, strata: int, rng: np.random.Generator
+) -> tuple[pl.DataFrame, list[dict[str, Any]]]:
+    """n rows split evenly across equal-width score bins, with their draw columns, and what
+    each stratum held (module docstring)."""
+    x = pool.get_column(score).cast(pl.Float64).to_numpy()
     inner = np.linspace(float(x.min()), float(x.max()), strata + 1)[1:-1]
     _, stratum = np.unique(np.searchsorted(inner, x, side="right"), return_inverse=True)
     sizes = np.bincount(stratum)
@@ -132,7 +154,7 @@ def draw_labels(
             pl.Series("sample_weight", 1.0 / prob[stratum[chosen]]),
         )
     )
-    info["strata"] = [
+    described = [
         {
             "stratum": h,
             "score_from": float(x[stratum == h].min()) if sizes[h] else None,
@@ -142,7 +164,7 @@ def draw_labels(
         }
         for h in range(sizes.size)
     ]
-    return drawn, info
+    return drawn, described
 
 
 def format_contexts(contexts: Sequence[str] | None) -> str:
