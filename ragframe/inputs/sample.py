@@ -102,18 +102,19 @@ def draw_sample(
         from ragframe.inputs.columns import load_frame
 
         data = load_frame(data)  # already in memory: converted, then sampled as a frame
+    ask = _Ask(n, seed, select, index_column, chunk_rows)
     if isinstance(data, pl.LazyFrame):
-        return _sample_lazy(data, n, seed, select, index_column)
+        return _sample_lazy(data, ask)
     if isinstance(data, pl.DataFrame):
-        _check_columns(data.columns, select, index_column, "the frame")
+        ask.check_columns(data.columns, "the frame")
         frame = data.select(select) if select is not None else data
         chosen = choose_positions(frame.height, n, seed)
         rows = frame.select(pl.all().gather(chosen)) if frame.width else frame[chosen]
-        return _finish(rows, chosen, frame.height, n, seed, index_column)
+        return ask.finish(rows, chosen, frame.height)
     if isinstance(data, ParquetInput):
-        return _sample_parquet(data, n, seed, select, index_column, chunk_rows)
+        return _sample_parquet(data, ask)
     if isinstance(data, InputFile):
-        return _sample_stream(data, n, seed, select, index_column, chunk_rows)
+        return _sample_stream(data, ask)
     raise InputError(
         f"cannot sample a {type(data).__name__}: pass a polars DataFrame or LazyFrame, "
         f"or the path of a file in {FORMATS_READ}"
@@ -130,26 +131,6 @@ def _check(n: int, seed: int, chunk_rows: int) -> None:
         raise ConfigError(f"the seed must be an integer from 0 to 2**64 - 1, not {seed!r}")
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be a positive integer, not {chunk_rows!r}")
-
-
-def _check_columns(
-    present: Sequence[str], select: Sequence[str] | None, index_column: str, what: str
-) -> None:
-    """Refuse a selection of absent columns, and a log that already has the index column."""
-    if select is not None:
-        absent = [c for c in select if c not in present]
-        if absent:
-            raise InputError(
-                f"select= names {absent}, which {what} lacks; its columns are {list(present)}"
-            )
-    kept = present if select is None else select
-    if index_column in kept:
-        raise InputError(
-            f"{what} already has a column {index_column!r}, where the sample puts each row's "
-            f"position in the log; rename that column first (e.g. "
-            f"df.rename({{{index_column!r}: 'original_{index_column}'}})), or pass "
-            f"index_column='another_name' to draw_sample"
-        )
 
 
 # ------------------------------------------------------------------------------ the keys
@@ -204,67 +185,84 @@ def choose_positions(total: int, n: int, seed: int) -> np.ndarray:
 # ------------------------------------------------------------------------------ the sources
 
 
-def _finish(
-    rows: pl.DataFrame, positions: np.ndarray, total: int, n: int, seed: int, index_column: str
-) -> Sample:
-    """Put the position column first (UInt64) and wrap the result."""
-    frame = rows.select(
-        pl.Series(index_column, positions, dtype=pl.UInt64),
-        *rows.columns,
-    )
-    return Sample(frame, total, int(n), int(seed), index_column)
+@dataclass(frozen=True)
+class _Ask:
+    """What `draw_sample` was asked for, as every source's sampler takes it."""
+
+    n: int
+    seed: int
+    select: Sequence[str] | None
+    index_column: str
+    chunk_rows: int
+
+    def finish(self, rows: pl.DataFrame, positions: np.ndarray, total: int) -> Sample:
+        """Put the position column first (UInt64) and wrap the result."""
+        frame = rows.select(
+            pl.Series(self.index_column, positions, dtype=pl.UInt64),
+            *rows.columns,
+        )
+        return Sample(frame, total, int(self.n), int(self.seed), self.index_column)
+
+    def check_columns(self, present: Sequence[str], what: str) -> None:
+        """Refuse a selection of absent columns, and a log that already has the index column."""
+        select, index_column = self.select, self.index_column
+        if select is not None:
+            absent = [c for c in select if c not in present]
+            if absent:
+                raise InputError(
+                    f"select= names {absent}, which {what} lacks; its columns are {list(present)}"
+                )
+        kept = present if select is None else select
+        if index_column in kept:
+            raise InputError(
+                f"{what} already has a column {index_column!r}, where the sample puts each row's "
+                f"position in the log; rename that column first (e.g. "
+                f"df.rename({{{index_column!r}: 'original_{index_column}'}})), or pass "
+                f"index_column='another_name' to draw_sample"
+            )
 
 
-def _sample_lazy(
-    lazy: pl.LazyFrame, n: int, seed: int, select: Sequence[str] | None, index_column: str
-) -> Sample:
+def _sample_lazy(lazy: pl.LazyFrame, ask: _Ask) -> Sample:
     """Count the rows (Polars answers a scan's count from metadata where it can), then keep
     the chosen positions in one streaming pass."""
-    _check_columns(lazy.collect_schema().names(), select, index_column, "the frame")
-    if select is not None:
-        lazy = lazy.select(select)
+    ask.check_columns(lazy.collect_schema().names(), "the frame")
+    if ask.select is not None:
+        lazy = lazy.select(ask.select)
     total = int(lazy.select(pl.len()).collect().item())
-    chosen = choose_positions(total, n, seed)
+    chosen = choose_positions(total, ask.n, ask.seed)
     rows = (
         lazy.with_row_index(_KEY)
         .filter(pl.col(_KEY).cast(pl.Int64).is_in(pl.Series(chosen).implode()))
         .drop(_KEY)
         .collect(engine="streaming")
     )
-    return _finish(rows, chosen, total, n, seed, index_column)
+    return ask.finish(rows, chosen, total)
 
 
-def _sample_parquet(
-    source: ParquetInput,
-    n: int,
-    seed: int,
-    select: Sequence[str] | None,
-    index_column: str,
-    chunk_rows: int,
-) -> Sample:
+def _sample_parquet(source: ParquetInput, ask: _Ask) -> Sample:
     """Choose the positions from the row count in the metadata, then decode only the row
     groups that hold them, a batch at a time, taking the chosen rows from each batch."""
     parquet = source.parquet
-    _check_columns(parquet.schema_arrow.names, select, index_column, str(source.path))
+    ask.check_columns(parquet.schema_arrow.names, str(source.path))
     meta = parquet.metadata
     sizes = np.array([meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     total = int(starts[-1])
-    chosen = choose_positions(total, n, seed)
+    chosen = choose_positions(total, ask.n, ask.seed)
     group_of = np.searchsorted(starts, chosen, side="right") - 1
     taken: list[pa.RecordBatch] = []
     try:
         for group in np.unique(group_of):
             local = chosen[group_of == group] - starts[group]
-            taken.extend(_take_from_group(parquet, int(group), local, select, chunk_rows))
+            taken.extend(_take_from_group(parquet, int(group), local, ask.select, ask.chunk_rows))
     except (pa.ArrowException, OSError) as exc:
         raise source._unreadable(exc) from exc
     schema = parquet.schema_arrow
-    if select is not None:
-        schema = pa.schema([schema.field(c) for c in select])
+    if ask.select is not None:
+        schema = pa.schema([schema.field(c) for c in ask.select])
     table = pa.Table.from_batches(taken, schema=schema)
     rows = pl.DataFrame(pl.from_arrow(table))
-    return _finish(rows, chosen, total, n, seed, index_column)
+    return ask.finish(rows, chosen, total)
 
 
 def _take_from_group(
@@ -289,42 +287,37 @@ def _take_from_group(
             break
 
 
-def _sample_stream(
-    source: InputFile,
-    n: int,
-    seed: int,
-    select: Sequence[str] | None,
-    index_column: str,
-    chunk_rows: int,
-) -> Sample:
+def _sample_stream(source: InputFile, ask: _Ask) -> Sample:
     """One pass over a log whose row count is unknown (JSON Lines, CSV): each chunk's keys
     are hashed at once, and only the rows that beat the current n-th key join the n held."""
-    _check_columns(source.schema_frame().columns, select, index_column, str(source.path))
+    ask.check_columns(source.schema_frame().columns, str(source.path))
     held: pl.DataFrame | None = None
     total = 0
-    for chunk in source.chunks(chunk_rows):
-        if select is not None:
-            chunk = chunk.select(select)
-        keys = row_keys(seed, total, chunk.height)
+    for chunk in source.chunks(ask.chunk_rows):
+        if ask.select is not None:
+            chunk = chunk.select(ask.select)
+        keys = row_keys(ask.seed, total, chunk.height)
         candidates = chunk.with_columns(
             pl.Series(_KEY, keys, dtype=pl.UInt64),
-            pl.int_range(total, total + chunk.height, dtype=pl.Int64).alias(index_column),
+            pl.int_range(total, total + chunk.height, dtype=pl.Int64).alias(ask.index_column),
         )
         total += chunk.height
-        if held is not None and held.height == n:
+        if held is not None and held.height == ask.n:
             threshold = int(held.get_column(_KEY).max())  # type: ignore[arg-type]
             candidates = candidates.filter(pl.col(_KEY) < threshold)
             if candidates.is_empty():
                 continue
         merged = candidates if held is None else pl.concat([held, candidates], how="vertical")
         keep = _smallest(
-            merged.get_column(_KEY).to_numpy(), merged.get_column(index_column).to_numpy(), n
+            merged.get_column(_KEY).to_numpy(),
+            merged.get_column(ask.index_column).to_numpy(),
+            ask.n,
         )
         held = merged[np.sort(keep)]
     if held is None:
         empty = source.schema_frame()
-        frame = empty.select(select) if select is not None else empty
-        return _finish(frame, np.empty(0, dtype=np.int64), 0, n, seed, index_column)
-    held = held.sort(index_column)
-    positions = held.get_column(index_column).to_numpy()
-    return _finish(held.drop(_KEY, index_column), positions, total, n, seed, index_column)
+        frame = empty.select(ask.select) if ask.select is not None else empty
+        return ask.finish(frame, np.empty(0, dtype=np.int64), 0)
+    held = held.sort(ask.index_column)
+    positions = held.get_column(ask.index_column).to_numpy()
+    return ask.finish(held.drop(_KEY, ask.index_column), positions, total)
