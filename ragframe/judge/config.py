@@ -73,51 +73,64 @@ class JudgeConfig:
         reasons: bool | None = None,
         retry_failed: bool = False,
     ) -> None:
-        env = os.environ
-        #: Every endpoint of the judge (several replicas of one model, or one); `base_url` is
-        #: the one this process sends to.
-        self.base_urls = _endpoints(base_url or env.get("OPENAI_BASE_URL") or None)
-        self.base_url = self.base_urls[0] if self.base_urls else None
-        self._api_key = api_key or env.get("OPENAI_API_KEY") or None
-        self.local = self.base_url is None and self._api_key is None
+        self._pick_endpoint(base_url, api_key)
         self.model = self._pick_model(model)
-        self.embedding_model = embedding_model or env.get("RAGFRAME_EMBEDDING_MODEL") or None
-        if self.embedding_model is None and self.endpoint_host == "api.openai.com":
-            self.embedding_model = OPENAI_DEFAULT_EMBEDDING
+        self.embedding_model = self._pick_embedding_model(embedding_model)
         self.embedder = embedder
         # What is asked, and how the answer is held to its schema.
-        self.temperature = temperature
-        self.seed = seed
-        # The embedded judge's own defaults (`LOCAL_DEFAULTS`); an argument given here wins.
-        local = _local_defaults() if self.local else {}
-        self.max_tokens_cap = max_tokens if max_tokens is not None else local.get("max_tokens")
-        self.output_bounds = output_bounds or local.get("output_bounds")
-        self.reasons = reasons if reasons is not None else local.get("reasons", True)
-        self.retry_failed = retry_failed
-        self.structured = structured
-        self.repair_attempts = (
-            repair_attempts if repair_attempts is not None else local.get("repair_attempts", 1)
-        )
-        self.max_text_chars = max_text_chars
-        self.embedding_max_tokens = embedding_max_tokens
-        self.logprobs = logprobs
-        # The pool: how many requests at once, how fast, and how often one is tried again.
-        self.concurrency = min(concurrency, local["concurrency"]) if local else concurrency
+        self.temperature, self.seed, self.logprobs = temperature, seed, logprobs
+        self.structured, self.retry_failed = structured, retry_failed
+        self.max_text_chars, self.embedding_max_tokens = max_text_chars, embedding_max_tokens
+        self._take_local_defaults(max_tokens, output_bounds, reasons, repair_attempts, concurrency)
+        # The pool: how fast it may go, and how often one request is tried again.
         self.adaptive = adaptive
-        self.requests_per_minute = requests_per_minute
-        self.tokens_per_minute = tokens_per_minute
-        self.timeout = timeout
-        self.max_attempts = max_attempts
+        self.requests_per_minute, self.tokens_per_minute = requests_per_minute, tokens_per_minute
+        self.timeout, self.max_attempts = timeout, max_attempts
         self.rate_limit_wait = rate_limit_wait
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
+        self.backoff_base, self.backoff_max = backoff_base, backoff_max
         # What a request that fails for good does to the run, and whether it shows progress.
-        self.fail_fast = fail_fast
-        self.progress = progress
+        self.fail_fast, self.progress = fail_fast, progress
         self.price, self.max_cost = self._pick_price(price, max_cost)
         self._check_settings()
         self.cache_path = _cache_path(cache)
         self._cache: AnswerCache | None = None
+
+    def _pick_endpoint(self, base_url: str | Sequence[str] | None, api_key: str | None) -> None:
+        """Where requests go (given, else $OPENAI_BASE_URL and $OPENAI_API_KEY); with neither,
+        the embedded judge (`local`)."""
+        #: Every endpoint of the judge (several replicas of one model, or one); `base_url` is
+        #: the one this process sends to.
+        self.base_urls = _endpoints(base_url or os.environ.get("OPENAI_BASE_URL") or None)
+        self.base_url = self.base_urls[0] if self.base_urls else None
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        self.local = self.base_url is None and self._api_key is None
+
+    def _pick_embedding_model(self, embedding_model: str | None) -> str | None:
+        """The embedding model: given, else $RAGFRAME_EMBEDDING_MODEL, else OpenAI's default
+        on OpenAI itself; None leaves the choice to `embedding_choice`."""
+        chosen = embedding_model or os.environ.get("RAGFRAME_EMBEDDING_MODEL") or None
+        if chosen is None and self.endpoint_host == "api.openai.com":
+            return OPENAI_DEFAULT_EMBEDDING
+        return chosen
+
+    def _take_local_defaults(
+        self,
+        max_tokens: int | None,
+        output_bounds: tuple[int, int] | None,
+        reasons: bool | None,
+        repair_attempts: int | None,
+        concurrency: int,
+    ) -> None:
+        """The settings the embedded judge has its own defaults for (`LOCAL_DEFAULTS`): an
+        argument given here wins; its concurrency is a ceiling."""
+        local = _local_defaults() if self.local else {}
+        self.max_tokens_cap = max_tokens if max_tokens is not None else local.get("max_tokens")
+        self.output_bounds = output_bounds or local.get("output_bounds")
+        self.reasons = reasons if reasons is not None else local.get("reasons", True)
+        self.repair_attempts = (
+            repair_attempts if repair_attempts is not None else local.get("repair_attempts", 1)
+        )
+        self.concurrency = min(concurrency, local["concurrency"]) if local else concurrency
 
     def _pick_model(self, model: str | None) -> str:
         """The chat model: given, else $RAGFRAME_MODEL, else the local or OpenAI default."""
