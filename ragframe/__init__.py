@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ragframe._version import __version__
 from ragframe.decide.agreement import agreement
-from ragframe.decide.alpha import alpha_interval, krippendorff_alpha
+from ragframe.stats.alpha import alpha_interval, krippendorff_alpha
 from ragframe.decide.calibration import Calibration, apply_calibration, calibrate
 from ragframe.decide.compare import Comparison, compare
 from ragframe.decide.gates import EXIT_GATE_FAILED, GateResult, assert_scores, check_gates

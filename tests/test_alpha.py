@@ -7,7 +7,7 @@ import krippendorff
 import numpy as np
 import pytest
 
-from ragframe.decide.alpha import (
+from ragframe.stats.alpha import (
     SCALES,
     _alphas,
     _matrix,
