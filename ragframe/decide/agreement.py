@@ -64,17 +64,23 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
 import polars as pl
 
+from ragframe.decide._agreement_figures import (
+    BLOCK_ELEMENTS,
+    Data,
+    Figure,
+    boot_figures,
+    resampled,
+)
 from ragframe.decide.summarize import direction_of, load_scored
 from ragframe.errors import ConfigError, InputError
-from ragframe.stats import RESAMPLES, mean_interval, t_quantile
+from ragframe.stats import RESAMPLES, mean_interval
 
 __all__ = [
     "BOOTSTRAP_MAX_CELLS",
@@ -109,23 +115,8 @@ COLUMNS = (
 BOOTSTRAP_MAX_CELLS = 250_000
 #: Score levels x label levels up to which the correlations are read from a count table.
 _TABLE_MAX_CELLS = 4_000_000
-#: Elements drawn per block of resamples (32 MiB of float64): bounds the bootstrap's memory.
-_BLOCK_ELEMENTS = 1 << 22
 
 _A, _B, _Y = "\0a", "\0b", "\0y"
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One figure of the table: its value, interval, n, method and a note on how it was got."""
-
-    figure: str
-    value: float | None
-    low: float | None = None
-    high: float | None = None
-    n: int = 0
-    method: str = "none"
-    note: str | None = None
 
 
 def agreement(
@@ -165,27 +156,12 @@ def agreement(
     groups = [by] if isinstance(by, str) else list(by or [])
     sides = [score, score_b] if kind == "pairwise" and score_b is not None else [score]
     _check_columns(lazy.collect_schema(), sides, label, groups, where)
-    direction = direction or direction_of(score, meta)  # type: ignore[assignment]
-    if direction not in ("higher", "lower"):
-        raise ConfigError(f"direction must be 'higher' or 'lower', not {direction!r}")
-    sign = 1.0 if direction == "higher" else -1.0
-    frame = lazy.select(
-        *groups,
-        *(
-            (pl.col(c).cast(pl.Float64).fill_nan(None) * sign).alias(alias)
-            for c, alias in zip(sides, (_A, _B), strict=False)
-        ),
-        pl.col(label).cast(pl.Float64).fill_nan(None).alias(_Y),
-    ).collect()
+    sign = _sign(direction or direction_of(score, meta))
+    frame = _turned(lazy, sides, label, groups, sign)
     if kind == "binary":
         _check_binary(frame, label)
-    parts = (
-        frame.sort(groups, nulls_last=True).partition_by(groups, maintain_order=True, as_dict=True)
-        if groups
-        else {(): frame}
-    )
     rows: list[dict[str, Any]] = []
-    for key, part in parts.items():
+    for key, part in _partitions(frame, groups).items():
         complete = part.drop_nulls([c for c in (_A, _B, _Y) if c in part.columns])
         rng = np.random.default_rng([seed, zlib.crc32(repr((score, label, *key)).encode())])
         data = Data(complete, sign, level, rng, resamples, seed)
@@ -202,19 +178,35 @@ def agreement(
     return _table(rows, frame.select(groups).schema)
 
 
-@dataclass
-class Data:
-    """One group's complete rows (scores turned to higher-is-better) and its random stream."""
+def _sign(direction: str) -> float:
+    """1 for a higher-is-better score, -1 for a lower-is-better one (turned around)."""
+    if direction not in ("higher", "lower"):
+        raise ConfigError(f"direction must be 'higher' or 'lower', not {direction!r}")
+    return 1.0 if direction == "higher" else -1.0
 
-    frame: pl.DataFrame
-    sign: float
-    level: float
-    rng: np.random.Generator
-    resamples: int
-    seed: int
 
-    def column(self, name: str) -> np.ndarray:
-        return self.frame.get_column(name).to_numpy().astype(np.float64)
+def _partitions(frame: pl.DataFrame, groups: list[str]) -> dict[Any, pl.DataFrame]:
+    """The frame per group, in the groups' sorted order (one part keyed () without groups)."""
+    if not groups:
+        return {(): frame}
+    return frame.sort(groups, nulls_last=True).partition_by(
+        groups, maintain_order=True, as_dict=True
+    )
+
+
+def _turned(
+    lazy: pl.LazyFrame, sides: list[str], label: str, groups: list[str], sign: float
+) -> pl.DataFrame:
+    """The groups, the score(s) turned higher-is-better (as `_A`, `_B`) and the label (`_Y`),
+    as floats with NaN read as null."""
+    return lazy.select(
+        *groups,
+        *(
+            (pl.col(c).cast(pl.Float64).fill_nan(None) * sign).alias(alias)
+            for c, alias in zip(sides, (_A, _B), strict=False)
+        ),
+        pl.col(label).cast(pl.Float64).fill_nan(None).alias(_Y),
+    ).collect()
 
 
 def _figures(kind: str, data: Data, folds: int) -> list[Figure]:
@@ -304,79 +296,6 @@ def _check_binary(frame: pl.DataFrame, label: str) -> None:
         )
 
 
-# ------------------------------------------------------------------------------ intervals
-
-
-def _resampled(
-    statistic: Callable[..., np.ndarray],
-    strata: Sequence[np.ndarray],
-    data: Data,
-    width: int | None = None,
-) -> np.ndarray:
-    """`statistic` over `data.resamples` resamples: each stratum's counts (of its levels,
-    cells or outcomes) redrawn as multinomial counts with the same total. Returns (figures,
-    resamples). Drawn in blocks of at most _BLOCK_ELEMENTS elements (`width` per resample)."""
-    width = width or sum(int(c.size) for c in strata)
-    per_block = max(1, _BLOCK_ELEMENTS // max(1, width))
-    blocks = []
-    for start in range(0, data.resamples, per_block):
-        k = min(data.resamples, start + per_block) - start
-        drawn = [
-            data.rng.multinomial(int(c.sum()), c / c.sum(), size=k).astype(np.float64)
-            for c in strata
-        ]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            blocks.append(np.atleast_2d(statistic(*drawn)))
-    return np.concatenate(blocks, axis=1)
-
-
-def _interval(
-    boot: np.ndarray,
-    value: float,
-    n: int,
-    level: float,
-    bounds: tuple[float, float],
-    smallest: int,
-) -> tuple[float | None, float | None, str]:
-    """The expanded percentile interval of `boot` (module docstring), clipped to `bounds` and
-    holding `value`, and its method. A bootstrap that cannot move a figure sitting at a bound
-    (a perfect separation) gets the exact binomial bound for `smallest` rows (the smaller
-    label class) all falling right, [hi - (hi - lo) (1 - (alpha / 2) ** (1 / smallest)), hi]:
-    conservative, where [1, 1] would claim a certainty no finite sample gives."""
-    finite = boot[np.isfinite(boot)]
-    if n < 2 or finite.size == 0 or not math.isfinite(value):
-        return None, None, "none"
-    lo_b, hi_b = bounds
-    if value in bounds and np.all(finite == value) and smallest >= 1:
-        reach = (hi_b - lo_b) * (1 - ((1 - level) / 2) ** (1 / smallest))
-        if value == hi_b:
-            return hi_b - reach, hi_b, "exact-bound"
-        return lo_b, lo_b + reach, "exact-bound"
-    widen = math.sqrt(n / (n - 1)) * t_quantile(1 - (1 - level) / 2, n - 1)
-    tail = NormalDist().cdf(-widen)
-    low, high = (float(q) for q in np.quantile(finite, [tail, 1 - tail]))
-    low, high = min(low, value), max(high, value)
-    return max(low, lo_b), min(high, hi_b), "bootstrap"
-
-
-def _boot_figures(
-    names: Sequence[str],
-    values: Sequence[float],
-    boot: np.ndarray,
-    sizes: tuple[int, int],
-    data: Data,
-    bounds: Sequence[tuple[float, float]],
-    note: str | None = None,
-) -> list[Figure]:
-    """Figures with their intervals; `sizes`: (rows, rows of the smaller label class)."""
-    n, smallest = sizes
-    out = []
-    for name, value, row, bound in zip(names, values, boot, bounds, strict=True):
-        low, high, method = _interval(row, float(value), n, data.level, bound, smallest)
-        out.append(Figure(name, float(value), low, high, n, method, note))
-    return out
-
-
 # ------------------------------------------------------------------------------ binary
 
 
@@ -426,12 +345,12 @@ def _binary(s: np.ndarray, y: np.ndarray, data: Data, folds: int) -> list[Figure
         why = f"every row scored {levels[0] * data.sign:g}: a constant score cannot rank rows"
         figures += [Figure(name, v, n=n, note=why) for name, v in zip(names, values, strict=False)]
         return figures + _cross_validated(s, y, data, folds)
-    boot = _resampled(
+    boot = resampled(
         lambda p, q: np.stack([_auroc(p, q), _average_precision(p, q)]), [pos, neg], data
     )
     note = f"{n_pos} true, {n - n_pos} false; bootstrap within each label"
     sizes = (n, min(n_pos, n - n_pos))
-    figures += _boot_figures(names[:2], values, boot, sizes, data, [(0.0, 1.0)] * 2, note)
+    figures += boot_figures(names[:2], values, boot, sizes, data, [(0.0, 1.0)] * 2, note)
     return figures + _cross_validated(s, y, data, folds)
 
 
@@ -453,7 +372,7 @@ def _cross_validated(s: np.ndarray, y: np.ndarray, data: Data, folds: int) -> li
             positives[:, 0], positives[:, 1], negatives[:, 0], negatives[:, 1]
         )
 
-    boot = _resampled(statistic, [np.array(cells[:2]), np.array(cells[2:])], data)
+    boot = resampled(statistic, [np.array(cells[:2]), np.array(cells[2:])], data)
     note = (
         f"held-out predictions of {k}-fold cross-validation, each fold's threshold fitted on "
         "the other folds; interval: bootstrap of the held-out predictions (thresholds fixed)"
@@ -465,7 +384,7 @@ def _cross_validated(s: np.ndarray, y: np.ndarray, data: Data, folds: int) -> li
         )
     bounds = [(0.0, 1.0), (0.0, 1.0), (-1.0, 1.0)]
     sizes = (n, min(n_pos, n - n_pos))
-    figures = _boot_figures(names, [float(v) for v in values], boot, sizes, data, bounds, note)
+    figures = boot_figures(names, [float(v) for v in values], boot, sizes, data, bounds, note)
     shown = cuts * data.sign
     rule = ">=" if data.sign > 0 else "<="
     listed = ", ".join(f"{t:.4g}" for t in shown)
@@ -558,7 +477,7 @@ def spearman(table: np.ndarray) -> np.ndarray:
 
 def _pairs_tau_b(x: np.ndarray, y: np.ndarray) -> float:
     """Kendall's tau-b pair by pair, in blocks: for tables too large to hold."""
-    n, block = x.size, max(1, _BLOCK_ELEMENTS // max(1, x.size))
+    n, block = x.size, max(1, BLOCK_ELEMENTS // max(1, x.size))
     score = tied_x = tied_y = 0.0
     for start in range(0, n, block):
         sx = np.sign(x[start : start + block, None] - x[None, :])
@@ -608,8 +527,8 @@ def _ordinal(x: np.ndarray, y: np.ndarray, data: Data) -> list[Figure]:
         tables = tables.reshape(-1, *shape)
         return np.stack([spearman(tables), kendall_tau_b(tables)])
 
-    boot = _resampled(statistic, [counts.astype(np.float64)], data, width=shape[0] * shape[1])
-    return _boot_figures(names, values, boot, (n, n), data, [(-1.0, 1.0)] * 2, note)
+    boot = resampled(statistic, [counts.astype(np.float64)], data, width=shape[0] * shape[1])
+    return boot_figures(names, values, boot, (n, n), data, [(-1.0, 1.0)] * 2, note)
 
 
 def _fisher_z(

@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 #: Where the sets live: inside the package, so an installed ragframe finds them.
-BENCH_DIR = Path(__file__).resolve().parent / "data" / "bench"
+BENCH_DIR = Path(__file__).resolve().parent.parent / "data" / "bench"
 #: ExpertQA support labels of claims the experts judged against a cited passage.
 JUDGED_SUPPORT = ("Complete", "Partial", "Incomplete")
 CLAIMS_SET = "expertqa-claims"
