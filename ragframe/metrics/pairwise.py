@@ -352,11 +352,7 @@ class Pairwise(Metric):
             scored = await self.compute(valid, ctx)
         else:
             scored = pl.DataFrame(schema={ROW_ID: pl.UInt32})
-        for field, dtype in {SCORE: pl.Float64(), ERROR: pl.String(), **self.detail_fields}.items():
-            if field not in scored.columns:
-                scored = scored.with_columns(pl.lit(None, dtype=dtype).alias(field))
-            else:
-                scored = scored.with_columns(pl.col(field).cast(dtype))
+        scored = _typed(scored, {SCORE: pl.Float64(), ERROR: pl.String(), **self.detail_fields})
         out = (
             reasons.join(scored, on=ROW_ID, how="left", maintain_order="left")
             .join(ctx.usage_by_row(), on=ROW_ID, how="left", maintain_order="left")
@@ -372,6 +368,14 @@ class Pairwise(Metric):
             pl.col(SCORE).alias(self.name),
             pl.struct(*self.detail_fields, ERROR, *USAGE_FIELDS).alias(f"{self.name}_detail"),
         )
+
+
+def _typed(scored: pl.DataFrame, fields: dict[str, pl.DataType]) -> pl.DataFrame:
+    """`scored` with every one of `fields` in its type (all null where compute gave none)."""
+    return scored.with_columns(
+        pl.col(f).cast(t) if f in scored.columns else pl.lit(None, dtype=t).alias(f)
+        for f, t in fields.items()
+    )
 
 
 async def arun_pairs(
