@@ -80,23 +80,8 @@ def summarize(
     """
     check_options(level, seed, method)
     lazy, meta, where = load_scored(data)
-    try:
-        schema = lazy.collect_schema()
-        groups = [by] if isinstance(by, str) else list(by or [])
-        missing = [g for g in groups if g not in schema]
-        if missing:
-            raise InputError(
-                f"by= names {missing}, which {where} lacks; its columns are {schema.names()}"
-            )
-        names = _metric_names(schema, metrics, meta, groups)
-        rules = pass_rules(names, schema, meta, thresholds=thresholds, strict=strict)
-        frame = lazy.select(
-            *groups,
-            *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in names),
-            *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
-        ).collect()
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"cannot read {where}: {exc}") from exc
+    groups = [by] if isinstance(by, str) else list(by or [])
+    frame, names, rules = _read(lazy, meta, where, groups, metrics, thresholds, strict)
     long = _cell_stats(frame, names, groups)
     intervals = _cell_intervals(frame, long, groups, level, seed, method)
     table = long.with_columns(
@@ -111,14 +96,48 @@ def summarize(
     if rules:
         table = _with_pass_rates(table, frame, groups, rules)
         columns += PASS_COLUMNS
-    table = table.select(columns)
     drawn = sample if sample is not None else meta.get("sample")
-    if drawn:
-        table = table.with_columns(
-            pl.lit(drawn.get("rows"), pl.Int64).alias("sample_rows"),
-            pl.lit(drawn.get("of"), pl.Int64).alias("population_rows"),
-        )
-    return table
+    return _with_sample(table.select(columns), drawn)
+
+
+def _with_sample(table: pl.DataFrame, drawn: Mapping[str, Any] | None) -> pl.DataFrame:
+    """`sample_rows` and `population_rows` when the log is a sample, so no figure hides it."""
+    if not drawn:
+        return table
+    return table.with_columns(
+        pl.lit(drawn.get("rows"), pl.Int64).alias("sample_rows"),
+        pl.lit(drawn.get("of"), pl.Int64).alias("population_rows"),
+    )
+
+
+def _read(
+    lazy: pl.LazyFrame,
+    meta: Mapping[str, Any],
+    where: str,
+    groups: list[str],
+    metrics: Sequence[str] | None,
+    thresholds: Mapping[str, float] | None,
+    strict: Iterable[str] | None,
+) -> tuple[pl.DataFrame, list[str], dict[str, PassRule]]:
+    """The columns a summary needs (groups, scores as floats, each pass rule's verdict), read
+    at once, with the metric names and their pass rules; a read that fails is an InputError."""
+    try:
+        schema = lazy.collect_schema()
+        missing = [g for g in groups if g not in schema]
+        if missing:
+            raise InputError(
+                f"by= names {missing}, which {where} lacks; its columns are {schema.names()}"
+            )
+        names = _metric_names(schema, metrics, meta, groups)
+        rules = pass_rules(names, schema, meta, thresholds=thresholds, strict=strict)
+        frame = lazy.select(
+            *groups,
+            *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in names),
+            *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
+        ).collect()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {where}: {exc}") from exc
+    return frame, names, rules
 
 
 def load_scored(data: Any) -> tuple[pl.LazyFrame, dict[str, Any], str]:
