@@ -244,13 +244,8 @@ def calibrate(
     lazy, meta, where = load_scored(labelled)
     frame = _score_and_label(lazy, where, score, label, labels, on)
     complete = frame.drop_nulls()
-    y = complete.get_column(label).to_numpy()
-    if not np.isin(y, [0.0, 1.0]).all():
-        raise InputError(f"label {label!r} must be Boolean or 0 / 1 to calibrate a probability")
     direction = direction_of(score, meta)
-    x = complete.get_column(score).to_numpy()
-    if direction == "lower":
-        x = 1.0 - x
+    x, y = _scores_and_labels(complete, score, label, direction)
     positives = int(y.sum())
     if y.size < 2 * folds or min(positives, y.size - positives) < 2:
         raise InputError(
@@ -319,6 +314,17 @@ def _score_and_label(
     return frame.select(
         pl.col(score).cast(pl.Float64).fill_nan(None), pl.col(label).cast(pl.Float64)
     )
+
+
+def _scores_and_labels(
+    complete: pl.DataFrame, score: str, label: str, direction: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y): the scores, turned around for a lower-is-better metric, and the 0 / 1 labels."""
+    y = complete.get_column(label).to_numpy()
+    if not np.isin(y, [0.0, 1.0]).all():
+        raise InputError(f"label {label!r} must be Boolean or 0 / 1 to calibrate a probability")
+    x = complete.get_column(score).to_numpy()
+    return (1.0 - x if direction == "lower" else x), y
 
 
 def _held_out(
