@@ -157,7 +157,7 @@ def test_several_endpoints_one_identity() -> None:
 def test_without_ray_the_error_names_the_extra() -> None:
     code = (
         "import sys; sys.modules['ray'] = None\n"
-        "import ragframe, ragframe.arrow, ragframe.cli, ragframe.cli.ray_score\n"
+        "import ragframe, ragframe.engine.arrow, ragframe.cli, ragframe.cli.ray_score\n"
         "loaded = [m for m in sys.modules if sys.modules[m] and m.split('.')[0] == 'ray']\n"
         "assert not loaded, loaded\n"
         "try:\n    import ragframe.ray\nexcept ImportError as e:\n    print(type(e).__name__, e)\n"

@@ -19,6 +19,7 @@ from ragframe.metrics.thresholds import Threshold
 from ragframe.stats import (
     BOOTSTRAP_MAX_N,
     ExactSum,
+    Interval,
     Moments,
     format_interval,
     format_mean,
@@ -41,19 +42,26 @@ def metric_summary(
     values = scores.drop_nulls().to_numpy().astype(np.float64, copy=False)
     values = values[~np.isnan(values)]
     interval = mean_interval(values, level)
-    line = {
+    line = _line(interval, level, int(values.size), scores.len() - int(values.size), direction)
+    if rule is not None:
+        line.update(pass_line(rule, interval.mean, count_passing(rule, values), int(values.size)))
+    return line
+
+
+def _line(
+    interval: Interval, level: float, scored: int, failed: int, direction: str
+) -> dict[str, Any]:
+    """A metric's summary line without its pass figures: the mean, its interval, the rows."""
+    return {
         "mean": interval.mean,
         "ci_low": interval.low,
         "ci_high": interval.high,
         "level": level,
         "interval_method": interval.method,
-        "scored": int(values.size),
-        "failed": scores.len() - int(values.size),
+        "scored": scored,
+        "failed": failed,
         "direction": direction,
     }
-    if rule is not None:
-        line.update(pass_line(rule, interval.mean, count_passing(rule, values), int(values.size)))
-    return line
 
 
 def count_passing(rule: Threshold, values: np.ndarray) -> int:
@@ -113,21 +121,22 @@ class Tally:
         self.minimum = min(self.minimum, float(values.min()))
         self.maximum = max(self.maximum, float(values.max()))
 
+    def merge(self, other: Tally) -> None:
+        """Fold another tally of the same metric into this one (a partition's into a run's)."""
+        self.scored += other.scored
+        self.passed += other.passed
+        self.failed += other.failed
+        self.total += other.total
+        self.squares += other.squares
+        self.minimum = min(self.minimum, other.minimum)
+        self.maximum = max(self.maximum, other.maximum)
+
     def summary(self, level: float = LEVEL) -> dict[str, Any]:
         moments = Moments(
             self.scored, float(self.total), float(self.squares), self.minimum, self.maximum
         )
         interval = interval_from_moments(moments, level=level)
-        line = {
-            "mean": interval.mean,
-            "ci_low": interval.low,
-            "ci_high": interval.high,
-            "level": level,
-            "interval_method": interval.method,
-            "scored": self.scored,
-            "failed": self.failed,
-            "direction": self.direction,
-        }
+        line = _line(interval, level, self.scored, self.failed, self.direction)
         if self.rule is not None:
             line.update(pass_line(self.rule, interval.mean, self.passed, self.scored))
         return line
@@ -167,29 +176,57 @@ def sample_line(summary: dict[str, Any]) -> str | None:
     )
 
 
+def _metric_cells(name: str, m: dict[str, Any]) -> tuple[Any, ...]:
+    """One metric's row, as both tables show it: status, name, mean, interval, rows scored
+    and failed, pass rate, and whether lower is better."""
+    lower = "lower is better" if m["direction"] == "lower" else ""
+    status = m.get("status") or ""
+    return (
+        status,
+        name,
+        _number(m["mean"]),
+        _interval(m),
+        m["scored"],
+        m["failed"],
+        _pass_text(m),
+        lower,
+    )
+
+
+def _footer(summary: dict[str, Any], local: bool, sep: str) -> list[str]:
+    """The lines under both tables: the sample, the run's rows, requests, tokens and time
+    (joined by `sep`), what went wrong or cost something, and the local judge's warning."""
+    sampled = sample_line(summary)
+    totals = sep.join(
+        (
+            f"rows {summary['rows']}",
+            f"requests {summary['requests']} (cache hits {summary['cache_hits']}, "
+            f"deduplicated {summary['deduplicated']})",
+            f"tokens {summary['prompt_tokens']} prompt + {summary['completion_tokens']} completion",
+            f"{summary['seconds']:.1f} s",
+        )
+    )
+    return [
+        *([sampled] if sampled else []),
+        totals,
+        *run_notes(summary),
+        *([LOCAL_WARNING] if local else []),
+    ]
+
+
 def format_summary(summary: dict[str, Any], local: bool) -> str:
     """A plain-text table: one line per metric, then the run's requests and tokens."""
     pct = f"{_level(summary):.0%} interval"
     lines = [f"   {'metric':<34} {'mean':>7} {pct:>18} {'scored':>7} {'failed':>7}"]
     for name, m in summary["metrics"].items():
-        arrow = "(lower is better)" if m["direction"] == "lower" else ""
+        status, _, mean, interval, scored, failed, passing, lower = _metric_cells(name, m)
+        arrow = f"({lower})" if lower else ""
         lines.append(
-            f"{m.get('status') or ' ':<2} {name:<34} {_number(m['mean']):>7} {_interval(m):>18} "
-            f"{m['scored']:>7} {m['failed']:>7} {_pass_text(m)} {arrow}".rstrip()
+            f"{status or ' ':<2} {name:<34} {mean:>7} {interval:>18} "
+            f"{scored:>7} {failed:>7} {passing} {arrow}".rstrip()
         )
     lines.append("")
-    sampled = sample_line(summary)
-    if sampled:
-        lines.append(sampled)
-    lines.append(
-        f"rows {summary['rows']}  |  requests {summary['requests']} "
-        f"(cache hits {summary['cache_hits']}, deduplicated {summary['deduplicated']})  |  "
-        f"tokens {summary['prompt_tokens']} prompt + {summary['completion_tokens']} completion"
-        f"  |  {summary['seconds']:.1f} s"
-    )
-    lines.extend(run_notes(summary))
-    if local:
-        lines.append(LOCAL_WARNING)
+    lines.extend(_footer(summary, local, "  |  "))
     return "\n".join(lines)
 
 
@@ -243,30 +280,13 @@ def summary_html(summary: dict[str, Any], local: bool) -> str:
         f"<th>{h}</th>"
         for h in ("", "metric", "mean", html.escape(pct), "scored", "failed", "pass", "")
     )
-    rows = []
-    for name, m in summary["metrics"].items():
-        arrow = "lower is better" if m["direction"] == "lower" else ""
-        cells = (
-            m.get("status") or "",
-            name,
-            _number(m["mean"]),
-            _interval(m),
-            m["scored"],
-            m["failed"],
-            _pass_text(m),
-            arrow,
-        )
-        rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
-    notes = [sample_line(summary)] if sample_line(summary) else []
-    notes.append(
-        f"rows {summary['rows']} · requests {summary['requests']} (cache hits "
-        f"{summary['cache_hits']}, deduplicated {summary['deduplicated']}) · tokens "
-        f"{summary['prompt_tokens']} prompt + {summary['completion_tokens']} completion · "
-        f"{summary['seconds']:.1f} s"
-    )
-    notes.extend(run_notes(summary))
-    if local:
-        notes.append(LOCAL_WARNING)
+    rows = [
+        "<tr>"
+        + "".join(f"<td>{html.escape(str(c))}</td>" for c in _metric_cells(name, m))
+        + "</tr>"
+        for name, m in summary["metrics"].items()
+    ]
+    notes = _footer(summary, local, " · ")
     paragraphs = "".join(f"<p>{html.escape(str(n))}</p>" for n in notes if n)
     return (
         f"<div class='ragframe-summary'><table><thead><tr>{head}</tr></thead>"
