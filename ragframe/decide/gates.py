@@ -159,10 +159,7 @@ def check_gates(
     metric the log lacks.
     """
     gates = _gates(fail_under, min_pass_rate)
-    if isinstance(worst, bool) or not isinstance(worst, int) or worst < 0:
-        raise ConfigError(f"worst must be a non-negative number of rows, not {worst!r}")
-    if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
-        raise ConfigError(f"level must be between 0 and 1 (e.g. 0.95), not {level!r}")
+    _check_options(worst, level)
     lazy, meta, where = load_scored(scored)
     try:
         schema = lazy.collect_schema()
@@ -183,14 +180,7 @@ def check_gates(
     )
     id_column = next((c for c in ("id", "row_index") if c in schema and _key_like(schema[c])), None)
     gated = list(dict.fromkeys(m for m, _, _ in gates))
-    try:
-        frame = lazy.select(
-            *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in gated),
-            *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
-            *([pl.col(id_column).cast(pl.String).alias("\0id")] if id_column else []),
-        ).collect()
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"cannot read {where}: {exc}") from exc
+    frame = _gated_frame(lazy, gated, rules, id_column, where)
     directions = {m: direction_of(m, meta) for m in gated}
     rows = [
         _mean_gate(frame[m], required, directions[m], ignore_failed, level)
@@ -249,6 +239,31 @@ TABLE_SCHEMA: dict[str, Any] = {
     "ok": pl.Boolean,
     "note": pl.String,
 }
+
+
+def _check_options(worst: int, level: float) -> None:
+    if isinstance(worst, bool) or not isinstance(worst, int) or worst < 0:
+        raise ConfigError(f"worst must be a non-negative number of rows, not {worst!r}")
+    if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
+        raise ConfigError(f"level must be between 0 and 1 (e.g. 0.95), not {level!r}")
+
+
+def _gated_frame(
+    lazy: pl.LazyFrame,
+    gated: list[str],
+    rules: Mapping[str, PassRule],
+    id_column: str | None,
+    where: str,
+) -> pl.DataFrame:
+    """The gated scores as floats, each pass rule's verdict and the row ids, read at once."""
+    try:
+        return lazy.select(
+            *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in gated),
+            *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
+            *([pl.col(id_column).cast(pl.String).alias("\0id")] if id_column else []),
+        ).collect()
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {where}: {exc}") from exc
 
 
 def _gates(
