@@ -444,6 +444,32 @@ def _key_norm(key: str) -> str:
 
 
 def _coerce_object(value: Any, schema: dict[str, Any], path: str, root: dict[str, Any]) -> Any:
+    value = _as_object(value, schema, path, root)
+    out: dict[str, Any] = {}
+    errors: list[str] = []
+    used = _coerce_properties(value, schema, path, root, out, errors)
+    extra = schema.get("additionalProperties")
+    if extra is True or (extra is None and not schema.get("properties")) or isinstance(extra, dict):
+        for key, item in value.items():
+            if key in used or key in out:
+                continue
+            if isinstance(extra, dict):
+                try:
+                    out[key] = _coerce(item, extra, _child_path(path, str(key)), root)
+                except AnswerError as exc:
+                    errors.extend(exc.errors)
+            else:
+                out[key] = item
+    if errors:
+        raise _schema_error(errors)
+    return out
+
+
+def _as_object(
+    value: Any, schema: dict[str, Any], path: str, root: dict[str, Any]
+) -> dict[Any, Any]:
+    """`value` as the object to coerce: a bare list put back in its only array property; an
+    error for anything else that is not an object, or for the schema echoed back."""
     props: dict[str, Any] = schema.get("properties") or {}
     required: list[str] = list(schema.get("required") or [])
     if isinstance(value, list | tuple):
@@ -459,14 +485,26 @@ def _coerce_object(value: Any, schema: dict[str, Any], path: str, root: dict[str
             "the JSON schema was echoed instead of filled; "
             f"return an object with the keys {keys} holding your answers",
         )
+    return value
 
+
+def _coerce_properties(
+    value: dict[Any, Any],
+    schema: dict[str, Any],
+    path: str,
+    root: dict[str, Any],
+    out: dict[str, Any],
+    errors: list[str],
+) -> set[Any]:
+    """Coerce the declared and the required keys of `value` into `out` (their errors into
+    `errors`), a default for a declared key that is missing; the keys of `value` used."""
+    props: dict[str, Any] = schema.get("properties") or {}
+    required: list[str] = list(schema.get("required") or [])
     # Exact keys first; a case/whitespace variant ("Verdicts ") only for undeclared keys.
     loose: dict[str, str] = {}
     for key in value:
         if isinstance(key, str) and key not in props:
             loose.setdefault(_key_norm(key), key)
-    out: dict[str, Any] = {}
-    errors: list[str] = []
     used: set[Any] = set()
     for name, sub in props.items():
         key: Any = name if name in value else loose.get(_key_norm(name))
@@ -488,19 +526,4 @@ def _coerce_object(value: Any, schema: dict[str, Any], path: str, root: dict[str
                 used.add(name)
             else:
                 errors.append(f"{_child_path(path, name)}: required key is missing")
-
-    extra = schema.get("additionalProperties")
-    if extra is True or (extra is None and not props) or isinstance(extra, dict):
-        for key, item in value.items():
-            if key in used or key in out:
-                continue
-            if isinstance(extra, dict):
-                try:
-                    out[key] = _coerce(item, extra, _child_path(path, str(key)), root)
-                except AnswerError as exc:
-                    errors.extend(exc.errors)
-            else:
-                out[key] = item
-    if errors:
-        raise _schema_error(errors)
-    return out
+    return used

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 __all__ = ["AnswerError", "Scan", "candidates", "extract_json", "truncated_error"]
@@ -87,29 +87,53 @@ def candidates(text: str | None, scan: Scan) -> Iterator[Any]:
     if not body.strip():
         raise AnswerError("the answer held only reasoning, no JSON", "empty")
 
-    seen: set[str] = set()
-    found = False
-    first_error: str | None = None
-    unclosed = False
-
-    def attempt(chunk: str) -> Any:
-        nonlocal found, first_error
-        if chunk in seen:
-            return _FAIL
-        seen.add(chunk)
-        value, error = _parse_chunk(chunk)
-        if value is _FAIL:
-            first_error = first_error or error
-        else:
-            found = True
-        return value
-
+    attempts = _Attempts()
     # Fence contents first: the model itself marked them as the answer.
     for match in _FENCE.finditer(body):
         content = match.group(1).strip()
-        if content and (value := attempt(content)) is not _FAIL:
+        if content and (value := attempts.parse(content)) is not _FAIL:
             yield value
-    # Then balanced spans, outermost first; starts inside a span that parsed are skipped.
+    yield from _span_values(body, attempts, scan)
+    if not attempts.found:
+        raise attempts.failure()
+
+
+@dataclass
+class _Attempts:
+    """The chunks `candidates` tried to parse, and what came of them."""
+
+    seen: set[str] = field(default_factory=set)
+    found: bool = False
+    first_error: str | None = None
+    #: Whether some span never closed (the answer may have been cut off).
+    unclosed: bool = False
+
+    def parse(self, chunk: str) -> Any:
+        """The value of `chunk`, or _FAIL (also for a chunk tried before)."""
+        if chunk in self.seen:
+            return _FAIL
+        self.seen.add(chunk)
+        value, error = _parse_chunk(chunk)
+        if value is _FAIL:
+            self.first_error = self.first_error or error
+        else:
+            self.found = True
+        return value
+
+    def failure(self) -> AnswerError:
+        """Why no chunk parsed: the first parse error, else a span cut off, else no JSON."""
+        if self.first_error is not None:
+            return AnswerError(
+                f"the JSON in the answer is not valid: {self.first_error}", "invalid_json"
+            )
+        if self.unclosed:
+            return truncated_error()
+        return AnswerError("no JSON object found in the answer", "no_json")
+
+
+def _span_values(body: str, attempts: _Attempts, scan: Scan) -> Iterator[Any]:
+    """The values of the balanced spans of `body`, outermost first; starts inside a span that
+    parsed are skipped. Bounded: at most _MAX_SPAN_STARTS starts and a scanning budget."""
     pos = skip_until = starts = 0
     budget = [max(_SCAN_BUDGET, 2 * len(body))]  # always enough for one full pass
     while starts < _MAX_SPAN_STARTS and budget[0] > 0:
@@ -123,20 +147,12 @@ def candidates(text: str | None, scan: Scan) -> Iterator[Any]:
         starts += 1
         end = _match_close(body, start, budget)
         if end < 0:
-            unclosed = unclosed or end == _RAN_OFF
+            attempts.unclosed = attempts.unclosed or end == _RAN_OFF
             continue
-        if (value := attempt(body[start : end + 1])) is not _FAIL:
+        if (value := attempts.parse(body[start : end + 1])) is not _FAIL:
             skip_until = end + 1
-            scan.inside_open = unclosed  # spans run off to the end, so this one is inside
+            scan.inside_open = attempts.unclosed  # spans run off to the end: this one is inside
             yield value
-
-    if found:
-        return
-    if first_error is not None:
-        raise AnswerError(f"the JSON in the answer is not valid: {first_error}", "invalid_json")
-    if unclosed:
-        raise truncated_error()
-    raise AnswerError("no JSON object found in the answer", "no_json")
 
 
 def truncated_error() -> AnswerError:
