@@ -4,7 +4,7 @@ with the warnings said once about it."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -125,13 +125,36 @@ def better_side(
     return "b" if gain > 0 else "a"
 
 
-def scalar_rows(cells: pl.DataFrame) -> Any:
+def cells_table(
+    cells: pl.DataFrame,
+    groups: list[str],
+    names: list[str],
+    directions: Mapping[str, str | None],
+    level: float,
+    seed: int,
+    figures_of: Callable[[np.ndarray, np.ndarray, str | None, float, int], dict[str, Any]],
+    counts_of: Callable[[Mapping[str, Any], str], dict[str, Any]],
+) -> pl.DataFrame:
+    """`Comparison.table` from the cells (a row per group, each metric's two score lists in
+    `{metric}\\0xa` / `\\0xb`): per metric, `figures_of` its scores and `counts_of` the row."""
+    rows = []
+    for i, cell in enumerate(_scalar_rows(cells)):
+        key = [cell[g] for g in groups]
+        for m in names:
+            xa, xb = _cell_values(cells, f"{m}\0xa", i), _cell_values(cells, f"{m}\0xb", i)
+            figures = figures_of(xa, xb, directions[m], level, _cell_seed(seed, m, key))
+            group = dict(zip(groups, key, strict=True))
+            rows.append({**group, "metric": m, **figures, **counts_of(cell, m)})
+    return _comparison_table(rows, cells, groups, names, directions, level)
+
+
+def _scalar_rows(cells: pl.DataFrame) -> Any:
     """The cells' rows as dicts, without their (long) lists of scores."""
     lists = [c for c, dtype in cells.schema.items() if isinstance(dtype, pl.List)]
     return cells.drop(lists).iter_rows(named=True)
 
 
-def cell_values(cells: pl.DataFrame, column: str, row: int) -> np.ndarray:
+def _cell_values(cells: pl.DataFrame, column: str, row: int) -> np.ndarray:
     """One cell's scores as a float64 array (empty where a side has no such group)."""
     found = cells.get_column(column)[row]
     if found is None:
@@ -139,13 +162,13 @@ def cell_values(cells: pl.DataFrame, column: str, row: int) -> np.ndarray:
     return np.asarray(found.to_numpy(), dtype=np.float64)
 
 
-def cell_seed(seed: int, metric: str, key: Sequence[Any]) -> int:
+def _cell_seed(seed: int, metric: str, key: Sequence[Any]) -> int:
     """A seed for one cell, from the seed and the cell's identity (not its position)."""
     sequence = np.random.SeedSequence([seed, zlib.crc32(repr((metric, *key)).encode())])
     return int(sequence.generate_state(1)[0])
 
 
-def comparison_table(
+def _comparison_table(
     rows: list[dict[str, Any]],
     cells: pl.DataFrame,
     groups: list[str],

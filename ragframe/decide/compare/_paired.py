@@ -4,17 +4,11 @@ found on one side only, and the pairs that changed most."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 
-from ragframe.decide.compare._cells import (
-    TIE,
-    cell_seed,
-    cell_values,
-    comparison_table,
-    paired_cell,
-    scalar_rows,
-)
+from ragframe.decide.compare._cells import TIE, cells_table, paired_cell
 from ragframe.decide.compare._sides import Side, key_casts, require
 from ragframe.errors import ConfigError, InputError
 
@@ -41,23 +35,19 @@ def compare_paired(
         .agg(_cell_aggregates(names))
         .sort(cell_groups, nulls_last=True)
     )
-    rows = []
-    for i, cell in enumerate(scalar_rows(cells)):
-        key = [cell[g] for g in groups]
-        for m in names:
-            xa, xb = cell_values(cells, f"{m}\0xa", i), cell_values(cells, f"{m}\0xb", i)
-            rng_seed = cell_seed(seed, m, key)
-            figures = paired_cell(xa, xb, directions[m], level, rng_seed)
-            counts = {
-                "matched": cell["\0matched"],
-                "only_a": cell["\0only_a"],
-                "only_b": cell["\0only_b"],
-                "failed_a": cell[f"{m}\0failed_a"],
-                "failed_b": cell[f"{m}\0failed_b"],
-            }
-            rows.append({**dict(zip(groups, key, strict=True)), "metric": m, **figures, **counts})
-    table = comparison_table(rows, cells, groups, names, directions, level)
+    table = cells_table(cells, groups, names, directions, level, seed, paired_cell, _counts)
     return table, unmatched, joined
+
+
+def _counts(cell: Mapping[str, Any], metric: str) -> dict[str, Any]:
+    """A paired cell's keys matched and on one side only, and the metric's failed rows."""
+    return {
+        "matched": cell["\0matched"],
+        "only_a": cell["\0only_a"],
+        "only_b": cell["\0only_b"],
+        "failed_a": cell[f"{metric}\0failed_a"],
+        "failed_b": cell[f"{metric}\0failed_b"],
+    }
 
 
 def _require_groups(a: Side, b: Side, groups: list[str]) -> None:

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 
-from ragframe.decide.compare._cells import (
-    cell_seed,
-    cell_values,
-    comparison_table,
-    scalar_rows,
-    unpaired_cell,
-)
+from ragframe.decide.compare._cells import cells_table, unpaired_cell
 from ragframe.decide.compare._sides import Side
 from ragframe.errors import InputError
 
@@ -51,15 +46,12 @@ def compare_unpaired(
         .join(per_side[1], on=cell_groups, how="full", coalesce=True, nulls_equal=True)
         .sort(cell_groups, nulls_last=True)
     )
-    rows = []
-    for i, cell in enumerate(scalar_rows(cells)):
-        key = [cell[g] for g in groups]
-        for m in names:
-            xa, xb = cell_values(cells, f"{m}\0xa", i), cell_values(cells, f"{m}\0xb", i)
-            figures = unpaired_cell(xa, xb, directions[m], level, cell_seed(seed, m, key))
-            counts = {
-                "failed_a": cell[f"{m}\0failed_a"] or 0,
-                "failed_b": cell[f"{m}\0failed_b"] or 0,
-            }
-            rows.append({**dict(zip(groups, key, strict=True)), "metric": m, **figures, **counts})
-    return comparison_table(rows, cells, groups, names, directions, level)
+    return cells_table(cells, groups, names, directions, level, seed, unpaired_cell, _counts)
+
+
+def _counts(cell: Mapping[str, Any], metric: str) -> dict[str, Any]:
+    """An unpaired cell's rows that failed to score on each side (0 where a side lacks it)."""
+    return {
+        "failed_a": cell[f"{metric}\0failed_a"] or 0,
+        "failed_b": cell[f"{metric}\0failed_b"] or 0,
+    }
