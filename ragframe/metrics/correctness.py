@@ -203,7 +203,13 @@ async def _classify(sides: pl.DataFrame, ctx: Context) -> pl.DataFrame:
     for no reasons, as every reason of such a run is).
     """
     extracted = pl.col("answer_error").is_null() & pl.col("truth_error").is_null()
-    judgeable = sides.filter(extracted & (pl.col("n_a") > 0) & (pl.col("n_g") > 0))
+    one_side_empty = (pl.col("n_a") == 0) | (pl.col("n_g") == 0)
+    judged = await _judged(sides.filter(extracted & ~one_side_empty), ctx)
+    return pl.concat([judged, _unjudged(sides.filter(extracted & one_side_empty), ctx)])
+
+
+async def _judged(judgeable: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    """`_classify`'s columns for rows with statements on both sides: asked of the judge."""
     judged = await ctx.ask(
         CLASSIFY,
         judgeable.select(
@@ -223,48 +229,36 @@ async def _classify(sides: pl.DataFrame, ctx: Context) -> pl.DataFrame:
         ),
         count_col=("n_a", "n_g"),
     )
-    number = pl.int_range(1, pl.len() + 1).alias("index")
-    no_truth, no_claim = (NO_TRUTH, NO_CLAIM) if ctx.reasons else (None, None)
-    unjudged = sides.filter(extracted & ((pl.col("n_a") == 0) | (pl.col("n_g") == 0))).select(
+    answer = pl.col("answer").struct
+    return judged.select(
         ROW_ID,
-        pl.col("claims")
-        .list.eval(
-            pl.struct(
-                number,
-                pl.lit(no_truth, dtype=pl.String).alias("reason"),
-                pl.lit("FP").alias("verdict"),
-            )
-        )
-        .cast(pl.List(A_VERDICT.dtype))
-        .alias("a_verdicts"),
-        pl.col("statements")
-        .list.eval(
-            pl.struct(
-                number,
-                pl.lit(no_claim, dtype=pl.String).alias("reason"),
-                pl.lit(False).alias("covered"),
-            )
-        )
-        .cast(pl.List(G_VERDICT.dtype))
-        .alias("g_verdicts"),
+        answer.field("answer_statements").cast(pl.List(A_VERDICT.dtype)).alias("a_verdicts"),
+        answer.field("ground_truth_statements").cast(pl.List(G_VERDICT.dtype)).alias("g_verdicts"),
+        pl.col("error").alias("classify_error"),
+    )
+
+
+def _unjudged(rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    """`_classify`'s columns for rows with no statement on one side: every claim a false
+    positive, every fact uncovered, with fixed reasons (null when no reasons are asked)."""
+    no_truth, no_claim = (NO_TRUTH, NO_CLAIM) if ctx.reasons else (None, None)
+    claims = _fixed_verdicts("claims", no_truth, pl.lit("FP").alias("verdict"), A_VERDICT.dtype)
+    facts = _fixed_verdicts("statements", no_claim, pl.lit(False).alias("covered"), G_VERDICT.dtype)
+    return rows.select(
+        ROW_ID,
+        claims.alias("a_verdicts"),
+        facts.alias("g_verdicts"),
         pl.lit(None, dtype=pl.String).alias("classify_error"),
     )
-    return pl.concat(
-        [
-            judged.select(
-                ROW_ID,
-                pl.col("answer")
-                .struct.field("answer_statements")
-                .cast(pl.List(A_VERDICT.dtype))
-                .alias("a_verdicts"),
-                pl.col("answer")
-                .struct.field("ground_truth_statements")
-                .cast(pl.List(G_VERDICT.dtype))
-                .alias("g_verdicts"),
-                pl.col("error").alias("classify_error"),
-            ),
-            unjudged,
-        ]
+
+
+def _fixed_verdicts(items: str, reason: str | None, verdict: pl.Expr, dtype: Any) -> pl.Expr:
+    """One verdict per item of the list column `items`: its number, `reason` and `verdict`."""
+    number = pl.int_range(1, pl.len() + 1).alias("index")
+    return (
+        pl.col(items)
+        .list.eval(pl.struct(number, pl.lit(reason, dtype=pl.String).alias("reason"), verdict))
+        .cast(pl.List(dtype))
     )
 
 
