@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import polars as pl
 
@@ -38,6 +38,20 @@ from ragframe.inputs.io import AtomicParquetWriter, InputFile, check_writable, o
 from ragframe.judge.client import Judge, JudgeSession
 from ragframe.metrics import Metric, RagasScore
 from ragframe.metrics.calibration import Calibration, add_p_human, run_calibrations
+
+
+class StreamOptions(TypedDict, total=False):
+    """The keyword options of `score_file` (those of `ascore_file`, with its defaults)."""
+
+    judge: Judge | None
+    columns: Mapping[str, str] | None
+    chunk_rows: int | None
+    overwrite: bool
+    chunks_in_flight: int
+    reasons: bool | None
+    thresholds: Mapping[str, float] | None
+    strict: Iterable[str]
+    spec: RunSpec | None
 
 
 @dataclass
@@ -164,44 +178,21 @@ async def _stream(
     loop = asyncio.get_running_loop()
     t0 = loop.time()
 
-    # Scoring zero rows sends nothing and gives the output schema, so the writer (and its
-    # overwrite check) exists before the first request.
     async def score(frame: pl.DataFrame) -> pl.DataFrame:
         return add_p_human(await score_frame(frame, metrics, session, columns), calibrations)
 
+    # Scoring zero rows sends nothing and gives the output schema, so the writer (and its
+    # overwrite check) exists before the first request.
     template = await score(empty)
     check_writable(template.schema)
     result = StreamResult(
-        template,
-        metrics,
-        session.judge,
-        session.stats,
-        0.0,
-        started,
-        extra={"chunk_rows": chunk_rows, **extra},
-        run=run,
-        output=target,
-    )
+        template, metrics, session.judge, session.stats, 0.0, started,
+        extra={"chunk_rows": chunk_rows, **extra}, run=run, output=target,
+    )  # fmt: skip
     # The summary is known only at the end: `update_metadata` puts it in the footer.
-    writer = AtomicParquetWriter(
-        target,
-        template.to_arrow().schema,
-        {**result.metadata(), "summary": None},
-        overwrite=overwrite,
-    )
-    running: deque[asyncio.Task[pl.DataFrame]] = deque()
-    writing: asyncio.Future[None] | None = None
-
-    async def write_next() -> None:
-        nonlocal writing
-        scored = await running.popleft()
-        # Compression runs off the loop, so the chunk still in flight keeps its requests going.
-        # Shielded: a cancelled run waits for the write thread before closing the writer.
-        writing = loop.run_in_executor(None, writer.write, scored)
-        await asyncio.shield(writing)
-        result.add_chunk(scored)
-        session.forget()
-
+    meta = {**result.metadata(), "summary": None}
+    writer = AtomicParquetWriter(target, template.to_arrow().schema, meta, overwrite=overwrite)
+    chunks = _InOrder(writer, result, session, chunks_in_flight)
     reader = _ChunkReader(source.chunks(chunk_rows))
     # A format that does not record its rows: the plan grows with each chunk read.
     planned_by_chunk, planned = source.rows is None, 0
@@ -210,27 +201,72 @@ async def _stream(
             if planned_by_chunk:
                 planned += frame.height
                 session.plan(work_plan(metrics, planned))
-            running.append(asyncio.create_task(score(frame)))
+            chunks.start(score(frame))
             reader.read_ahead()  # the next chunk is decoded while this one is being scored
-            if len(running) >= chunks_in_flight:
-                await write_next()
-        while running:
-            await write_next()
+            await chunks.write_if_full()
+        await chunks.write_all()
         result.seconds = loop.time() - t0
         result.extra["chunks"] = result.chunks
         writer.update_metadata(result.metadata())
         writer.close()
     except BaseException:
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
-        if writing is not None:
-            await asyncio.wait([writing])
-        writer.abort()
+        await chunks.abort()
         raise
     finally:
         await reader.close()
     return result
+
+
+class _InOrder:
+    """The chunks being scored, written strictly in input order as each one's turn comes:
+    at most `in_flight` of them scored at once, each folded into the result once written."""
+
+    def __init__(
+        self,
+        writer: AtomicParquetWriter,
+        result: StreamResult,
+        session: JudgeSession,
+        in_flight: int,
+    ) -> None:
+        self.writer = writer
+        self.result = result
+        self.session = session
+        self.in_flight = in_flight
+        self._running: deque[asyncio.Task[pl.DataFrame]] = deque()
+        self._writing: asyncio.Future[None] | None = None
+
+    def start(self, scoring: Coroutine[Any, Any, pl.DataFrame]) -> None:
+        """Start scoring the next chunk (it is written after every chunk before it)."""
+        self._running.append(asyncio.create_task(scoring))
+
+    async def write_if_full(self) -> None:
+        """Write the oldest chunk when `in_flight` chunks are being scored."""
+        if len(self._running) >= self.in_flight:
+            await self._write_next()
+
+    async def write_all(self) -> None:
+        """Write every chunk still being scored, in order."""
+        while self._running:
+            await self._write_next()
+
+    async def _write_next(self) -> None:
+        scored = await self._running.popleft()
+        # Compression runs off the loop, so the chunk still in flight keeps its requests going.
+        # Shielded: a cancelled run waits for the write thread before closing the writer.
+        loop = asyncio.get_running_loop()
+        self._writing = loop.run_in_executor(None, self.writer.write, scored)
+        await asyncio.shield(self._writing)
+        self.result.add_chunk(scored)
+        self.session.forget()
+
+    async def abort(self) -> None:
+        """Cancel the chunks being scored, wait for a write in progress, drop the output."""
+        for task in self._running:
+            task.cancel()
+        await asyncio.gather(*self._running, return_exceptions=True)
+        if self._writing is not None:
+            await asyncio.wait([self._writing])
+        self.writer.abort()
 
 
 class _ChunkReader:
@@ -271,16 +307,7 @@ def score_file(
     input_path: str | Path,
     output_path: str | Path,
     metrics: Iterable[str | Metric | RagasScore],
-    *,
-    judge: Judge | None = None,
-    columns: Mapping[str, str] | None = None,
-    chunk_rows: int | None = None,
-    overwrite: bool = False,
-    chunks_in_flight: int = 2,
-    reasons: bool | None = None,
-    thresholds: Mapping[str, float] | None = None,
-    strict: Iterable[str] = (),
-    spec: RunSpec | None = None,
+    **options: Unpack[StreamOptions],
 ) -> StreamResult:
     """Score a Parquet, JSON Lines or CSV file chunk by chunk and write the scored Parquet
     file, in input order.
@@ -288,25 +315,10 @@ def score_file(
     The output holds what `ragframe.run(...).write_parquet(...)` would write for the same
     input (every input column and row, plus `{metric}` and `{metric}_detail`), with the run's
     metadata and summary; memory stays bounded by `chunk_rows` (default 2,000) x
-    `chunks_in_flight`. An
-    interrupted run resumes from the cache when run again. `metrics` may be "all";
-    `reasons`, `thresholds` and `strict` as in `evaluate`. `spec`, when given, is the whole
+    `chunks_in_flight` (default 2). An interrupted run resumes from the cache when run
+    again. `metrics` may be "all"; `judge`, `reasons`, `thresholds` and `strict` as in
+    `evaluate`; `overwrite` to replace an existing output. `spec`, when given, is the whole
     run specification (the command line's), and replaces metrics, columns, chunk_rows,
-    reasons, thresholds and strict.
+    reasons, thresholds and strict. The options are keyword-only (`StreamOptions`).
     """
-    return run_sync(  # type: ignore[no-any-return]
-        ascore_file(
-            input_path,
-            output_path,
-            metrics,
-            judge=judge,
-            columns=columns,
-            chunk_rows=chunk_rows,
-            overwrite=overwrite,
-            chunks_in_flight=chunks_in_flight,
-            reasons=reasons,
-            thresholds=thresholds,
-            strict=strict,
-            spec=spec,
-        )
-    )
+    return run_sync(ascore_file(input_path, output_path, metrics, **options))  # type: ignore[no-any-return]

@@ -237,24 +237,23 @@ def run_notes(summary: dict[str, Any]) -> list[str]:
         from ragframe.engine.repeats import format_repeats
 
         lines.extend(format_repeats(summary["repeats"]))
+    if summary.get("jury"):
+        from ragframe.engine.jury_text import format_jury
+
+        lines.extend(format_jury(summary["jury"]))
     for name, why in (summary.get("skipped_metrics") or {}).items():
         lines.append(f"skipped {name}: {why}")
     if summary.get("cost_usd") is not None:
         lines.append(f"cost ${summary['cost_usd']:.4f} (requests sent in this run)")
     if summary.get("retries"):
-        lines.append(
-            "retries by cause: " + ", ".join(f"{k} {v}" for k, v in summary["retries"].items())
-        )
+        lines.append(f"retries by cause: {_by_cause(summary['retries'])}")
     if summary.get("remembered_failures"):
         lines.append(
             f"remembered failures (not sent again; --retry-failed sends them): "
             f"{summary['remembered_failures']}"
         )
     if summary.get("failures"):
-        lines.append(
-            "failed requests by cause: "
-            + ", ".join(f"{k} {v}" for k, v in summary["failures"].items())
-        )
+        lines.append(f"failed requests by cause: {_by_cause(summary['failures'])}")
     for change in summary.get("structured_downgrades") or []:
         reason = " ".join(str(change["reason"]).split())[:160]
         lines.append(
@@ -271,6 +270,11 @@ def run_notes(summary: dict[str, Any]) -> list[str]:
             f"embedding texts cut to the embedding model's limit: {summary['embedding_texts_cut']}"
         )
     return lines
+
+
+def _by_cause(counts: dict[str, int]) -> str:
+    """`429 2, timeout 1`: counts by cause, in the summary's order."""
+    return ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
 def summary_html(summary: dict[str, Any], local: bool) -> str:
