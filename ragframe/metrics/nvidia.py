@@ -30,6 +30,20 @@ from ragframe.prompts import load
 RATING_MAX_TOKENS = 32
 
 
+def rating_info(
+    scale: tuple[int, ...], *, requests_per_row: str, empty_input: str, source: str
+) -> MetricInfo:
+    """The catalog entry of a dual judge whose ratings lie on `scale`."""
+    *low, high = (str(point) for point in scale)
+    return MetricInfo(
+        formula=f"mean of valid ratings / {max(scale)} over two templates "
+        f"({', '.join(low)} or {high} each)",
+        requests_per_row=requests_per_row,
+        empty_input=empty_input,
+        source=source,
+    )
+
+
 def rating_task(name: str, prompt_name: str, scale: tuple[int, ...]) -> Task:
     """A judge task whose answer is `{"rating": one of scale}`, nothing else."""
     return Task(
@@ -80,19 +94,7 @@ class DualJudge(Metric):
         return {"templates": [name for name, _ in self.templates], "scale": list(self.scale)}
 
     async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-        rule = self.shortcut()
-        decided = rows.select(ROW_ID).with_columns(
-            pl.lit(None, dtype=pl.String).alias("shortcut"),
-            pl.lit(None, dtype=pl.Float64).alias("shortcut_score"),
-        )
-        if rule is not None:
-            condition, score = rule
-            why = f"decided without a request: {self.shortcut_reason}"
-            decided = rows.select(
-                ROW_ID,
-                pl.when(condition).then(pl.lit(why)).alias("shortcut"),
-                pl.when(condition).then(pl.lit(score, dtype=pl.Float64)).alias("shortcut_score"),
-            )
+        decided = self._decided(rows)
         todo = rows.filter(decided.get_column("shortcut").is_null())
         first, second = self.prompts()
         (name_1, task_1), (name_2, task_2) = self.templates
@@ -139,6 +141,23 @@ class DualJudge(Metric):
                 )
                 .alias("error"),
             )
+        )
+
+    def _decided(self, rows: pl.DataFrame) -> pl.DataFrame:
+        """ROW_ID, `shortcut` (why the row was decided without a request) and `shortcut_score`,
+        both null for a row to be asked."""
+        rule = self.shortcut()
+        if rule is None:
+            return rows.select(ROW_ID).with_columns(
+                pl.lit(None, dtype=pl.String).alias("shortcut"),
+                pl.lit(None, dtype=pl.Float64).alias("shortcut_score"),
+            )
+        condition, score = rule
+        why = f"decided without a request: {self.shortcut_reason}"
+        return rows.select(
+            ROW_ID,
+            pl.when(condition).then(pl.lit(why)).alias("shortcut"),
+            pl.when(condition).then(pl.lit(score, dtype=pl.Float64)).alias("shortcut_score"),
         )
 
     def _partial(self) -> pl.Expr:
@@ -213,8 +232,8 @@ class AnswerAccuracy(DualJudge):
     requires: ClassVar[tuple[str, ...]] = ("question", "answer", "ground_truth")
     scale = ACCURACY_SCALE
     templates = (("answer_vs_reference", ACCURACY_1), ("reference_vs_answer", ACCURACY_2))
-    info = MetricInfo(
-        formula="mean of valid ratings / 4 over two templates (0, 2 or 4 each)",
+    info = rating_info(
+        ACCURACY_SCALE,
         requests_per_row="2",
         empty_input="null: missing question, answer or ground_truth; null if both ratings fail",
         source="NVIDIA AnswerAccuracy via ragas (004)",
@@ -299,8 +318,8 @@ class ContextRelevance(_VerbatimShortcut):
     templates = (("direct", RELEVANCE_1), ("rephrased", RELEVANCE_2))
     shortcut_reason = "the contexts appear verbatim in the question"
     shortcut_score = 0.0
-    info = MetricInfo(
-        formula="mean of valid ratings / 2 over two templates (0, 1 or 2 each)",
+    info = rating_info(
+        RELEVANCE_SCALE,
         requests_per_row="2 (0 when the contexts only repeat the question)",
         empty_input="null: missing question or contexts; null if both ratings fail",
         source="NVIDIA ContextRelevance via ragas (004)",
@@ -345,8 +364,8 @@ class ResponseGroundedness(_VerbatimShortcut):
     templates = (("direct", GROUNDEDNESS_1), ("rephrased", GROUNDEDNESS_2))
     shortcut_reason = "the answer appears verbatim in the contexts"
     shortcut_score = 1.0
-    info = MetricInfo(
-        formula="mean of valid ratings / 2 over two templates (0, 1 or 2 each)",
+    info = rating_info(
+        GROUNDEDNESS_SCALE,
         requests_per_row="2 (0 when the answer is quoted verbatim from the contexts)",
         empty_input="null: missing answer or contexts; null if both ratings fail",
         source="NVIDIA ResponseGroundedness via ragas (004)",
