@@ -106,6 +106,17 @@ def _records(frame: pl.DataFrame, *columns: str) -> list[dict[str, Any]]:
     return frame.select(columns).to_dicts()
 
 
+def labelled(
+    frame: pl.DataFrame, name: str | pl.Expr, n: str | None, value: str, *tips: str
+) -> pl.DataFrame:
+    """The rows `intervals` draws: a `label` ("name (n=N)", or the name alone when `n` is
+    None), the value, its interval, and the `tips` columns (tooltips)."""
+    label = pl.col(name) if isinstance(name, str) else name
+    if n:
+        label = pl.format("{} (n={})", label, pl.col(n))
+    return frame.select(label.alias("label"), value, "ci_low", "ci_high", *tips)
+
+
 def intervals(
     rows: pl.DataFrame,
     *,

@@ -100,13 +100,12 @@ def _diff_figures(
             if groups
             else pl.lit(str(m))
         )
-        label = pl.format("{} (n={})", name, pl.col(n_col)) if n_col else name
         tips = [
             c
             for c in ("n", "mean_a", "mean_b", "p_value", "wins", "ties", "losses", "better")
             if c in part.columns
         ]
-        rows = part.select(label.alias("label"), "diff", "ci_low", "ci_high", *tips)
+        rows = _charts.labelled(part, name, n_col, "diff", *tips)
         spec = _charts.intervals(
             rows,
             value="diff",

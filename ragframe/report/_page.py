@@ -116,6 +116,12 @@ def interval_text(low: Any, high: Any) -> str:
     return format_interval(low, high)
 
 
+def _mean_cells(r: Mapping[str, Any]) -> list[Any]:
+    """A mean's table cells: rows, scored, failed, mean, its interval and how it was got."""
+    ci = interval_text(r["ci_low"], r["ci_high"])
+    return [r["n"], r["scored"], r["failed"], r["mean"], ci, r["method"]]
+
+
 def summary_section(
     figs: Figures,
     overall: pl.DataFrame,
@@ -132,12 +138,7 @@ def summary_section(
             [
                 r["metric"],
                 f"{r['direction']} is better",
-                r["n"],
-                r["scored"],
-                r["failed"],
-                r["mean"],
-                interval_text(r["ci_low"], r["ci_high"]),
-                r["method"],
+                *_mean_cells(r),
                 rule.describe() if rule else "-",
                 percent(rate["rate"]) if rate else "-",
             ]
@@ -146,14 +147,8 @@ def summary_section(
     headers += ["interval method", "pass rule", "pass rate"]
     if not rules:  # no pass rule known: no empty columns
         headers, rows = headers[:-2], [row[:-2] for row in rows]
-    chart_rows = overall.select(
-        pl.format("{} (n={})", "metric", "scored").alias("label"),
-        "mean",
-        "ci_low",
-        "ci_high",
-        "scored",
-        "failed",
-        "direction",
+    chart_rows = _charts.labelled(
+        overall, "metric", "scored", "mean", "scored", "failed", "direction"
     )
     spec = _charts.intervals(
         chart_rows,
@@ -209,15 +204,7 @@ def groups_section(
     ).sort("rank", maintain_order=True)
     items = []
     for (m,), part in means.group_by("metric", maintain_order=True):
-        rows = part.select(
-            pl.format("{} (n={})", "group", "scored").alias("label"),
-            "mean",
-            "ci_low",
-            "ci_high",
-            "n",
-            "scored",
-            "failed",
-        )
+        rows = _charts.labelled(part, "group", "scored", "mean", "n", "scored", "failed")
         spec = _charts.intervals(
             rows,
             value="mean",
@@ -236,19 +223,7 @@ def groups_section(
                 "with fewer values to see all."
             )
         )
-    rows = [
-        [
-            r["group"],
-            r["metric"],
-            r["n"],
-            r["scored"],
-            r["failed"],
-            r["mean"],
-            interval_text(r["ci_low"], r["ci_high"]),
-            r["method"],
-        ]
-        for r in means.iter_rows(named=True)
-    ]
+    rows = [[r["group"], r["metric"], *_mean_cells(r)] for r in means.iter_rows(named=True)]
     headers = ["group", "metric", "rows", "scored", "failed", "mean", level_text(level), "method"]
     title = f"By {', '.join(light.groups)}"
     return section("groups", title, *notes, grid(items), table(headers, rows))
@@ -260,10 +235,8 @@ def pass_section(
     """Pass rates against each metric's rule: a row that failed to score does not pass."""
     items = []
     for (m,), part in passes.group_by("metric", maintain_order=True):
-        label = pl.format("{} (n={})", "group" if grouped else "metric", "n")
-        rows = part.select(
-            label.alias("label"), "rate", "ci_low", "ci_high", "n", "passed", "scored"
-        )
+        name = "group" if grouped else "metric"
+        rows = _charts.labelled(part, name, "n", "rate", "n", "passed", "scored")
         spec = _charts.intervals(
             rows,
             value="rate",
