@@ -1485,40 +1485,53 @@ class FakeServer:
                     }
                 )
                 continue
-            custom_id = entry.get("custom_id")
-            body = entry.get("body") if isinstance(entry.get("body"), dict) else {}
-            if batch["model"] is None:
-                batch["model"] = body.get("model")
-            url = str(entry.get("url") or batch["endpoint"])
-            status, resp_body, error = await self._batch_line(url, body)
-            line_out = {
-                "id": self._new_id("batch_req_"),
-                "custom_id": custom_id,
-                "response": None
-                if status is None
-                else {"status_code": status, "request_id": f"req_{self._ids:x}", "body": resp_body},
-                "error": error,
-            }
+            status, line_out = await self._batch_entry(batch, entry)
             (ok if status == 200 else failed).append(line_out)
-            counts = batch["request_counts"]
-            counts["completed" if status == 200 else "failed"] += 1
+            batch["request_counts"]["completed" if status == 200 else "failed"] += 1
         if self.batch_delay > 0 and not cancel.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(cancel.wait(), self.batch_delay)
+        self._publish_batch(batch, ok, failed, cancelled=cancel.is_set())
+
+    async def _batch_entry(
+        self, batch: dict[str, Any], entry: dict[str, Any]
+    ) -> tuple[int | None, dict[str, Any]]:
+        """One parsed line of a batch answered: its status (None if no answer) and result line."""
+        body = entry.get("body") if isinstance(entry.get("body"), dict) else {}
+        if batch["model"] is None:
+            batch["model"] = body.get("model")
+        url = str(entry.get("url") or batch["endpoint"])
+        status, resp_body, error = await self._batch_line(url, body)
+        line_out = {
+            "id": self._new_id("batch_req_"),
+            "custom_id": entry.get("custom_id"),
+            "response": None
+            if status is None
+            else {"status_code": status, "request_id": f"req_{self._ids:x}", "body": resp_body},
+            "error": error,
+        }
+        return status, line_out
+
+    def _publish_batch(
+        self,
+        batch: dict[str, Any],
+        ok: list[dict[str, Any]],
+        failed: list[dict[str, Any]],
+        *,
+        cancelled: bool,
+    ) -> None:
+        """Write the output and error files, each shuffled (as OpenAI's come), and end the batch."""
         batch["finalizing_at"] = int(time.time())
         shuffler = random.Random(f"{self.seed}:{batch['id']}")
         shuffler.shuffle(ok)
         shuffler.shuffle(failed)
-        if ok:
-            data = "".join(json.dumps(x) + "\n" for x in ok).encode("utf-8")
-            meta = self._add_file(data, f"{batch['id']}_output.jsonl", "batch_output")
-            batch["output_file_id"] = meta["id"]
-        if failed:
-            data = "".join(json.dumps(x) + "\n" for x in failed).encode("utf-8")
-            meta = self._add_file(data, f"{batch['id']}_error.jsonl", "batch_output")
-            batch["error_file_id"] = meta["id"]
+        for results, kind in ((ok, "output"), (failed, "error")):
+            if results:
+                data = "".join(json.dumps(x) + "\n" for x in results).encode("utf-8")
+                meta = self._add_file(data, f"{batch['id']}_{kind}.jsonl", "batch_output")
+                batch[f"{kind}_file_id"] = meta["id"]
         now = int(time.time())
-        if cancel.is_set():
+        if cancelled:
             batch["status"], batch["cancelled_at"] = "cancelled", now
         else:
             batch["status"], batch["completed_at"] = "completed", now
