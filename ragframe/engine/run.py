@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
 import polars as pl
 
+from ragframe.engine.jury import check_jury, execute_jury
 from ragframe.engine.prepare import prepare_run, run_sync, sampled_frame, score_frame, work_plan
 from ragframe.engine.result import RunResult
 from ragframe.engine.spec import RunSpec, refuse_unsupported
@@ -36,6 +37,8 @@ class RunOptions(TypedDict, total=False):
     strict: Iterable[str]
     repeats: int
     calibration: Any
+    judges: Sequence[Judge]
+    aggregate: str
 
 
 def spec_of(metrics: Any, options: RunOptions) -> RunSpec:
@@ -51,6 +54,8 @@ async def execute(
     from ragframe.engine.repeats import check_repeats
 
     refuse_unsupported(spec, path)
+    if spec.judges:  # a jury: each judge runs this function, then the verdicts are combined
+        return await execute_jury(data, spec, check_jury(spec, judge), path, execute)
     repeats = check_repeats(spec.repeats)
     frame, extra = sampled_frame(data, spec.sample, spec.seed, spec.columns)
     ready = prepare_run(frame, spec, judge, extra)
@@ -232,6 +237,12 @@ def evaluate(
         `{metric}_repeats` lists them, and the summary gives per metric the per-row standard
         deviation, the test-retest reliability with its interval and the runs to average for
         0.9 (see `ragframe.engine.repeats`).
+    judges : a jury (two or more `Judge`s, instead of `judge`): every metric scored by each
+        judge through its own pool, limits, cache and cost; `{metric}` is then the jury's
+        score (faithfulness: a majority vote on each shared claim, then supported / claims;
+        the others: the mean, or the median with `aggregate="median"`), each judge's kept as
+        `{metric}@{model}`, and the summary gives the judges' agreement (see
+        `ragframe.engine.jury`).
     calibration : a `Calibration` (`ragframe.calibrate`), its JSON file, or a list of them:
         each adds `{metric}_p_human`, the probability that a person labels the row true
         (null where the score is null); a calibration fitted for another judge or prompt is

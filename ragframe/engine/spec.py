@@ -43,12 +43,15 @@ FLAGS: dict[str, str] = {
     "dry_run": "--dry-run",
     "max_cost": "--max-cost",
     "calibration": "--calibration",
+    "judges": "--jury",
+    "aggregate": "--jury-aggregate",
 }
 
 _EVERY = frozenset(FLAGS)
 
 #: What each path honours. Anything else it is given is refused before the first request.
-#: "streamed" hands --sample and --repeats to "in-memory" (the command line routes them);
+#: "streamed" hands --sample, --repeats and --jury to "in-memory" (the command line routes
+#: them);
 #: "batch" (`ragframe batch`, the OpenAI Batch API) takes metrics and columns, and the
 #: judge's own options; its parser refuses every other option before anything is sent, and
 #: the scored file it writes is summarised, gated and compared like any other;
@@ -57,8 +60,9 @@ _EVERY = frozenset(FLAGS)
 #: the gates, sampling and repeats are the caller's.
 PATHS: dict[str, frozenset[str]] = {
     "in-memory": _EVERY,
-    "streamed": _EVERY - {"sample", "repeats"},
-    "ray": _EVERY - {"sample", "repeats", "dry_run", "chunk_rows", "calibration"},
+    "streamed": _EVERY - {"sample", "repeats", "judges", "aggregate"},
+    "ray": _EVERY
+    - {"sample", "repeats", "dry_run", "chunk_rows", "calibration", "judges", "aggregate"},
     "arrow": frozenset({"metrics", "columns", "reasons", "thresholds", "strict"}),
     "batch": frozenset({"metrics", "columns"}),
 }
@@ -95,6 +99,10 @@ class RunSpec:
     max_cost: float | None = None
     #: Calibrations (files or `Calibration`s) whose `{metric}_p_human` columns the run adds.
     calibration: tuple[Any, ...] = ()
+    #: A jury's judges (`ragframe.engine.jury`): every metric scored by each, then combined.
+    judges: tuple[Any, ...] = ()
+    #: How a jury combines scores where the judges do not vote on shared items.
+    aggregate: str = "mean"
 
     @classmethod
     def of(cls, metrics: Any, **options: Any) -> RunSpec:
@@ -107,6 +115,7 @@ class RunSpec:
         calibration = given.get("calibration") or ()
         single = isinstance(calibration, str | Path) or hasattr(calibration, "predict")
         given["calibration"] = (calibration,) if single else tuple(calibration)
+        given["judges"] = tuple(given.get("judges") or ())
         return cls(metrics=metrics if isinstance(metrics, str) else tuple(metrics), **given)
 
     def given(self) -> list[str]:
@@ -159,6 +168,8 @@ class RunSpec:
                 str(c) if isinstance(c, str | Path) else f"{c.metric} ({c.method}, n={c.n})"
                 for c in self.calibration
             ],
+            "judges": [str(j.model) for j in self.judges],
+            "aggregate": self.aggregate,
         }
         if judge is not None:
             record["limits"] = {

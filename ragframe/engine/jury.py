@@ -1,0 +1,316 @@
+"""A jury: every metric scored by several judges through the same engine, and one verdict.
+
+Each judge runs the run's metrics as a run of its own (`execute`): its own pool, limits,
+cache, cost and failures. What the judges share, and who runs it:
+
+- faithfulness's claims are extracted once, by the first judge (the lead), and every other
+  judge verifies those same claims (they reach it as a `claims` column, the metric's "bring
+  your own claims" input): so the judges vote on the same items, and a jury of k judges sends
+  one extraction and k verifications per row, not k of each. A row whose lead extraction
+  failed is extracted again by each judge (its votes then cannot be lined up: mean of scores).
+- every other stage is run by every judge (k times one judge's requests at most).
+
+The jury's score, per metric:
+
+- faithfulness: a claim is supported when more than half of the judges that gave it a verdict
+  say so (a tie is not supported: the claim is not shown to hold); the score is then the
+  metric's own formula, supported claims / claims with a verdict, so the jury's detail (each
+  claim with every judge's vote) justifies its score.
+- every other metric: the mean of the judges' scores (`aggregate="median"`: the median), null
+  when no judge scored the row; the detail lists each judge's score.
+
+Columns: `{metric}` and `{metric}_detail` are the jury's (and `{metric}_pass` on its score);
+each judge's own score and detail are kept as `{metric}@{judge}` and `{metric}@{judge}_detail`
+(the judge's name: its model, with `#2`, `#3` for a model named twice).
+
+How much the judges agree (`RunResult.extra["jury"]`, printed in the summary): per metric,
+Krippendorff's alpha over rows (interval scale, on the judges' scores) and, for faithfulness,
+over claims (nominal, on the votes), each with n and a bootstrap interval over units
+(`ragframe.stats.alpha`); and the rows where the judges split most (the widest spread of
+scores).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+
+from ragframe.engine.prepare import sampled_frame
+from ragframe.engine.repeats import merge_stats
+from ragframe.engine.result import RunResult
+from ragframe.engine.spec import RunSpec
+from ragframe.errors import ConfigError
+from ragframe.metrics.thresholds import PASS_SUFFIX
+from ragframe.stats.alpha import alpha_interval
+
+Aggregate = Literal["mean", "median"]
+#: Between a metric's name and a judge's in a judge's own columns: `faithfulness@gpt-4o-mini`.
+JUDGE_SEP = "@"
+#: The metric whose items the judges share (its claims column, `Faithfulness.optional`).
+SHARED_CLAIMS = "faithfulness"
+#: Rows listed where the judges split most.
+SPLIT_ROWS = 5
+#: The agreement's interval level and seed.
+LEVEL, SEED = 0.95, 0
+
+
+def judge_names(judges: Sequence[Any]) -> list[str]:
+    """Each judge's name in column names: its model, `#2`, `#3`... for a repeated model."""
+    names: list[str] = []
+    for judge in judges:
+        base, n = str(judge.model), 2
+        name = base
+        while name in names:
+            name, n = f"{base}#{n}", n + 1
+        names.append(name)
+    return names
+
+
+def check_jury(spec: RunSpec, judge: Any) -> list[Any]:
+    """The jury's judges, or a ConfigError before any request for what a jury cannot do."""
+    judges = list(spec.judges)
+    if judge is not None:
+        raise ConfigError("pass judge= or judges=, not both (a jury's first judge leads it)")
+    if len(judges) < 2:
+        raise ConfigError(f"a jury needs at least 2 judges, got {len(judges)}")
+    if spec.repeats != 1:
+        raise ConfigError("judges= with repeats= is not supported: run the repeats per judge")
+    _aggregate(spec)
+    return judges
+
+
+async def execute_jury(
+    data: Any, spec: RunSpec, judges: list[Any], path: str, execute: Callable[..., Any]
+) -> RunResult:
+    """Score `data` with every judge (module docstring) and combine them into the jury;
+    `execute` runs one judge's run (`ragframe.engine.run.execute`, which calls this)."""
+    frame, extra = sampled_frame(data, spec.sample, spec.seed, spec.columns)
+    one = RunSpec.of(
+        spec.metrics,
+        columns=spec.columns,
+        reasons=spec.reasons,
+        thresholds=spec.thresholds,
+        strict=spec.strict,
+    )
+    lead = await execute(frame, one, judges[0], path=path)
+    names = [m.name for m in lead.metrics]
+    shared = SHARED_CLAIMS in names and "claims" not in frame.columns
+    others_frame = frame.with_columns(lead_claims(lead.frame)) if shared else frame
+    others = await asyncio.gather(*(execute(others_frame, one, j, path=path) for j in judges[1:]))
+    results = [lead, *others]
+    jury_names = judge_names(judges)
+    scored = combine(frame, results, jury_names, lead.metrics, shared, _aggregate(spec))
+    extra["jury"] = agreement(scored, names, jury_names, shared)
+    seconds = max(r.seconds for r in results)
+    stats = merge_stats([r.stats for r in results])
+    result = RunResult(scored, lead.metrics, judges[0], stats, seconds, lead.started, extra)
+    result.run = {**spec.metadata(path, judges[0]), "jury": jury_names}
+    return result
+
+
+def _aggregate(spec: RunSpec) -> Aggregate:
+    if spec.aggregate not in ("mean", "median"):
+        raise ConfigError(f"a jury aggregates by mean or median, not {spec.aggregate!r}")
+    return "median" if spec.aggregate == "median" else "mean"
+
+
+def lead_claims(scored: pl.DataFrame) -> pl.Series:
+    """The lead judge's extracted claims per row, as the `claims` input of the other judges
+    (null where it has none, so those rows fall back to extraction)."""
+    detail = pl.col(f"{SHARED_CLAIMS}_detail")
+    claims = detail.struct.field("claims").list.eval(pl.element().struct.field("claim"))
+    usable = detail.struct.field("error").is_null() & claims.list.len().gt(0)
+    return scored.select(pl.when(usable).then(claims).alias("claims")).to_series()
+
+
+def _own(result: RunResult, metric: str, name: str) -> list[pl.Series]:
+    """One judge's score and detail of `metric`, renamed `{metric}@{name}`."""
+    own = f"{metric}{JUDGE_SEP}{name}"
+    frame = result.frame
+    return [
+        frame.get_column(metric).alias(own),
+        frame.get_column(f"{metric}_detail").alias(f"{own}_detail"),
+    ]
+
+
+def combine(
+    frame: pl.DataFrame,
+    results: list[RunResult],
+    names: list[str],
+    metrics: list[Any],
+    shared: bool,
+    aggregate: Aggregate,
+) -> pl.DataFrame:
+    """The input, then per metric the jury's score, detail (and pass), then each judge's."""
+    jury_columns: list[pl.Series] = []
+    own_columns: list[pl.Series] = []
+    for metric in metrics:
+        own = [
+            s
+            for result, name in zip(results, names, strict=True)
+            for s in _own(result, metric.name, name)
+        ]
+        own_columns += own
+        scores = pl.DataFrame(own[0::2])
+        if metric.name == SHARED_CLAIMS and shared:
+            jury = claims_jury(pl.DataFrame(own[1::2]), scores, names)
+        else:
+            jury = scores_jury(scores, names, aggregate)
+        score = jury.get_column("score").alias(metric.name)
+        jury_columns += [score, jury.get_column("detail").alias(f"{metric.name}_detail")]
+        rule = getattr(metric, "pass_rule", None)
+        if rule is not None:
+            passed = pl.DataFrame([score]).select(rule.passes(pl.col(metric.name)))
+            jury_columns.append(passed.to_series().alias(metric.name + PASS_SUFFIX))
+    return frame.hstack([*jury_columns, *own_columns])
+
+
+def scores_jury(scores: pl.DataFrame, names: list[str], aggregate: Aggregate) -> pl.DataFrame:
+    """The mean (or median) of the judges' scores per row, with each judge's in the detail."""
+    row = pl.concat_list(pl.all()).alias("scores")
+    valid = row.list.drop_nulls()
+    combined = valid.list.median() if aggregate == "median" else valid.list.mean()
+    return scores.select(
+        pl.when(valid.list.len() > 0).then(combined).cast(pl.Float64).alias("score"),
+        pl.struct(
+            row.cast(pl.List(pl.Float64)),
+            pl.lit(names, dtype=pl.List(pl.String)).alias("judges"),
+            pl.lit(aggregate).alias("aggregate"),
+            pl.when(valid.list.len() == 0).then(pl.lit("no judge scored the row")).alias("error"),
+        ).alias("detail"),
+    )
+
+
+def claims_jury(details: pl.DataFrame, scores: pl.DataFrame, names: list[str]) -> pl.DataFrame:
+    """Faithfulness by majority over the shared claims: each claim's votes, the jury's verdict
+    (supported when more than half of the judges with a verdict say so), the metric's formula
+    on those verdicts. A row whose judges did not verify the same claims (its lead extraction
+    failed) falls back to the mean of their scores, and says so in its error."""
+    k = len(names)
+    claims = [pl.col(c).struct.field("claims") for c in details.columns]
+    votes = [f"_v{i}" for i in range(k)]
+    rows = details.with_row_index("_row").with_columns(
+        *[c.list.len().alias(f"_n{i}") for i, c in enumerate(claims)]
+    )
+    aligned = pl.all_horizontal(pl.col(f"_n{i}") == pl.col("_n0") for i in range(k))
+    rows = rows.with_columns((aligned & (pl.col("_n0") > 0)).alias("_aligned"))
+    majority = (
+        rows.filter("_aligned")
+        .select(
+            "_row",
+            claims[0].alias("_claim"),
+            *[
+                c.list.eval(pl.element().struct.field("supported")).alias(v)
+                for c, v in zip(claims, votes, strict=True)
+            ],
+        )
+        .explode(["_claim", *votes])
+        .with_columns(pl.concat_list(votes).alias("votes"))
+        .with_columns(
+            pl.col("votes").list.eval(pl.element().cast(pl.Int32)).list.sum().alias("_yes"),
+            pl.col("votes").list.drop_nulls().list.len().alias("_voted"),
+        )
+        .with_columns(
+            pl.when(pl.col("_voted") > 0).then(pl.col("_yes") * 2 > pl.col("_voted")).alias("_jury")
+        )
+        .group_by("_row", maintain_order=True)
+        .agg(
+            pl.struct(
+                pl.col("_claim").struct.field("claim"),
+                pl.col("_jury").alias("supported"),
+                pl.col("votes"),
+                pl.col("_claim").struct.field("reason"),
+            ).alias("claims"),
+            pl.col("_jury").cast(pl.Float64).mean().alias("_majority"),
+        )
+    )
+    judged = rows.select(
+        "_row",
+        "_aligned",
+        pl.coalesce([pl.col(c).struct.field("error") for c in details.columns]).alias("_error"),
+    ).hstack([scores.select(pl.mean_horizontal(pl.all()).alias("_mean")).to_series()])
+    out = judged.join(majority, on="_row", how="left").sort("_row")
+    score = pl.when(pl.col("_aligned")).then(pl.col("_majority")).otherwise(pl.col("_mean"))
+    error = (
+        pl.when(pl.col("_aligned").not_() & pl.col("_mean").is_not_null())
+        .then(pl.lit("the judges verified different claims: the mean of their scores"))
+        .when(score.is_null())
+        .then(pl.col("_error").fill_null("no judge verified a claim"))
+    )
+    return out.select(
+        score.alias("score"),
+        pl.struct(
+            pl.col("claims"),
+            pl.lit(names, dtype=pl.List(pl.String)).alias("judges"),
+            error.alias("error"),
+        ).alias("detail"),
+    )
+
+
+def agreement(
+    scored: pl.DataFrame, metrics: list[str], names: list[str], shared: bool
+) -> dict[str, Any]:
+    """Per metric: Krippendorff's alpha over rows (interval, the judges' scores) and, for the
+    shared claims, over claims (nominal, the votes), with n and interval; the rows where the
+    judges' scores spread most."""
+    figures: dict[str, Any] = {"judges": names, "metrics": {}}
+    for metric in metrics:
+        own = [f"{metric}{JUDGE_SEP}{name}" for name in names]
+        matrix = scored.select(own).to_numpy().astype(np.float64)
+        line: dict[str, Any] = {"rows": _alpha(matrix, "interval")}
+        if metric == SHARED_CLAIMS and shared:
+            votes = (
+                scored.select(
+                    pl.col(f"{metric}_detail")
+                    .struct.field("claims")
+                    .list.eval(pl.element().struct.field("votes"))
+                )
+                .to_series()
+                .explode()
+                .drop_nulls()
+            )
+            items = (
+                np.array(
+                    [[np.nan if v is None else float(v) for v in row] for row in votes.to_list()]
+                )
+                if votes.len()
+                else np.empty((0, len(names)))
+            )
+            line["items"] = _alpha(items, "nominal")
+        spread = (
+            np.nanmax(matrix, axis=1) - np.nanmin(matrix, axis=1) if matrix.size else np.empty(0)
+        )
+        order = [
+            int(i) for i in np.argsort(-np.nan_to_num(spread, nan=-1.0)) if not np.isnan(spread[i])
+        ]
+        line["split_rows"] = [{"row": i, "spread": float(spread[i])} for i in order[:SPLIT_ROWS]]
+        figures["metrics"][metric] = line
+    return figures
+
+
+def _alpha(matrix: np.ndarray, scale: Literal["interval", "nominal"]) -> dict[str, Any]:
+    """Alpha with its interval and n (units with at least two verdicts), or why not."""
+    pairable = int((np.sum(~np.isnan(matrix), axis=1) >= 2).sum()) if matrix.size else 0
+    if pairable < 2:
+        return {
+            "alpha": None,
+            "ci_low": None,
+            "ci_high": None,
+            "n": pairable,
+            "note": "fewer than 2 units with 2 verdicts",
+        }
+    try:
+        found = alpha_interval(matrix, scale, level=LEVEL, seed=SEED)
+    except (ConfigError, ValueError) as err:  # every verdict alike: no disagreement to measure
+        return {"alpha": None, "ci_low": None, "ci_high": None, "n": pairable, "note": str(err)}
+    return {
+        "alpha": found.alpha,
+        "ci_low": found.low,
+        "ci_high": found.high,
+        "n": pairable,
+        "note": None,
+    }

@@ -1,0 +1,158 @@
+"""A jury of judges through one engine (`evaluate(..., judges=[...])`), with scripted judges on
+the fake server, told apart by their model names: the majority's verdicts win over a judge
+that always answers wrongly, the jury's score equals its own detail, the claims are extracted
+once (by the lead judge) and verified by every judge, and a rerun resumes from the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import fenced, reply, task_name
+
+import ragframe
+from ragframe.errors import ConfigError
+from ragframe.testing.server import FakeServer, auto_answer
+
+CLAIMS = ["The sky is blue.", "Grass is green.", "Snow is black."]
+
+
+def rows(n: int = 4) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "question": [f"What colour is thing {i}?" for i in range(n)],
+            "answer": [
+                f"Answer {i}: the sky is blue, grass is green, snow is black." for i in range(n)
+            ],
+            "contexts": [[f"Row {i}.", "The sky is blue.", "Grass is green."] for i in range(n)],
+            "ground_truth": ["Blue, green, white."] * n,
+        }
+    )
+
+
+def scripted(body: dict[str, Any]) -> Any:
+    """Claims: three per answer. Verdicts: an honest judge supports the first two claims;
+    the liar ("liar" in its model name) answers every claim the other way."""
+    task = task_name(body)
+    if task == "answer_claims":
+        return reply({"claims": CLAIMS})
+    if task == "faithfulness_verify":
+        liar = "liar" in body["model"]
+        verdicts = [
+            {"index": i + 1, "reason": f"checked {claim}", "supported": (i < 2) != liar}
+            for i, claim in enumerate(fenced(body, "claim"))
+        ]
+        return reply({"verdicts": verdicts})
+    return auto_answer(body)
+
+
+def named(server: FakeServer, model: str, cache: Any) -> ragframe.Judge:
+    """A judge of the fake server under its own model name (as `conftest.judge_for`)."""
+    return ragframe.Judge(
+        model,
+        base_url=server.base_url,
+        api_key="sk-test-not-a-real-key",
+        embedding_model="fake-embedding",
+        cache=cache,
+        progress=False,
+        backoff_base=0.01,
+        backoff_max=0.05,
+    )
+
+
+def jury(server: FakeServer, tmp_path: Path) -> list[ragframe.Judge]:
+    """Two honest judges and a liar, each with a cache of its own."""
+    models = ("honest-a", "honest-b", "liar-c")
+    return [named(server, m, tmp_path / f"{m}.sqlite3") for m in models]
+
+
+def test_the_majority_outvotes_a_judge_that_always_answers_wrongly(tmp_path: Path) -> None:
+    with FakeServer(handler=scripted) as server:
+        judges = jury(server, tmp_path)
+        result = ragframe.run(rows(), ["faithfulness", "context_recall"], judges=judges)
+    scored = result.frame
+    assert scored["faithfulness"].to_list() == pytest.approx([2 / 3] * 4)
+    assert scored["faithfulness@honest-a"].to_list() == pytest.approx([2 / 3] * 4)
+    assert scored["faithfulness@liar-c"].to_list() == pytest.approx([1 / 3] * 4)
+    claims = scored["faithfulness_detail"][0]["claims"]
+    assert [c["supported"] for c in claims] == [True, True, False]
+    assert [c["votes"] for c in claims] == [
+        [True, True, False],
+        [True, True, False],
+        [False, False, True],
+    ]
+    assert scored["faithfulness_detail"][0]["judges"] == ["honest-a", "honest-b", "liar-c"]
+    # context_recall has no shared items: the mean of the three judges' scores
+    judges = ("honest-a", "honest-b", "liar-c")
+    own = scored.select(pl.mean_horizontal([f"context_recall@{j}" for j in judges])).to_series()
+    assert scored["context_recall"].to_list() == pytest.approx(own.to_list())
+    assert result.run["jury"] == ["honest-a", "honest-b", "liar-c"]
+
+
+def test_claims_are_extracted_once_and_verified_by_every_judge(tmp_path: Path) -> None:
+    with FakeServer(handler=scripted) as server:
+        judges = jury(server, tmp_path)
+        ragframe.run(rows(), ["faithfulness"], judges=judges)
+        by = [(task_name(b), b["model"]) for b in server.chat_requests]
+        with FakeServer(handler=scripted) as alone:
+            one = named(alone, "honest-a", False)
+            ragframe.run(rows(), ["faithfulness"], judge=one)
+            single = alone.count()
+    extractions = [m for t, m in by if t == "answer_claims"]
+    assert extractions and set(extractions) == {"honest-a"}  # the lead judge alone extracts
+    verifications = [m for t, m in by if t == "faithfulness_verify"]
+    assert sorted(set(verifications)) == ["honest-a", "honest-b", "liar-c"]
+    assert len(verifications) == 3 * len(rows())
+    assert len(by) <= 3 * single and len(by) < 3 * single  # fewer: the shared stage
+
+
+def test_the_jury_score_equals_its_own_detail(tmp_path: Path) -> None:
+    with FakeServer(handler=scripted) as server:
+        judges = jury(server, tmp_path)
+        metrics = ["faithfulness", "context_recall", "context_precision"]
+        scored = ragframe.evaluate(rows(), metrics, judges=judges, aggregate="median")
+    for row in scored.iter_rows(named=True):
+        claims = row["faithfulness_detail"]["claims"]
+        verdicts = [c["supported"] for c in claims if c["supported"] is not None]
+        assert row["faithfulness"] == pytest.approx(sum(verdicts) / len(verdicts))
+        for metric in ("context_recall", "context_precision"):
+            given = sorted(s for s in row[f"{metric}_detail"]["scores"] if s is not None)
+            assert row[metric] == pytest.approx(given[len(given) // 2])  # the median of 3
+
+
+def test_agreement_is_measured_and_printed(tmp_path: Path) -> None:
+    with FakeServer(handler=scripted) as server:
+        judges = jury(server, tmp_path)
+        result = ragframe.run(rows(6), ["faithfulness"], judges=judges)
+    jury_figures = result.extra["jury"]["metrics"]["faithfulness"]
+    items = jury_figures["items"]
+    assert items["n"] == 18 and items["alpha"] is not None and items["alpha"] < 0.5
+    assert -1 <= items["ci_low"] <= items["alpha"] <= items["ci_high"] <= 1
+    text = str(result)
+    assert "jury of 3: honest-a, honest-b, liar-c" in text and "alpha over claims" in text
+
+
+def test_a_jury_resumes_from_its_judges_caches(tmp_path: Path) -> None:
+    with FakeServer(handler=scripted) as server:
+        judges = jury(server, tmp_path)
+        first = ragframe.evaluate(rows(), ["faithfulness"], judges=judges)
+        sent = server.count()
+        again = ragframe.evaluate(rows(), ["faithfulness"], judges=jury(server, tmp_path))
+        assert server.count() == sent  # every answer came from the judges' caches
+    assert again.equals(first)
+
+
+def test_what_a_jury_cannot_do_is_refused_before_any_request(tmp_path: Path) -> None:
+    with FakeServer(handler=scripted) as server:
+        judges = jury(server, tmp_path)
+        with pytest.raises(ConfigError, match="at least 2 judges"):
+            ragframe.run(rows(), ["faithfulness"], judges=judges[:1])
+        with pytest.raises(ConfigError, match="not both"):
+            ragframe.run(rows(), ["faithfulness"], judges=judges, judge=judges[0])
+        with pytest.raises(ConfigError, match="repeats"):
+            ragframe.run(rows(), ["faithfulness"], judges=judges, repeats=2)
+        with pytest.raises(ConfigError, match="mean or median"):
+            ragframe.run(rows(), ["faithfulness"], judges=judges, aggregate="mode")
+        assert server.count() == 0
