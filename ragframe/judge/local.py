@@ -41,6 +41,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from ragframe.judge.packages import package_folders
+
 __all__ = [
     "LOCAL_DEFAULTS",
     "LOCAL_MODEL",
@@ -124,14 +126,7 @@ def _gguf_path() -> Path | None:
     Importing it needs the `llm` tool and llama-cpp-python, which a --no-deps install lacks,
     and `importlib.resources` imports it; `find_spec` only locates it.
     """
-    try:
-        spec = importlib.util.find_spec(_GGUF_PACKAGE)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        folder = Path(location)
+    for folder in package_folders(_GGUF_PACKAGE):
         exact = folder / _GGUF_NAME
         if exact.is_file():
             return exact
