@@ -103,6 +103,16 @@ REFERENCE_MATCH = pl.Struct(
 )
 
 
+def _no_llm_info(formula: str, inputs: tuple[str, ...], source: str) -> MetricInfo:
+    """The catalog entry of a metric that sends nothing and needs both of its `inputs`."""
+    return MetricInfo(
+        formula=formula,
+        requests_per_row="0",
+        empty_input=f"null: missing {' or '.join(inputs)}",
+        source=source,
+    )
+
+
 class _TextOverlap(Metric):
     """Shared computation of the two text metrics: each item of `side` (named by its index
     column) gets its best match among the items of `other` and `flag` (that match reaches the
@@ -178,12 +188,10 @@ class ContextPrecisionNonLLM(_TextOverlap):
     name = "context_precision_nonllm"
     side, other, flag, into = "context_index", "reference_index", "relevant", "contexts"
     detail_fields: ClassVar[dict[str, pl.DataType]] = {"contexts": pl.List(CONTEXT_MATCH)}
-    info = MetricInfo(
-        formula="average precision of (best Levenshtein similarity to a reference "
-        ">= similarity_threshold)",
-        requests_per_row="0",
-        empty_input="null: missing contexts or reference_contexts",
-        source="ragas NonLLMContextPrecisionWithReference (002)",
+    info = _no_llm_info(
+        "average precision of (best Levenshtein similarity to a reference >= similarity_threshold)",
+        TEXT_INPUTS,
+        "ragas NonLLMContextPrecisionWithReference (002)",
     )
 
     def score(self, flags: pl.Expr) -> pl.Expr:
@@ -207,12 +215,10 @@ class ContextRecallNonLLM(_TextOverlap):
     name = "context_recall_nonllm"
     side, other, flag, into = "reference_index", "context_index", "matched", "references"
     detail_fields: ClassVar[dict[str, pl.DataType]] = {"references": pl.List(REFERENCE_MATCH)}
-    info = MetricInfo(
-        formula="reference contexts with a retrieved context >= similarity_threshold similar "
-        "/ references",
-        requests_per_row="0",
-        empty_input="null: missing contexts or reference_contexts",
-        source="ragas NonLLMContextRecall (002)",
+    info = _no_llm_info(
+        "reference contexts with a retrieved context >= similarity_threshold similar / references",
+        TEXT_INPUTS,
+        "ragas NonLLMContextRecall (002)",
     )
 
     def score(self, flags: pl.Expr) -> pl.Expr:
@@ -290,11 +296,10 @@ class ContextPrecisionIDs(_IDOverlap):
     name = "context_precision_ids"
     side, flag = "retrieved", "relevant"
     detail_fields: ClassVar[dict[str, pl.DataType]] = {"retrieved": pl.List(RETRIEVED_ID)}
-    info = MetricInfo(
-        formula="|retrieved ids ∩ reference ids| / |retrieved ids| (distinct ids)",
-        requests_per_row="0",
-        empty_input="null: missing retrieved_context_ids or reference_context_ids",
-        source="ragas IDBasedContextPrecision (002)",
+    info = _no_llm_info(
+        "|retrieved ids ∩ reference ids| / |retrieved ids| (distinct ids)",
+        ID_INPUTS,
+        "ragas IDBasedContextPrecision (002)",
     )
 
 
@@ -312,11 +317,10 @@ class ContextRecallIDs(_IDOverlap):
     name = "context_recall_ids"
     side, flag = "reference", "retrieved"
     detail_fields: ClassVar[dict[str, pl.DataType]] = {"reference": pl.List(REFERENCE_ID)}
-    info = MetricInfo(
-        formula="|retrieved ids ∩ reference ids| / |reference ids| (distinct ids)",
-        requests_per_row="0",
-        empty_input="null: missing retrieved_context_ids or reference_context_ids",
-        source="ragas IDBasedContextRecall (002)",
+    info = _no_llm_info(
+        "|retrieved ids ∩ reference ids| / |reference ids| (distinct ids)",
+        ID_INPUTS,
+        "ragas IDBasedContextRecall (002)",
     )
 
 
