@@ -37,6 +37,13 @@ _DESCRIBE = {
 }
 
 
+def _checked_name(name: Any, kind: str) -> str:
+    """`name`, the metric's score column, unless it is not a non-empty string."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{kind} needs a non-empty name")
+    return name
+
+
 def _judged_inputs(inputs: Sequence[str], metric: str) -> tuple[str, ...]:
     """Canonical names (peers' aliases accepted) in prompt order; refuse anything else."""
     if isinstance(inputs, str):
@@ -180,9 +187,7 @@ class GEval(Metric):
         reasons: bool | None = None,
     ) -> None:
         super().__init__(reasons=reasons)
-        if not isinstance(name, str) or not name.strip():
-            raise ConfigError("GEval needs a non-empty name")
-        self.name = name
+        self.name = _checked_name(name, "GEval")
         self.criteria = criteria.strip() if criteria is not None else None
         if evaluation_steps is not None:
             if isinstance(evaluation_steps, str):
@@ -519,9 +524,7 @@ class RubricScore(Metric):
         reasons: bool | None = None,
     ) -> None:
         super().__init__(reasons=reasons)
-        if not isinstance(name, str) or not name.strip():
-            raise ConfigError("RubricScore needs a non-empty name")
-        self.name = name
+        self.name = _checked_name(name, "RubricScore")
         self.requires = _judged_inputs(inputs, name)  # type: ignore[misc]
         if rubric is None:
             if "ground_truth" not in self.requires:
