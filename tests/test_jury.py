@@ -5,6 +5,7 @@ once (by the lead judge) and verified by every judge, and a rerun resumes from t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,29 +20,32 @@ from ragframe.testing.server import FakeServer, auto_answer
 CLAIMS = ["The sky is blue.", "Grass is green.", "Snow is black."]
 
 
-def rows(n: int = 4) -> pl.DataFrame:
+def rows(n: int = 4, first: int = 0) -> pl.DataFrame:
+    numbers = range(first, first + n)
     return pl.DataFrame(
         {
-            "question": [f"What colour is thing {i}?" for i in range(n)],
-            "answer": [
-                f"Answer {i}: the sky is blue, grass is green, snow is black." for i in range(n)
-            ],
-            "contexts": [[f"Row {i}.", "The sky is blue.", "Grass is green."] for i in range(n)],
+            "question": [f"What colour is thing {i}?" for i in numbers],
+            "answer": [f"Answer {i}: sky blue, grass green, snow black." for i in numbers],
+            "contexts": [[f"Row {i}.", "The sky is blue.", "Grass is green."] for i in numbers],
             "ground_truth": ["Blue, green, white."] * n,
         }
     )
 
 
 def scripted(body: dict[str, Any]) -> Any:
-    """Claims: three per answer. Verdicts: an honest judge supports the first two claims;
-    the liar ("liar" in its model name) answers every claim the other way."""
+    """Claims: three per answer. Verdicts: an honest judge supports the first two claims (all
+    three on rows 100 and up); the liar ("liar" in its model name) answers every claim the
+    other way."""
     task = task_name(body)
     if task == "answer_claims":
         return reply({"claims": CLAIMS})
     if task == "faithfulness_verify":
         liar = "liar" in body["model"]
+        text = body["messages"][-1]["content"]
+        row = int(re.search(r"Row (\d+)\.", text).group(1))  # type: ignore[union-attr]
+        supported = 3 if row >= 100 else 2
         verdicts = [
-            {"index": i + 1, "reason": f"checked {claim}", "supported": (i < 2) != liar}
+            {"index": i + 1, "reason": f"checked {claim}", "supported": (i < supported) != liar}
             for i, claim in enumerate(fenced(body, "claim"))
         ]
         return reply({"verdicts": verdicts})
@@ -156,3 +160,26 @@ def test_what_a_jury_cannot_do_is_refused_before_any_request(tmp_path: Path) -> 
         with pytest.raises(ConfigError, match="mean or median"):
             ragframe.run(rows(), ["faithfulness"], judges=judges, aggregate="mode")
         assert server.count() == 0
+
+
+def test_the_dry_run_counts_every_judge_and_each_judge_meets_people(tmp_path: Path) -> None:
+    """`estimate(judges=...)` adds up every judge's requests and cost; `agreement` reads each
+    judge's column and the jury's side by side."""
+    with FakeServer(handler=scripted) as server:
+        judges = jury(server, tmp_path)
+        one = ragframe.estimate(rows(), ["faithfulness"], judge=judges[0])
+        all_three = ragframe.estimate(rows(), ["faithfulness"], judges=judges)
+        assert all_three["requests"] == sum(
+            ragframe.estimate(rows(), ["faithfulness"], judge=j)["requests"] for j in judges
+        )
+        assert all_three["requests"] == 3 * one["requests"] and server.count() == 0
+        log = pl.concat([rows(4), rows(4, first=100)])  # people: the last four faithful
+        scored = ragframe.evaluate(log, ["faithfulness"], judges=judges)
+    labelled = scored.with_columns(faithful=pl.Series([False] * 4 + [True] * 4))
+
+    def auroc(column: str) -> float:
+        table = ragframe.agreement(labelled, score=column, label="faithful", direction="higher")
+        return float(table.filter(pl.col("figure") == "auroc")["value"].item())
+
+    assert auroc("faithfulness@honest-a") == 1.0 and auroc("faithfulness@liar-c") == 0.0
+    assert auroc("faithfulness") == 1.0  # the jury beats its worst member, side by side

@@ -103,6 +103,7 @@ async def aestimate(
     seed: int = 0,
     reasons: bool | None = None,
     repeats: int = 1,
+    judges: Sequence[Judge] = (),
 ) -> dict[str, Any]:
     """What scoring `data` would send, without sending anything (a dry run).
 
@@ -113,9 +114,17 @@ async def aestimate(
     streamed run needs; identical prompts are counted once within a chunk (and a frame), once
     per chunk across chunks, so for a file with repeats the figure is an upper bound. With
     `repeats` k, each repeat's requests are counted at its own judge seed, as `run` sends them
-    (their cached answers are free too).
+    (their cached answers are free too). With `judges` (a jury), every judge's requests are
+    counted at its own price and added up: an upper bound, since the judges after the first
+    verify the first judge's claims instead of extracting their own.
     """
     from ragframe.engine.repeats import check_repeats, repeat_judges
+
+    if judges:
+        options = {"columns": columns, "chunk_rows": chunk_rows, "sample": sample, "seed": seed}
+        options |= {"reasons": reasons, "repeats": repeats}
+        each = [await aestimate(data, metrics, judge=j, **options) for j in judges]
+        return _jury_estimate(each)
 
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
@@ -144,6 +153,18 @@ async def aestimate(
         for key, value in session.estimate.items():
             totals[key] = totals.get(key, 0) + value
     return _estimate_figures(ready.judge, totals, rows, repeats)
+
+
+def _jury_estimate(each: list[dict[str, Any]]) -> dict[str, Any]:
+    """A jury's dry run: every judge's counts and cost added up, each judge's kept."""
+    total = dict(each[0])
+    for key in ("requests", "prompt_tokens", "completion_tokens"):
+        total[key] = sum(e[key] for e in each)
+    costs = [e["cost_usd"] for e in each]
+    total["cost_usd"] = None if None in costs else round(sum(costs), 6)
+    total["model"] = ", ".join(e["model"] for e in each)
+    total["judges"] = each
+    return total
 
 
 def _estimate_figures(
@@ -179,10 +200,11 @@ def estimate(
     seed: int = 0,
     reasons: bool | None = None,
     repeats: int = 1,
+    judges: Sequence[Judge] = (),
 ) -> dict[str, Any]:
     """Estimate requests, tokens and cost before any request is sent (`--dry-run`)."""
     options = {"judge": judge, "columns": columns, "chunk_rows": chunk_rows, "sample": sample}
-    options |= {"seed": seed, "reasons": reasons, "repeats": repeats}
+    options |= {"seed": seed, "reasons": reasons, "repeats": repeats, "judges": judges}
     return run_sync(aestimate(data, metrics, **options))  # type: ignore[no-any-return]
 
 
