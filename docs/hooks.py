@@ -2,7 +2,8 @@
 
 - one page per metric, from `ragframe.catalog()` (each metric's `MetricInfo`, direction and
   required inputs) and the class's docstring, plus the overview table on `metrics/index.md`;
-- the command-line reference, from `ragframe.cli.build_parser()`.
+- the command-line reference, from `ragframe.cli.build_parser()`;
+- the table of which run path honours which option, from `ragframe.engine.spec.PATHS`.
 
 They are virtual files (`File.generated`), built on every `mkdocs build` and never committed.
 """
@@ -21,6 +22,7 @@ from ragframe.cli import build_parser
 METRICS_DIR = "metrics"
 CLI_PAGE = "cli.md"
 TABLE_MARKER = "<!-- generated: metric table -->"
+PATHS_MARKER = "<!-- generated: run paths -->"
 
 
 def _metric_class(row: dict[str, Any]) -> type:
@@ -146,6 +148,25 @@ def cli_page() -> str:
     return "\n".join(out)
 
 
+def paths_table() -> str:
+    """One row per option of a run, one column per path: honoured, or refused before any
+    request (`ragframe.engine.spec.PATHS` and `FLAGS`)."""
+    from ragframe.engine.spec import FLAGS, PATHS
+
+    score = _subparsers(build_parser()).get("score")
+    on_cli = {o for a in score._actions for o in a.option_strings} if score else set()
+    paths = list(PATHS)
+    out = [
+        "| option (Python) | `ragframe score` | " + " | ".join(paths) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in paths) + " |",
+    ]
+    for name, flag in FLAGS.items():
+        cli = f"`{flag}`" if flag in on_cli else "–"
+        cells = ["yes" if name in PATHS[p] else "refused" for p in paths]
+        out.append(f"| `{name}` | {cli} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 def on_config(config):
     """Fill the Metrics section of the navigation with one page per metric."""
     pages = [f"{METRICS_DIR}/{row['name']}.md" for row in _metric_rows()]
@@ -166,4 +187,6 @@ def on_files(files: Files, config) -> Files:
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if TABLE_MARKER in markdown:
         markdown = markdown.replace(TABLE_MARKER, metric_table(_metric_rows()))
+    if PATHS_MARKER in markdown:
+        markdown = markdown.replace(PATHS_MARKER, paths_table())
     return markdown
