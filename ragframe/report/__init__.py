@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from ragframe.errors import ConfigError
-from ragframe.report import _charts, _comparison, _data, _page, _shell
+from ragframe.report import _charts, _comparison, _data, _page, _people, _shell
 from ragframe.report._deps import need
 from ragframe.report._source import Source, check_output, direction, group_columns, load, pass_rules
 
@@ -40,6 +40,11 @@ def report(
     worst: int = 20,
     level: float = 0.95,
     title: str | None = None,
+    calibration: Any = None,
+    labels: Any = None,
+    label: str = "faithful",
+    label_on: str = "id",
+    label_score: str | Sequence[str] | None = None,
 ) -> str:
     """The HTML report of a scored log; written to `output` too when given.
 
@@ -48,7 +53,13 @@ def report(
     (means with intervals and histograms per group). `against`: another scored log to compare
     with (the baseline, a; this log is b), paired on the `on` columns (None: unpaired).
     `worst`: rows shown per metric (lowest scores; highest for a lower-is-better metric).
-    `level`: the intervals' confidence level.
+    `level`: the intervals' confidence level. `calibration`: a `Calibration`, its file, or a
+    list of them: each gets its reliability diagram (fitted curve, binned observed rates with
+    intervals) and held-out Brier score and ECE. `labels`: a labelled sample (a filled label
+    sheet, a frame or a file with the `label_on` key and the `label` column): the human rate
+    of the whole log per `label_score` metric (default: the metrics the file scored), PPI++
+    beside the judge's and the labels' own, each with n labelled and N scored. A jury's run
+    shows the judges' agreement.
     """
     if isinstance(worst, bool) or not isinstance(worst, int) or worst < 0:
         raise ConfigError(f"worst must be a non-negative integer (rows per metric), not {worst!r}")
@@ -61,6 +72,9 @@ def report(
     out = check_output(output, source, *([baseline] if baseline else []))
     figs = _page.Figures()
     sections, nav, lines = _sections(figs, source, baseline, by, on, worst, level)
+    people = {"calibration": calibration, "labels": labels, "label": label, "on": label_on}
+    extra, links = _people_sections(figs, source, people, label_score, level)
+    sections[1:1], nav[1:1] = extra, links
     name = title or f"ragframe report: {source.label}"
     document = _shell.page(name, lines, nav, sections, figs.specs, _page.vega_bundle())
     if out is not None:
@@ -126,6 +140,43 @@ def _sections(
             _page.run_section("run-against", f"Run metadata of a ({baseline.label})", baseline.meta)
         )
     return sections, nav, _header(source, baseline, overall, light, meta)
+
+
+def _people_sections(
+    figs: _page.Figures,
+    source: Source,
+    people: dict[str, Any],
+    label_score: str | Sequence[str] | None,
+    level: float,
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """The sections on what people would say and on a jury, where the run has them."""
+    from ragframe.metrics.calibration import Calibration
+
+    sections, nav = [], []
+    given = people["calibration"]
+    if given is not None:
+        items = given if isinstance(given, list | tuple) else [given]
+        calibrations = [c if isinstance(c, Calibration) else Calibration.load(c) for c in items]
+        for cal in calibrations:
+            cal.check_provenance(source.meta, source.label)
+        sections.append(_people.calibration_section(figs, calibrations))
+        nav.append(("calibration", "Calibration"))
+    if people["labels"] is not None:
+        columns = source.lazy.collect_schema().names()
+        scores = [label_score] if isinstance(label_score, str) else list(label_score or [])
+        scores = scores or _people.labelled_scores(source.meta, columns)
+        frame = _people.frame_of(source)
+        sections.append(
+            _people.human_section(
+                frame, people["labels"], scores, people["label"], people["on"], level
+            )
+        )
+        nav.append(("people", "What people would say"))
+    jury = (source.meta.get("summary") or {}).get("jury")
+    if jury:
+        sections.append(_people.jury_section(jury))
+        nav.append(("jury", "Jury"))
+    return sections, nav
 
 
 def _worst(
