@@ -24,23 +24,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 from ragframe.errors import RagframeError
+
+#: What the judge options say where a batch job takes its defaults from.
+_BATCH_HELPS = {
+    "model": "judge model (default: the manifest's, else $RAGFRAME_MODEL)",
+    "embedding-model": "embedding model for answer_relevancy (sent live)",
+    "cache": "answer cache file (default: the manifest's, else ~/.cache)",
+}
 
 
 def _judge_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", help="judge model (default: the manifest's, else $RAGFRAME_MODEL)")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-    p.add_argument("--embedding-model", help="embedding model for answer_relevancy (sent live)")
-    p.add_argument("--cache", help="answer cache file (default: the manifest's, else ~/.cache)")
-    p.add_argument(
-        "--timeout", type=common.positive_float, default=120.0, help="seconds per HTTP request"
-    )
-    p.add_argument(
-        "--retry-failed",
-        action="store_true",
-        help="send again the requests the cache remembers as failed for good (cut off at "
-        "max_tokens, or never fitting their schema); by default they are not paid for twice",
+    options.add_judge_options(
+        p,
+        ("model", "base-url", "embedding-model", "cache", "timeout", "retry-failed"),
+        helps=_BATCH_HELPS,
     )
     p.add_argument(
         "--max-attempts",
@@ -54,6 +53,9 @@ def _job_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--columns", help="rename inputs: question=my_prompt,answer=my_output")
 
 
+INPUT_HELP = "input log: .parquet, .jsonl / .ndjson or .csv"
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `batch` and its subcommands to the `ragframe` parser's subparsers."""
     batch = subparsers.add_parser(
@@ -64,36 +66,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     batch.set_defaults(handler=cmd_batch)
     sub = batch.add_subparsers(dest="batch_command", required=True)
-
-    submit = sub.add_parser("submit", help="submit the requests the cache lacks as batches")
-    submit.add_argument("input", help="input log: .parquet, .jsonl / .ndjson or .csv")
-    submit.add_argument("--manifest", required=True, help="the job's manifest (JSON)")
-    _job_options(submit)
-    _judge_options(submit)
-
-    status = sub.add_parser("status", help="poll the job's batches and print their state")
-    status.add_argument("--manifest", required=True)
+    _step(sub, "submit", "submit the requests the cache lacks as batches", reads=True)
+    status = _step(sub, "status", "poll the job's batches and print their state")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
-    _judge_options(status)
-
-    collect = sub.add_parser(
-        "collect", help="store finished batches, submit the next stage or write the output"
+    collect = _step(
+        sub, "collect", "store finished batches, submit the next stage or write the output"
     )
-    collect.add_argument("--manifest", required=True)
-    collect.add_argument("-o", "--output", help="output Parquet file, written when all is done")
-    collect.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    _judge_options(collect)
-
-    run = sub.add_parser("run", help="submit, poll and collect until done, in one process")
-    run.add_argument("input", help="input log: .parquet, .jsonl / .ndjson or .csv")
-    run.add_argument("-o", "--output", required=True, help="output Parquet file")
-    run.add_argument("--manifest", required=True)
-    run.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    options.add_output(collect, "output Parquet file, written when all is done", required=False)
+    run = _step(sub, "run", "submit, poll and collect until done, in one process", reads=True)
+    options.add_output(run, "output Parquet file")
     run.add_argument(
-        "--poll-interval",
-        type=common.positive_float,
-        default=60.0,
-        help="seconds between polls",
+        "--poll-interval", type=common.positive_float, default=60.0, help="seconds between polls"
     )
     run.add_argument(
         "--wait",
@@ -101,21 +84,34 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=48 * 3600,
         help="give up waiting after this many seconds (resume with collect; default 48 h)",
     )
-    _job_options(run)
-    _judge_options(run)
-
-    export = sub.add_parser("export", help="write the missing requests as JSONL (vllm run-batch)")
-    export.add_argument("input", help="input log: .parquet, .jsonl / .ndjson or .csv")
+    export = _step(
+        sub,
+        "export",
+        "write the missing requests as JSONL (vllm run-batch)",
+        reads=True,
+        manifest="the job's manifest (default: JSONL.manifest.json)",
+    )
     export.add_argument("--jsonl", required=True, help="the request file to write")
-    export.add_argument("--manifest", help="the job's manifest (default: JSONL.manifest.json)")
-    _job_options(export)
-    _judge_options(export)
-
-    imp = sub.add_parser("import", help="read a batch output file (OpenAI or vllm) into the cache")
+    imp = _step(sub, "import", "read a batch output file (OpenAI or vllm) into the cache")
     imp.add_argument("results", help="output JSONL of vllm run-batch or the Batch API")
-    imp.add_argument("--manifest", required=True)
-    _judge_options(imp)
     return batch
+
+
+def _step(
+    sub: Any, name: str, help: str, *, reads: bool = False, manifest: str | None = None
+) -> argparse.ArgumentParser:
+    """One `batch` subcommand: the manifest (required unless `manifest` says its default),
+    the judge options, and for one that `reads` the log, the log and what to score in it."""
+    step = sub.add_parser(name, help=help)
+    if reads:
+        step.add_argument("input", help=INPUT_HELP)
+    step.add_argument(
+        "--manifest", required=manifest is None, help=manifest or "the job's manifest (JSON)"
+    )
+    if reads:
+        _job_options(step)
+    _judge_options(step)
+    return step
 
 
 def _manifest_judge(path: Path) -> dict[str, Any]:
@@ -130,17 +126,13 @@ def _manifest_judge(path: Path) -> dict[str, Any]:
 
 def _judge(args: argparse.Namespace, manifest: Path) -> Any:
     """The judge for this command: the flags given, else what the manifest recorded."""
-    from ragframe.judge import Judge
-
     recorded = _manifest_judge(manifest)
-    return Judge(
-        args.model or recorded.get("model"),
-        base_url=args.base_url,
+    return options.judge_from_args(
+        args,
+        model=args.model or recorded.get("model"),
         embedding_model=args.embedding_model or recorded.get("embedding_model"),
-        timeout=args.timeout,
         cache=args.cache or recorded.get("cache") or True,
         progress=False,
-        retry_failed=args.retry_failed,
     )
 
 

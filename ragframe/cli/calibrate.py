@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 from ragframe.decide.calibration import calibrate
 
 EXIT_STATUSES = (
@@ -16,19 +16,16 @@ EXIT_STATUSES = (
     "lacks, a label that is not 0 / 1, too few labels; one line says what to fix). Nothing is "
     "ever sent to a judge"
 )
+HELP = (
+    "fit a score-to-probability map on labelled rows (isotonic, cross-fitted) and save it as JSON"
+)
 
 __all__ = ["add_parser", "cmd_calibrate"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `calibrate` to the `ragframe` parser's subparsers."""
-    parser = subparsers.add_parser(
-        "calibrate",
-        help="fit a score-to-probability map on labelled rows (isotonic, cross-fitted) and "
-        "save it as JSON",
-        epilog=EXIT_STATUSES,
-    )
-    parser.set_defaults(handler=cmd_calibrate)
+    parser = options.subcommand(subparsers, "calibrate", cmd_calibrate, HELP, EXIT_STATUSES)
     parser.add_argument("labelled", help="a scored file holding the score (and the label)")
     parser.add_argument(
         "--score", default="faithfulness", help="the score column (default: faithfulness)"
@@ -38,7 +35,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--labels", help="labels in another file (a filled label sheet), joined on --on"
     )
     parser.add_argument("--on", default="id", help="the row key for --labels (default: id)")
-    parser.add_argument("-o", "--output", required=True, help="where to write the JSON file")
+    options.add_output(parser, "where to write the JSON file", overwrite=None)
     parser.add_argument(
         "--folds", type=common.int_at_least(2), default=5, help="cross-fitting folds (default: 5)"
     )
@@ -48,31 +45,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="auto",
         help="the fit (default: auto: isotonic from 100 labels with 20 of each class)",
     )
-    parser.add_argument(
-        "--level",
-        type=common.confidence_level,
-        default=0.95,
-        help="confidence level (default: 0.95)",
-    )
-    parser.add_argument(
-        "--seed", type=common.non_negative_int, default=0, help="folds and bootstrap seed"
-    )
+    options.add_level(parser)
+    options.add_seed(parser, "folds and bootstrap seed")
     return parser
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Fit, print the held-out quality, write the file."""
-    cal = calibrate(
-        args.labelled,
-        args.score,
-        args.label,
-        labels=args.labels,
-        on=args.on,
-        folds=args.folds,
-        seed=args.seed,
-        level=args.level,
-        method=args.method,
-    )
+    given = options.pick(args, "labels", "on", "folds", "seed", "level", "method")
+    cal = calibrate(args.labelled, args.score, args.label, **given)
     path = cal.save(args.output)
     q = f"{cal.level:.0%}"
     lines = [

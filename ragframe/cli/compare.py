@@ -7,12 +7,16 @@ import json
 import sys
 from typing import Any
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 from ragframe.decide.compare import Comparison, compare
 
 EXIT_STATUSES = (
     "exit status: 0 compared (whatever the verdicts); 2 a configuration or input error (a "
     "column neither file has, duplicate keys; one line says what to fix)"
+)
+HELP = (
+    "compare two scored files: per metric the difference b - a with its interval, a p-value, "
+    "wins / ties / losses, and the rows that changed most"
 )
 #: Characters of a verdict struct shown per changed row in the terminal.
 _DETAIL_CHARS = 160
@@ -20,13 +24,7 @@ _DETAIL_CHARS = 160
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `compare` to the `ragframe` parser's subparsers."""
-    parser = subparsers.add_parser(
-        "compare",
-        help="compare two scored files: per metric the difference b - a with its interval, "
-        "a p-value, wins / ties / losses, and the rows that changed most",
-        epilog=EXIT_STATUSES,
-    )
-    parser.set_defaults(handler=cmd_compare)
+    parser = options.subcommand(subparsers, "compare", cmd_compare, HELP, EXIT_STATUSES)
     parser.add_argument("a", help="the baseline's scored file (Parquet, or JSON Lines / CSV)")
     parser.add_argument("b", help="the candidate's scored file; differences are b - a")
     parser.add_argument(
@@ -38,29 +36,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--metrics", help="score columns, comma-separated (default: every metric both have)"
     )
-    parser.add_argument(
-        "--level",
-        type=common.confidence_level,
-        default=0.95,
-        help="confidence level (default: 0.95)",
+    options.add_level(parser)
+    options.add_seed(parser, "bootstrap and permutation seed (default: 0)")
+    options.add_shown(
+        parser, "--changed", 3, "most-changed rows shown per metric (default: 3; --json carries 10)"
     )
-    parser.add_argument(
-        "--seed",
-        type=common.non_negative_int,
-        default=0,
-        help="bootstrap and permutation seed (default: 0)",
-    )
-    parser.add_argument(
-        "--changed",
-        type=common.non_negative_int,
-        default=3,
-        metavar="N",
-        help="most-changed rows shown per metric (default: 3; --json carries 10)",
-    )
-    form = parser.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="print everything as JSON")
-    form.add_argument(
-        "--csv", action="store_true", help="print the table as CSV (warnings go to stderr)"
+    options.add_format(
+        parser,
+        json="print everything as JSON",
+        csv="print the table as CSV (warnings go to stderr)",
     )
     return parser
 

@@ -7,12 +7,16 @@ import argparse
 import sys
 from typing import Any
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 from ragframe.export import TARGETS, export_scores
 
 EXIT_STATUSES = (
     "exit status: 0 written; 2 a configuration or input error (no span_id column, an unknown "
     "metric, an output that exists; one line says what to fix). Nothing is sent anywhere"
+)
+HELP = (
+    "write scores as Phoenix span evaluations, LangSmith feedback or OTel GenAI evaluation "
+    "events, on the trace ids the rows came from"
 )
 
 __all__ = ["add_parser", "cmd_export"]
@@ -20,25 +24,16 @@ __all__ = ["add_parser", "cmd_export"]
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `export` to the `ragframe` parser's subparsers."""
-    parser = subparsers.add_parser(
-        "export",
-        help="write scores as Phoenix span evaluations, LangSmith feedback or OTel GenAI "
-        "evaluation events, on the trace ids the rows came from",
-        epilog=EXIT_STATUSES,
-    )
-    parser.set_defaults(handler=cmd_export)
+    parser = options.subcommand(subparsers, "export", cmd_export, HELP, EXIT_STATUSES)
     parser.add_argument("scored", help="a scored file (Parquet or JSON Lines) with span_id")
     parser.add_argument("--to", required=True, choices=TARGETS, help="where the scores go")
-    parser.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        help="output file: Parquet for phoenix, JSON Lines for langsmith, OTLP JSON for otel",
+    options.add_output(
+        parser,
+        "output file: Parquet for phoenix, JSON Lines for langsmith, OTLP JSON for otel",
     )
     parser.add_argument(
         "--metrics", help="score columns, comma-separated (default: every metric in the file)"
     )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
     return parser
 
 

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Iterable
 from typing import Any
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 from ragframe.decide.gates import EXIT_GATE_FAILED, GateResult, check_gates
 from ragframe.errors import ConfigError
 from ragframe.metrics.thresholds import parse_metric_values
@@ -17,27 +17,21 @@ EXIT_STATUSES = (
     "rows and their reasons); 2 a configuration or input error (no gate given, a metric the "
     "file does not have; one line says what to fix). Nothing is ever sent to a judge"
 )
+HELP = (
+    "check a scored file against CI gates (minimum means, minimum pass rates); exit 1 when "
+    "one fails"
+)
 
 __all__ = ["add_gate_options", "add_parser", "check_gate_options", "cmd_gate", "gate_exit"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `gate` to the `ragframe` parser's subparsers."""
-    parser = subparsers.add_parser(
-        "gate",
-        help="check a scored file against CI gates (minimum means, minimum pass rates); "
-        "exit 1 when one fails",
-        epilog=EXIT_STATUSES,
-    )
-    parser.set_defaults(handler=cmd_gate)
+    parser = options.subcommand(subparsers, "gate", cmd_gate, HELP, EXIT_STATUSES)
     parser.add_argument("scored", help="a scored file (Parquet as `ragframe score` writes it)")
     add_gate_options(parser)
-    parser.add_argument(
-        "--worst",
-        type=common.non_negative_int,
-        default=5,
-        metavar="N",
-        help="worst rows listed per failing gate, with their reasons (default: 5)",
+    options.add_shown(
+        parser, "--worst", 5, "worst rows listed per failing gate, with their reasons (default: 5)"
     )
     return parser
 

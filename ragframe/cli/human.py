@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 from ragframe.decide.calibration import Calibration
 from ragframe.decide.human import human_estimate, labelled_scores, labels_needed
 
@@ -19,39 +19,27 @@ EXIT_STATUSES = (
     "that is not 0 / 1, a labelled key not in the scored log; one line says what to fix). "
     "Nothing is ever sent to a judge"
 )
+HELP = (
+    "the mean human label over every scored row (PPI++: the judge's scores plus a sample of "
+    "labels), with its interval"
+)
 
 __all__ = ["add_parser", "cmd_human_estimate", "format_table"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `human-estimate` to the `ragframe` parser's subparsers."""
-    parser = subparsers.add_parser(
-        "human-estimate",
-        help="the mean human label over every scored row (PPI++: the judge's scores plus a "
-        "sample of labels), with its interval",
-        epilog=EXIT_STATUSES,
+    parser = options.subcommand(
+        subparsers, "human-estimate", cmd_human_estimate, HELP, EXIT_STATUSES
     )
-    parser.set_defaults(handler=cmd_human_estimate)
-    parser.add_argument("scored", help="a scored file (Parquet, or JSON Lines / CSV)")
-    parser.add_argument(
-        "--labels",
-        required=True,
-        help="the labels: a filled label sheet (CSV) or a Parquet / JSON Lines file",
-    )
-    parser.add_argument(
-        "--label-column", default="faithful", help="the label column, 0 / 1 (default: faithful)"
-    )
+    parser.add_argument("scored", help=options.SCORED_HELP)
+    add_label_options(parser, required=True)
     parser.add_argument(
         "--score", default="faithfulness", help="the judge's score column (default: faithfulness)"
     )
     parser.add_argument("--on", default="id", help="the row key in both files (default: id)")
     parser.add_argument("--by", help="group column(s), comma-separated")
-    parser.add_argument(
-        "--level",
-        type=common.confidence_level,
-        default=0.95,
-        help="confidence level (default: 0.95)",
-    )
+    options.add_level(parser)
     parser.add_argument(
         "--weight-column",
         default="auto",
@@ -67,10 +55,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=0.1,
         help="target interval width for the labels-needed line (default: 0.1, i.e. +-0.05)",
     )
-    form = parser.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="print the table as JSON (rows)")
-    form.add_argument("--csv", action="store_true", help="print the table as CSV")
+    options.add_format(parser, json="print the table as JSON (rows)", csv="print the table as CSV")
     return parser
+
+
+def add_label_options(parser: Any, *, required: bool = False) -> None:
+    """`--labels FILE` and `--label-column NAME`: the human labels, here and beside the
+    judge's figures in `summarize` and `compare`."""
+    parser.add_argument(
+        "--labels",
+        required=required,
+        metavar="FILE",
+        help="the labels: a filled label sheet (CSV) or a Parquet / JSON Lines file",
+    )
+    parser.add_argument(
+        "--label-column", default="faithful", help="the label column, 0 / 1 (default: faithful)"
+    )
 
 
 def cmd_human_estimate(args: argparse.Namespace) -> int:

@@ -8,38 +8,44 @@ requests, tokens and cost the run took.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 from ragframe.errors import RagframeError
-from ragframe.judge.cache import default_cache_path
 
 EXIT_STATUSES = (
     "exit status: 0 done; 2 a configuration or endpoint error (one line says what to fix); "
     "130 interrupted (rerun to resume from the cache)"
 )
+HELP = "measure how well each metric agrees with human labels, on your judge"
 SETS_HELP = "expertqa,begin,halueval,ragchecker"
+
+
+#: The judge options a bench run honours, and what they say of it.
+BENCH_JUDGE_OPTIONS = (
+    "model",
+    "base-url",
+    "embedding-model",
+    "concurrency",
+    "timeout",
+    "no-cache",
+    "cache",
+    "no-reasons",
+    "no-progress",
+    "price",
+    "max-cost",
+)
+_BENCH_HELPS = {
+    "model": "judge model (default $RAGFRAME_MODEL, else gpt-4o-mini when $OPENAI_API_KEY is "
+    "set; with neither, the embedded local judge, whose figures are near chance)",
+    "embedding-model": "embedding model for answer_correctness (default as for `ragframe score`)",
+}
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `judge-bench` to the `ragframe` parser's subparsers."""
-    bench = subparsers.add_parser(
-        "judge-bench",
-        help="measure how well each metric agrees with human labels, on your judge",
-        description=__doc__,
-        epilog=EXIT_STATUSES,
-    )
-    bench.set_defaults(handler=cmd_judge_bench)
-    bench.add_argument(
-        "--model",
-        help="judge model (default $RAGFRAME_MODEL, else gpt-4o-mini when $OPENAI_API_KEY is set; "
-        "with neither, the embedded local judge, whose figures are near chance)",
-    )
-    bench.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-    bench.add_argument(
-        "--embedding-model",
-        help="embedding model for answer_correctness (default as for `ragframe score`)",
+    bench = options.subcommand(
+        subparsers, "judge-bench", cmd_judge_bench, HELP, EXIT_STATUSES, description=__doc__
     )
     bench.add_argument(
         "--sets", default=SETS_HELP, help=f"comma-separated sets (default: {SETS_HELP})"
@@ -55,84 +61,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="the first N rows (pairs for ragchecker) of each set; the files are ordered so "
         "that a prefix is a fair sample (default: all, 146 to 300 per set)",
     )
-    bench.add_argument("-o", "--output", help="write the agreement table to this Parquet file")
-    bench.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    options.add_output(bench, "write the agreement table to this Parquet file", required=False)
     bench.add_argument(
         "--dry-run",
         action="store_true",
         help="print what the run would send and cost, then stop (nothing is sent)",
     )
-    bench.add_argument(
-        "--seed",
-        type=common.non_negative_int,
-        default=0,
-        help="cross-validation folds and bootstrap (default: 0)",
-    )
+    options.add_seed(bench, "cross-validation folds and bootstrap (default: 0)")
     bench.add_argument(
         "--folds",
         type=common.int_at_least(2),
         default=5,
         help="cross-validation folds (default: 5)",
     )
-    bench.add_argument(
-        "--level", type=common.confidence_level, default=0.95, help="interval level (default: 0.95)"
-    )
-    bench.add_argument(
-        "--concurrency",
-        type=common.positive_int,
-        default=16,
-        help="HTTP requests in flight (default: 16)",
-    )
-    bench.add_argument(
-        "--timeout",
-        type=common.positive_float,
-        default=120.0,
-        help="seconds per request (default: 120)",
-    )
-    bench.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    bench.add_argument("--cache", help=f"cache file (default: {default_cache_path()})")
-    bench.add_argument("--no-reasons", action="store_true", help="no reason per verdict")
-    bench.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    bench.add_argument(
-        "--price", help="prompt,completion dollars per million tokens (default: ragframe.pricing)"
-    )
-    bench.add_argument(
-        "--max-cost",
-        type=common.non_negative_float,
-        help="dollars: refuse a run whose estimate exceeds it, and stop one that spends it",
+    options.add_level(bench, "interval level (default: 0.95)")
+    options.add_judge_options(
+        bench.add_argument_group("the judge"), BENCH_JUDGE_OPTIONS, helps=_BENCH_HELPS
     )
     return bench
-
-
-def _price(text: str | None) -> tuple[float, float] | None:
-    if not text:
-        return None
-    try:
-        prompt_price, completion_price = (float(x) for x in text.split(","))
-    except ValueError:
-        raise RagframeError(f"--price expects two numbers like 0.15,0.60, got {text!r}") from None
-    if not all(math.isfinite(x) and x >= 0 for x in (prompt_price, completion_price)):
-        raise RagframeError(
-            f"--price expects two finite dollar amounts 0 or more, like 0.15,0.60, got {text!r}"
-        )
-    return prompt_price, completion_price
-
-
-def _judge(args: argparse.Namespace) -> Any:
-    from ragframe.judge import Judge
-
-    return Judge(
-        args.model,
-        base_url=args.base_url,
-        embedding_model=args.embedding_model,
-        concurrency=args.concurrency,
-        timeout=args.timeout,
-        cache=False if args.no_cache else (args.cache or True),
-        progress=not args.no_progress,
-        price=_price(args.price),
-        max_cost=args.max_cost,
-        reasons=False if args.no_reasons else None,
-    )
 
 
 def cmd_judge_bench(args: argparse.Namespace) -> int:
@@ -151,7 +97,7 @@ def cmd_judge_bench(args: argparse.Namespace) -> int:
     if args.metrics:
         metrics = common.parse_metrics(args.metrics)
     jb.plan(sets, metrics)  # unknown names are refused before a judge is made
-    judge = _judge(args)
+    judge = options.judge_from_args(args)
     with common.endpoint_named(judge):
         if args.dry_run or args.max_cost is not None:
             guess = jb.estimate_bench(judge, sets, metrics, args.limit)

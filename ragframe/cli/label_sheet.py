@@ -8,30 +8,26 @@ import argparse
 import sys
 from typing import Any
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 from ragframe.decide.label_sheet import label_sheet, write_sheet
 
 EXIT_STATUSES = (
     "exit status: 0 written; 2 a configuration or input error (more rows asked for than the "
     "file has, a column it lacks, an existing sheet; one line says what to fix)"
 )
+HELP = "draw rows to label and write a sheet a person fills in (CSV)"
 
 __all__ = ["add_parser", "cmd_label_sheet"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `label-sheet` to the `ragframe` parser's subparsers."""
-    parser = subparsers.add_parser(
-        "label-sheet",
-        help="draw rows to label and write a sheet a person fills in (CSV)",
-        epilog=EXIT_STATUSES,
-    )
-    parser.set_defaults(handler=cmd_label_sheet)
-    parser.add_argument("scored", help="a scored file (Parquet, or JSON Lines / CSV)")
+    parser = options.subcommand(subparsers, "label-sheet", cmd_label_sheet, HELP, EXIT_STATUSES)
+    parser.add_argument("scored", help=options.SCORED_HELP)
     parser.add_argument(
         "-n", type=common.positive_int, required=True, help="how many rows to label"
     )
-    parser.add_argument("-o", "--output", required=True, help="the sheet to write (.csv)")
+    options.add_output(parser, "the sheet to write (.csv)", overwrite="replace an existing sheet")
     parser.add_argument(
         "--score",
         help="the score column: rows with a null score are not drawn; --stratify cuts by it",
@@ -44,16 +40,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--strata", type=common.positive_int, default=4, help="score strata (default: 4)"
     )
-    parser.add_argument(
-        "--seed", type=common.non_negative_int, default=0, help="the draw's seed (default: 0)"
-    )
+    options.add_seed(parser, "the draw's seed (default: 0)")
     parser.add_argument(
         "--on", default="id", help="the row key (default: id; row_index when the file has none)"
     )
     parser.add_argument(
         "--label-column", default="faithful", help="the empty column to fill (default: faithful)"
     )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing sheet")
     return parser
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 from ragframe.errors import InputError
 
 EXIT_STATUSES = (
@@ -24,21 +24,32 @@ EXIT_STATUSES = (
     "fix; nothing is sent when it can be known before the first request); 130 interrupted "
     "(rerun to resume from the cache: both orders of every judged pair are kept there)"
 )
+HELP = "judge two runs' answers pair by pair (both orders) and report B's win rate"
 #: Inputs taken from A (and checked against B) when the criteria read them.
 SHARED = ("question", "contexts", "ground_truth")
 
 __all__ = ["add_parser", "cmd_prefer", "join_runs"]
 
 
+#: The judge options of `ragframe score` that a pairwise run honours, under the same names.
+PREFER_JUDGE_OPTIONS = (
+    "model",
+    "base-url",
+    "concurrency",
+    "timeout",
+    "cache",
+    "no-cache",
+    "no-reasons",
+    "no-progress",
+    "fail-fast",
+)
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `prefer` to the `ragframe` parser's subparsers."""
-    parser = subparsers.add_parser(
-        "prefer",
-        help="judge two runs' answers pair by pair (both orders) and report B's win rate",
-        description=__doc__,
-        epilog=EXIT_STATUSES,
+    parser = options.subcommand(
+        subparsers, "prefer", cmd_prefer, HELP, EXIT_STATUSES, description=__doc__
     )
-    parser.set_defaults(handler=cmd_prefer)
     parser.add_argument("a", help="run A's log (Parquet, JSON Lines or CSV)")
     parser.add_argument("b", help="run B's log, with the same questions")
     parser.add_argument(
@@ -55,45 +66,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(question, contexts, ground_truth; default: question)",
     )
     parser.add_argument("--name", help="the score column (default: pairwise_CRITERIA)")
-    parser.add_argument("-o", "--output", required=True, help="output Parquet file of pairs")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    parser.add_argument(
-        "--level", type=common.confidence_level, default=0.95, help="interval level (0.95)"
-    )
-    parser.add_argument(
-        "--seed", type=common.non_negative_int, default=0, help="bootstrap seed (default: 0)"
-    )
-    add_judge_options(parser)
+    options.add_output(parser, "output Parquet file of pairs")
+    options.add_level(parser, "interval level (0.95)")
+    options.add_seed(parser, "bootstrap seed (default: 0)")
+    options.add_judge_options(parser.add_argument_group("the judge"), PREFER_JUDGE_OPTIONS)
     return parser
-
-
-def add_judge_options(parser: argparse.ArgumentParser) -> None:
-    """The judge options of `ragframe score` that a pairwise run uses, under the same names,
-    so `ragframe.cli.score._judge` builds the judge from them."""
-    parser.add_argument("--model", help="judge model (default as for `ragframe score`)")
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-    parser.add_argument(
-        "--concurrency", type=common.positive_int, default=16, help="requests in flight (16)"
-    )
-    parser.add_argument(
-        "--timeout", type=common.positive_float, default=120.0, help="seconds per request (120)"
-    )
-    parser.add_argument("--cache", help="cache file (default: as for `ragframe score`)")
-    parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    parser.add_argument(
-        "--no-reasons", action="store_true", help="ask for verdicts without reasons"
-    )
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.add_argument("--fail-fast", action="store_true", help="stop at the first failure")
-    parser.set_defaults(
-        embedding_model=None,
-        temperature=0.0,
-        requests_per_minute=None,
-        tokens_per_minute=None,
-        price=None,
-        max_cost=None,
-        retry_failed=False,
-    )
 
 
 def _read(path: str) -> pl.DataFrame:
@@ -140,8 +117,6 @@ def join_runs(
 
 def cmd_prefer(args: argparse.Namespace) -> int:
     """Join, judge both orders of every pair, write the pairs, print the summary."""
-    from ragframe.cli.score import _judge
-
     if Path(args.output).exists() and not args.overwrite:
         raise InputError(f"output {args.output!r} exists; add --overwrite to replace it")
     common.refuse_input_as_output(args.a, args.output)
@@ -157,7 +132,7 @@ def cmd_prefer(args: argparse.Namespace) -> int:
         print(line)
     if pairs.height == 0:
         raise InputError(f"no key {on} is in both runs: nothing to judge")
-    judge = _judge(args)
+    judge = options.judge_from_args(args)
     with common.endpoint_named(judge):
         return _prefer(args, judge, metric, pairs)
 

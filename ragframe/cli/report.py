@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 
 EXIT_STATUSES = (
     "exit status: 0 written; 2 a configuration or input error (one line says what to fix: "
     "a missing column, a file that is not a scored Parquet file, the report extra not installed)"
 )
+HELP = "write one self-contained HTML report of a scored Parquet file (opens offline)"
 
 
 def _columns(text: str | None) -> list[str] | None:
@@ -24,14 +25,9 @@ def _columns(text: str | None) -> list[str] | None:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `report` to the `ragframe` parser's subparsers."""
-    report = subparsers.add_parser(
-        "report",
-        help="write one self-contained HTML report of a scored Parquet file (opens offline)",
-        epilog=EXIT_STATUSES,
-    )
-    report.set_defaults(handler=cmd_report)
+    report = options.subcommand(subparsers, "report", cmd_report, HELP, EXIT_STATUSES)
     report.add_argument("scored", help="scored Parquet file (from `ragframe score`)")
-    report.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    options.add_output(report, "the HTML file to write", overwrite=None)
     report.add_argument(
         "--by", help="group columns, comma-separated: means with intervals per group"
     )
@@ -44,18 +40,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="columns that pair the rows of both files, comma-separated (e.g. id); "
         "without it the comparison is unpaired",
     )
-    report.add_argument(
-        "--worst",
-        type=common.non_negative_int,
-        default=20,
-        help="worst rows shown per metric, with their verdicts (default: 20)",
+    options.add_shown(
+        report, "--worst", 20, "worst rows shown per metric, with their verdicts (default: 20)"
     )
-    report.add_argument(
-        "--level",
-        type=common.confidence_level,
-        default=0.95,
-        help="confidence level of the intervals (default: 0.95)",
-    )
+    options.add_level(report, "confidence level of the intervals (default: 0.95)")
     return report
 
 

@@ -6,13 +6,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 from ragframe.cli import gate as gate_cli
 from ragframe.cli.ray_score import add_ray_options
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.errors import RagframeError
 from ragframe.inputs.traces import FORMATS as TRACE_FORMATS
-from ragframe.judge.cache import default_cache_path
 
 EXIT_STATUSES = (
     "exit status: 0 scored (and every gate passed); 1 a gate failed (--fail-under / "
@@ -21,21 +20,17 @@ EXIT_STATUSES = (
     "the first request); 4 some metric failed on every row that had its inputs (the output is "
     "written all the same; 4 wins over 1); 130 interrupted (rerun to resume from the cache)"
 )
+HELP = "score a log (Parquet, JSON Lines or CSV) and write the scored Parquet file"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `score` to the `ragframe` parser's subparsers."""
-    score = subparsers.add_parser(
-        "score",
-        help="score a log (Parquet, JSON Lines or CSV) and write the scored Parquet file",
-        epilog=EXIT_STATUSES,
-    )
-    score.set_defaults(handler=cmd_score)
+    score = options.subcommand(subparsers, "score", cmd_score, HELP, EXIT_STATUSES)
     score.add_argument(
         "input",
         help="input log: .parquet, .jsonl / .ndjson or .csv (in CSV, list columns hold JSON lists)",
     )
-    score.add_argument("-o", "--output", required=True, help="output Parquet file")
+    options.add_output(score, "output Parquet file")
     score.add_argument(
         "--from",
         dest="from_format",
@@ -51,66 +46,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help=f"comma-separated metric names, or 'all' for every metric whose inputs the log "
         f"has (default: {common.CORE_METRICS}; `ragframe metrics` lists them)",
     )
-    score.add_argument(
-        "--model",
-        help="judge model (default $RAGFRAME_MODEL, else gpt-4o-mini when $OPENAI_API_KEY is set; "
-        "with no --model, --base-url or API key, the embedded local judge runs)",
-    )
-    score.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
-    score.add_argument(
-        "--embedding-model",
-        help="embedding model for answer_relevancy (default $RAGFRAME_EMBEDDING_MODEL, else "
-        "text-embedding-3-small on OpenAI, else the local MiniLM embedder when installed)",
-    )
     score.add_argument("--columns", help="rename inputs: question=my_prompt,answer=my_output")
-    score.add_argument(
-        "--concurrency",
-        type=common.positive_int,
-        default=16,
-        help="HTTP requests in flight (default: 16; the embedded judge: one per CPU, its servers)",
-    )
-    score.add_argument(
-        "--temperature",
-        type=common.non_negative_float,
-        default=0.0,
-        help="the judge's sampling temperature (default: 0; above 0 with --repeats, to "
-        "measure sampling noise)",
-    )
-    score.add_argument(
-        "--requests-per-minute",
-        type=common.positive_float,
-        help="most requests sent per minute (default: no limit; with --ray, for the cluster)",
-    )
-    score.add_argument(
-        "--tokens-per-minute",
-        type=common.positive_float,
-        help="most prompt and completion tokens per minute, estimated before each request "
-        "(default: no limit; with --ray, for the cluster)",
-    )
-    score.add_argument(
-        "--timeout",
-        type=common.positive_float,
-        default=120.0,
-        help="seconds per request (default: 120)",
-    )
-    score.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
-    score.add_argument(
-        "--cache",
-        help=f"cache file (default: {default_cache_path()}; from $RAGFRAME_CACHE or "
-        "$XDG_CACHE_HOME when set)",
-    )
-    score.add_argument(
-        "--retry-failed",
-        action="store_true",
-        help="send again the requests the cache remembers as failed for good (cut off at "
-        "max_tokens, or never fitting their schema); by default a rerun does not pay for them",
-    )
-    score.add_argument(
-        "--no-reasons",
-        action="store_true",
-        help="do not ask the judge for a reason per verdict (fewer completion tokens; the "
-        "detail's reason fields are null). Default: reasons on, off for the embedded judge",
-    )
+    _add_run_options(score)
+    options.add_judge_options(score.add_argument_group("the judge"))
+    gate_cli.add_gate_options(score)
+    add_ray_options(score)
+    return score
+
+
+def _add_run_options(score: argparse.ArgumentParser) -> None:
+    """What part of the log is scored, how often and in what steps, and what a run may cost
+    before it is refused (`--max-cost` is with the judge options: the judge stops a run that
+    spends it)."""
     score.add_argument(
         "--sample",
         type=common.positive_int,
@@ -118,12 +65,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="score a uniform random sample of N rows (with their row_index in the log), and "
         "print the estimate for the whole log beside what the sample cost",
     )
-    score.add_argument(
-        "--seed",
-        type=common.non_negative_int,
-        default=0,
-        help="the sample's seed (default: 0; same seed, same rows)",
-    )
+    options.add_seed(score, "the sample's seed (default: 0; same seed, same rows)")
     score.add_argument(
         "--repeats",
         type=common.positive_int,
@@ -132,9 +74,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="score the rows K times at the judge's seed + 0..K-1 and report, per metric, the "
         "per-row spread and the test-retest reliability (default: 1; scored in memory)",
     )
-    score.add_argument("--overwrite", action="store_true", help="replace an existing output")
-    score.add_argument("--fail-fast", action="store_true", help="stop at the first failed request")
-    score.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     score.add_argument(
         "--chunk-rows",
         type=common.positive_int,
@@ -147,59 +86,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="estimate requests, tokens and cost without sending anything, then stop",
     )
     score.add_argument(
-        "--max-cost",
-        type=common.non_negative_float,
-        help="dollars: refuse a run whose estimate exceeds it, and stop one that spends it "
-        "(default: no limit)",
-    )
-    score.add_argument(
         "--calibration",
         action="append",
         metavar="FILE",
         help="a calibration file (ragframe calibrate): adds {metric}_p_human, the probability "
         "that a person labels the row true; repeat it for several metrics (not with --ray)",
     )
-    score.add_argument(
-        "--price",
-        help="prompt,completion dollars per million tokens (default: ragframe.pricing)",
-    )
-    gate_cli.add_gate_options(score)
-    add_ray_options(score)
-    return score
 
 
-def parse_price(text: str | None) -> tuple[float, float] | None:
-    """`0.15,0.60` -> (0.15, 0.6): dollars per million prompt and completion tokens."""
-    if not text:
-        return None
-    try:
-        prompt_price, completion_price = (float(x) for x in text.split(","))
-    except ValueError:
-        raise RagframeError(f"--price expects two numbers like 0.15,0.60, got {text!r}") from None
-    return prompt_price, completion_price
-
-
-def _judge(args: argparse.Namespace) -> Any:
-    from ragframe.judge import Judge
-
-    cache: Any = False if args.no_cache else (args.cache or True)
-    return Judge(
-        args.model,
-        base_url=args.base_url,
-        embedding_model=args.embedding_model,
-        concurrency=args.concurrency,
-        temperature=args.temperature,
-        requests_per_minute=args.requests_per_minute,
-        tokens_per_minute=args.tokens_per_minute,
-        timeout=args.timeout,
-        cache=cache,
-        fail_fast=args.fail_fast,
-        progress=not args.no_progress,
-        price=parse_price(args.price),
-        max_cost=args.max_cost,
-        reasons=False if args.no_reasons else None,
-        retry_failed=args.retry_failed,
-    )
+_judge = options.judge_from_args
+"""The judge the options describe (the name tests build their reference run's judge by)."""
 
 
 def run_spec(args: argparse.Namespace) -> RunSpec:
@@ -212,17 +108,8 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         metrics="all" if is_all(args.metrics) else tuple(common.parse_metrics(args.metrics)),
         columns=common.parse_columns(args.columns),
         reasons=False if args.no_reasons else None,
-        thresholds=gates["thresholds"],
-        strict=tuple(gates["strict"]),
-        fail_under=gates["fail_under"],
-        min_pass_rate=gates["min_pass_rate"],
-        ignore_failed=gates["ignore_failed"],
-        repeats=args.repeats,
-        seed=args.seed,
-        sample=args.sample,
-        chunk_rows=args.chunk_rows,
-        dry_run=args.dry_run,
-        max_cost=args.max_cost,
+        **{**gates, "strict": tuple(gates["strict"])},
+        **options.pick(args, "repeats", "seed", "sample", "chunk_rows", "dry_run", "max_cost"),
         calibration=tuple(args.calibration or ()),
     )
 
@@ -242,7 +129,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     spec = run_spec(args)
     path = run_path(args, spec)
     refuse_unsupported(spec, path)  # an option this path cannot honour: exit 2, nothing sent
-    judge = _judge(args)
+    judge = options.judge_from_args(args)
     with common.endpoint_named(judge):
         if path == "ray":  # a directory or glob of Parquet files, one output per file
             return _score_on_ray(args, spec, judge)
@@ -348,7 +235,7 @@ def _score_in_memory(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int
     """Score a sample of the log (then print what the whole log would cost beside it), or the
     log with repeats: in memory, as `ragframe.run` does."""
     from ragframe.engine.prepare import failed_metrics, run_sync
-    from ragframe.engine.run import estimate, execute
+    from ragframe.engine.run import execute
 
     result = run_sync(execute(args.input, spec, judge))
     result.write_parquet(args.output, overwrite=args.overwrite)
@@ -356,17 +243,27 @@ def _score_in_memory(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int
     print(f"wrote {args.output}")
     sample = result.extra.get("sample")
     if sample and sample["rows"] < sample["of"]:
-        whole = estimate(
-            args.input,
-            spec.metrics,
-            judge=judge,
-            columns=spec.columns,
-            chunk_rows=spec.chunk_rows or DEFAULT_CHUNK_ROWS,
-            reasons=spec.reasons,
-        )
+        whole = _estimate(args.input, spec, judge, whole=True)
         print(_sample_cost_line(result.summary(), whole, cached=judge.cache_path is not None))
     failed = failed_metrics(result.frame.lazy(), result.metrics, result.stats)
     return exit_status(args, spec, failed, args.output)
+
+
+def _estimate(source: str, spec: RunSpec, judge: Any, *, whole: bool = False) -> dict[str, Any]:
+    """The dry-run estimate of the run as asked (its sample, seed and repeats), or with
+    `whole` of one pass over the whole log."""
+    from ragframe.engine.run import estimate
+
+    asked = {} if whole else {"sample": spec.sample, "seed": spec.seed, "repeats": spec.repeats}
+    return estimate(
+        source,
+        spec.metrics,
+        judge=judge,
+        columns=spec.columns,
+        chunk_rows=spec.chunk_rows or DEFAULT_CHUNK_ROWS,
+        reasons=spec.reasons,
+        **asked,
+    )
 
 
 def _dollars(value: float | None) -> str:
@@ -393,19 +290,7 @@ def _sample_cost_line(summary: dict[str, Any], whole: dict[str, Any], *, cached:
 def _estimate_says_stop(args: argparse.Namespace, spec: RunSpec, judge: Any) -> bool:
     """Print the estimate; True for a dry run (nothing more to do). A run whose estimate is
     over --max-cost is refused here, before anything is sent."""
-    from ragframe.engine.run import estimate
-
-    guess = estimate(
-        args.input,
-        spec.metrics,
-        judge=judge,
-        columns=spec.columns,
-        chunk_rows=spec.chunk_rows or DEFAULT_CHUNK_ROWS,
-        sample=spec.sample,
-        seed=spec.seed,
-        reasons=spec.reasons,
-        repeats=spec.repeats,
-    )
+    guess = _estimate(args.input, spec, judge)
     which = f"a sample of {guess['rows']}" if spec.sample is not None else f"{guess['rows']}"
     times = f" x {guess['repeats']} repeats" if guess["repeats"] > 1 else ""
     print(

@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.cli import common
+from ragframe.cli import common, options
 from ragframe.decide.summarize import summarize
 from ragframe.metrics.thresholds import parse_metric_values
 from ragframe.stats import format_interval, format_mean
@@ -18,36 +18,27 @@ EXIT_STATUSES = (
     "exit status: 0 summarized; 2 a configuration or input error (a column the file lacks, a "
     "bad --level; one line says what to fix). Nothing is ever sent to a judge"
 )
+HELP = (
+    "per group and metric: n, failed rows, the mean with its confidence interval, the pass "
+    "rate against a threshold"
+)
 
 __all__ = ["add_parser", "cmd_summarize", "format_table"]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `summarize` to the `ragframe` parser's subparsers."""
-    parser = subparsers.add_parser(
-        "summarize",
-        help="per group and metric: n, failed rows, the mean with its confidence interval, "
-        "the pass rate against a threshold",
-        epilog=EXIT_STATUSES,
-    )
-    parser.set_defaults(handler=cmd_summarize)
-    parser.add_argument("scored", help="a scored file (Parquet, or JSON Lines / CSV)")
+    parser = options.subcommand(subparsers, "summarize", cmd_summarize, HELP, EXIT_STATUSES)
+    parser.add_argument("scored", help=options.SCORED_HELP)
     parser.add_argument("--by", help="group column(s), comma-separated (e.g. experiment)")
     parser.add_argument(
         "--metrics", help="score columns, comma-separated (default: the file's metrics)"
     )
-    parser.add_argument(
-        "--level",
-        type=common.confidence_level,
-        default=0.95,
-        help="confidence level (default: 0.95)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=common.non_negative_int,
-        default=0,
-        help="bootstrap seed (default: 0); the default intervals draw nothing, so it changes "
-        "only those of scores outside [0, 1]",
+    options.add_level(parser)
+    options.add_seed(
+        parser,
+        "bootstrap seed (default: 0); the default intervals draw nothing, so it changes only "
+        "those of scores outside [0, 1]",
     )
     parser.add_argument(
         "--threshold",
@@ -60,9 +51,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="METRIC,...",
         help="strict mode for these metrics: a row passes only with a perfect score",
     )
-    form = parser.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="print the table as JSON (rows)")
-    form.add_argument("--csv", action="store_true", help="print the table as CSV")
+    options.add_format(parser, json="print the table as JSON (rows)", csv="print the table as CSV")
     return parser
 
 

@@ -1,0 +1,230 @@
+"""The options several subcommands share, declared once so a name, a type, a default or a help
+text cannot drift apart between them: the judge's (`add_judge_options`, turned into a Judge by
+`judge_from_args`), the opening every subcommand has (`subcommand`), and the small options of
+the subcommands that read scored files (`add_level`, `add_seed`, `add_output`, `add_format`).
+
+A subcommand picks the judge options it honours by name; `judge_from_args` passes the Judge
+only what the parser declared, so an option a subcommand lacks keeps the Judge's default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ragframe.cli import common
+from ragframe.errors import RagframeError
+
+__all__ = [
+    "JUDGE_OPTIONS",
+    "SCORED_HELP",
+    "add_format",
+    "add_judge_options",
+    "add_level",
+    "add_output",
+    "add_seed",
+    "add_shown",
+    "judge_from_args",
+    "parse_price",
+    "pick",
+    "subcommand",
+]
+
+SCORED_HELP = "a scored file (Parquet, or JSON Lines / CSV)"
+LEVEL_HELP = "confidence level (default: 0.95)"
+
+#: Each judge option's `add_argument` keywords. `{cache}` in a help text is the default cache
+#: path, read from the environment when a parser is built.
+_JUDGE_SPECS: dict[str, dict[str, Any]] = {
+    "model": {
+        "help": "judge model (default $RAGFRAME_MODEL, else gpt-4o-mini when $OPENAI_API_KEY "
+        "is set; with no --model, --base-url or API key, the embedded local judge runs)"
+    },
+    "base-url": {"help": "OpenAI-compatible endpoint (default $OPENAI_BASE_URL)"},
+    "embedding-model": {
+        "help": "embedding model for answer_relevancy (default $RAGFRAME_EMBEDDING_MODEL, "
+        "else text-embedding-3-small on OpenAI, else the local MiniLM embedder when installed)"
+    },
+    "concurrency": {
+        "type": common.positive_int,
+        "default": 16,
+        "help": "HTTP requests in flight (default: 16; the embedded judge: one per CPU, its "
+        "servers)",
+    },
+    "temperature": {
+        "type": common.non_negative_float,
+        "default": 0.0,
+        "help": "the judge's sampling temperature (default: 0; above 0 with --repeats, to "
+        "measure sampling noise)",
+    },
+    "requests-per-minute": {
+        "type": common.positive_float,
+        "help": "most requests sent per minute (default: no limit; with --ray, for the cluster)",
+    },
+    "tokens-per-minute": {
+        "type": common.positive_float,
+        "help": "most prompt and completion tokens per minute, estimated before each "
+        "request (default: no limit; with --ray, for the cluster)",
+    },
+    "timeout": {
+        "type": common.positive_float,
+        "default": 120.0,
+        "help": "seconds per request (default: 120)",
+    },
+    "no-cache": {"action": "store_true", "help": "do not read or write the cache"},
+    "cache": {
+        "help": "cache file (default: {cache}; from $RAGFRAME_CACHE or $XDG_CACHE_HOME when set)"
+        "$XDG_CACHE_HOME when set)"
+    },
+    "retry-failed": {
+        "action": "store_true",
+        "help": "send again the requests the cache remembers as failed for good (cut off at "
+        "max_tokens, or never fitting their schema); by default a rerun does not pay for "
+        "them",
+    },
+    "no-reasons": {
+        "action": "store_true",
+        "help": "do not ask the judge for a reason per verdict (fewer completion tokens; "
+        "the detail's reason fields are null). Default: reasons on, off for the embedded "
+        "judge",
+    },
+    "fail-fast": {"action": "store_true", "help": "stop at the first failed request"},
+    "no-progress": {"action": "store_true", "help": "hide the progress bar"},
+    "max-cost": {
+        "type": common.non_negative_float,
+        "help": "dollars: refuse a run whose estimate exceeds it, and stop one that spends "
+        "it (default: no limit)",
+    },
+    "price": {"help": "prompt,completion dollars per million tokens (default: ragframe.pricing)"},
+}
+
+
+JUDGE_OPTIONS = tuple(_JUDGE_SPECS)
+"""Every judge option's name, in the order `ragframe score --help` lists them."""
+
+
+def add_judge_options(
+    parser: Any, which: Iterable[str] = JUDGE_OPTIONS, *, helps: Mapping[str, str] | None = None
+) -> None:
+    """Add the judge options named in `which` (names from JUDGE_OPTIONS, without the dashes)
+    to `parser` (a parser or an argument group); `helps` replaces a help text where a
+    subcommand has more to say (where its default comes from, what it is used for)."""
+    from ragframe.judge.cache import default_cache_path
+
+    for name in which:
+        spec = dict(_JUDGE_SPECS[name])
+        spec["help"] = (helps or {}).get(name, spec["help"])
+        if "{cache}" in spec["help"]:
+            spec["help"] = spec["help"].replace("{cache}", str(default_cache_path()))
+        parser.add_argument(f"--{name}", **spec)
+
+
+def parse_price(text: str | None) -> tuple[float, float] | None:
+    """`0.15,0.60` -> (0.15, 0.6): dollars per million prompt and completion tokens."""
+    if not text:
+        return None
+    try:
+        prompt_price, completion_price = (float(x) for x in text.split(","))
+    except ValueError:
+        raise RagframeError(f"--price expects two numbers like 0.15,0.60, got {text!r}") from None
+    if not all(math.isfinite(x) and x >= 0 for x in (prompt_price, completion_price)):
+        raise RagframeError(
+            f"--price expects two finite dollar amounts 0 or more, like 0.15,0.60, got {text!r}"
+        )
+    return prompt_price, completion_price
+
+
+#: Judge keywords read from the option of the same name, as given.
+_AS_GIVEN = (
+    "base_url",
+    "embedding_model",
+    "concurrency",
+    "temperature",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "timeout",
+    "fail_fast",
+    "max_cost",
+    "retry_failed",
+)
+
+
+def judge_from_args(args: argparse.Namespace, **given: Any) -> Any:
+    """The Judge the judge options describe. Only the options the subcommand declared are
+    passed (the others keep the Judge's defaults); `given` overrides them (e.g. what a batch
+    manifest recorded)."""
+    from ragframe.judge import Judge
+
+    seen = vars(args)
+    kwargs: dict[str, Any] = {name: seen[name] for name in _AS_GIVEN if name in seen}
+    if "cache" in seen:
+        kwargs["cache"] = False if seen.get("no_cache") else (seen["cache"] or True)
+    if "no_progress" in seen:
+        kwargs["progress"] = not seen["no_progress"]
+    if "price" in seen:
+        kwargs["price"] = parse_price(seen["price"])
+    if "no_reasons" in seen:
+        kwargs["reasons"] = False if seen["no_reasons"] else None
+    kwargs.update(given)
+    model = kwargs.pop("model", seen.get("model"))
+    return Judge(model, **kwargs)
+
+
+def subcommand(
+    subparsers: Any,
+    name: str,
+    handler: Callable[[argparse.Namespace], int],
+    help: str,
+    epilog: str,
+    *,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """A subcommand's parser: the line `ragframe --help` shows for it, its epilog (the exit
+    statuses) and the handler that runs it; its inputs and options are the module's to add."""
+    parser = subparsers.add_parser(name, help=help, epilog=epilog, description=description)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def add_level(parser: Any, help: str = LEVEL_HELP) -> None:
+    """`--level`: the intervals' confidence level, 0 < level < 1 (default 0.95)."""
+    parser.add_argument("--level", type=common.confidence_level, default=0.95, help=help)
+
+
+def add_seed(parser: Any, help: str) -> None:
+    """`--seed`: a whole number 0 or more (default 0); `help` says what it seeds."""
+    parser.add_argument("--seed", type=common.non_negative_int, default=0, help=help)
+
+
+def add_shown(parser: Any, flag: str, default: int, help: str) -> None:
+    """A count of rows shown (the worst, the most changed): a whole number 0 or more, where 0
+    shows none."""
+    parser.add_argument(flag, type=common.non_negative_int, default=default, metavar="N", help=help)
+
+
+def pick(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The named options' values, as keywords for the library function that takes them
+    under the same names."""
+    return {name: getattr(args, name) for name in names}
+
+
+def add_output(
+    parser: Any,
+    help: str,
+    *,
+    required: bool = True,
+    overwrite: str | None = "replace an existing output",
+) -> None:
+    """`-o/--output` and, unless `overwrite` is None, `--overwrite` (its help)."""
+    parser.add_argument("-o", "--output", required=required, help=help)
+    if overwrite is not None:
+        parser.add_argument("--overwrite", action="store_true", help=overwrite)
+
+
+def add_format(parser: Any, *, json: str, csv: str) -> None:
+    """`--json` or `--csv` (not both): what the subcommand prints instead of its table."""
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help=json)
+    form.add_argument("--csv", action="store_true", help=csv)
