@@ -16,6 +16,7 @@ from ragframe.cli import judge_bench as cli
 from ragframe.decide import judge_bench as jb
 from ragframe.errors import ConfigError
 from ragframe.inputs.io import read_metadata
+from ragframe.testing.server import auto_answer
 
 SHARED = Path("/work/shared/data")
 
@@ -271,3 +272,36 @@ def test_claim_level_agreement_with_a_judge_that_agrees_with_the_experts(
     claims = result.table.filter((pl.col("unit") == "claim") & (pl.col("figure") == "kappa"))
     assert claims["value"].item() == 1.0
     assert claims["n"].item() == sum(len(c) for c in rows["expert_claims"].to_list())
+
+
+def test_the_pairwise_judge_beside_the_score_difference(server: Any) -> None:
+    """On the RAGChecker pairs judge-bench also asks the judge which answer is better, in both
+    orders (2 requests a pair), and reports its accuracy against people beside the
+    score-difference rows; a judge that always prefers the answer people preferred scores 1.0,
+    and the dry run counts those requests."""
+    from conftest import task_name
+
+    pairs = pl.read_parquet(jb.BENCH_DIR / "ragchecker.parquet").head(8)
+    people = {
+        row["answer_2"].strip(): row["correctness_pref"] for row in pairs.iter_rows(named=True)
+    }
+
+    def prefer(body: dict[str, Any]) -> Any:
+        if task_name(body) != "pairwise_verdict":
+            return auto_answer(body)
+        first, second = fenced(body, "answer")
+        pref = people.get(second.strip(), people.get(first.strip(), 0) * -1)
+        verdict = "tie" if pref == 0 else "second" if pref > 0 else "first"
+        return reply({"reason": "people's choice", "verdict": verdict})
+
+    server.handler = prefer
+    judge = jb_judge(server)
+    guess = jb.estimate_bench(judge, ["ragchecker"], ["answer_accuracy"], 8)
+    without = jb.estimate_bench(judge, ["ragchecker"], ["answer_accuracy"], 8, pairwise=False)
+    assert guess["requests"][0] == without["requests"][0] + 2 * 8 and server.count() == 0
+    result = jb.run_bench(judge, ["ragchecker"], ["answer_accuracy"], 8)
+    both = result.table.filter(pl.col("metric").str.ends_with("(both orders)"))
+    accuracy = both.filter(pl.col("figure") == "accuracy").row(0, named=True)
+    assert accuracy["value"] == 1.0 and accuracy["n"] > 0
+    pairwise_requests = sum(task_name(b) == "pairwise_verdict" for b in server.chat_requests)
+    assert pairwise_requests == 2 * 8

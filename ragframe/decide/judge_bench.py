@@ -233,14 +233,23 @@ def estimate_bench(
     sets: Sequence[str] | None = None,
     metrics: Sequence[str] | None = None,
     limit: int | None = None,
+    pairwise: bool = True,
 ) -> pl.DataFrame:
-    """What `run_bench` would send, per set (`ragframe.estimate`: nothing is sent)."""
+    """What `run_bench` would send, per set (`ragframe.estimate`: nothing is sent); the pairs'
+    row counts the pairwise judge's two requests a pair too."""
     from ragframe.engine.run import estimate
 
     todo, _ = plan(sets, metrics)
     rows = []
     for spec, wanted in todo:
         guess = estimate(load_set(spec.name, limit), wanted, judge=judge)
+        if spec.unit == "pair" and pairwise:
+            from ragframe.decide.pairwise import estimate_pairwise_bench
+
+            extra = estimate_pairwise_bench(judge, limit)
+            for key in ("requests", "prompt_tokens", "completion_tokens"):
+                guess[key] += extra.get(key, 0)
+            guess["cost_usd"] = _priced(judge, guess)
         rows.append(
             {
                 "dataset": spec.name,
@@ -252,6 +261,13 @@ def estimate_bench(
             }
         )
     return pl.DataFrame(rows, schema=_USAGE_SCHEMA, orient="row").drop("seconds", "cache_hits")
+
+
+def _priced(judge: Any, guess: dict[str, Any]) -> float | None:
+    from ragframe.judge.pricing import cost
+
+    dollars = cost(judge.price, guess["prompt_tokens"], guess["completion_tokens"])
+    return None if dollars is None else round(dollars, 6)
 
 
 _USAGE_SCHEMA: dict[str, Any] = {
@@ -275,8 +291,11 @@ def run_bench(
     level: float = 0.95,
     seed: int = 0,
     folds: int = 5,
+    pairwise: bool = True,
 ) -> BenchResult:
-    """Score the sets on `judge` and measure each metric's agreement with their labels."""
+    """Score the sets on `judge` and measure each metric's agreement with their labels; on
+    the pairs (RAGChecker), with `pairwise`, also the judge asked which answer is better in
+    both orders (`ragframe.decide.pairwise.pairwise_bench`), beside the score-difference rows."""
     from ragframe.engine.prepare import check_judge
     from ragframe.engine.run import run
     from ragframe.metrics import resolve
@@ -299,9 +318,27 @@ def run_bench(
                 "is never true): no claim-level figure"
             )
         tables.append(_set_agreement(spec, frame, wanted, limit, options))
+        if spec.unit == "pair" and pairwise:  # the judge asked "which is better", both orders
+            tables.append(_pairwise_judge(judge, spec, limit, usage[-1], level, seed))
     table = pl.concat(tables, how="diagonal_relaxed") if tables else _empty_table()
     usage_frame = pl.DataFrame(usage, schema=_USAGE_SCHEMA, orient="row")
     return BenchResult(table, usage_frame, scored, judge.describe(), skipped, bool(judge.local))
+
+
+def _pairwise_judge(
+    judge: Any, spec: BenchSet, limit: int | None, usage: dict[str, Any], level: float, seed: int
+) -> pl.DataFrame:
+    """The pairwise judge's agreement with people on the set's pairs; its requests and
+    tokens are added to the set's usage row."""
+    from ragframe.decide.pairwise import pairwise_bench
+
+    table, _, stats = pairwise_bench(judge, limit, level=level, seed=seed)
+    counts = stats.as_dict()
+    for key in ("requests", "cache_hits", "prompt_tokens", "completion_tokens"):
+        usage[key] = (usage.get(key) or 0) + (counts.get(key) or 0)
+    if counts.get("cost_usd") is not None:
+        usage["cost_usd"] = (usage.get("cost_usd") or 0.0) + counts["cost_usd"]
+    return _tagged(table, spec, str(table["metric"][0]))
 
 
 def _empty_table() -> pl.DataFrame:

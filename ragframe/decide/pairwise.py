@@ -32,7 +32,7 @@ import polars as pl
 from ragframe.decide.agreement import agreement
 from ragframe.errors import InputError
 from ragframe.judge.results import RunStats
-from ragframe.metrics.pairwise import Pairwise, run_pairs
+from ragframe.metrics.pairwise import Pairwise, aestimate_pairs, run_pairs
 from ragframe.stats import Interval, mean_interval
 
 __all__ = [
@@ -196,6 +196,31 @@ def format_pairs(table: pl.DataFrame) -> str:
     )
 
 
+def bench_pairs(limit: int | None = None) -> pl.DataFrame:
+    """The bundled RAGChecker pairs as a pairwise frame (answer_1 as a, answer_2 as b), with
+    people's preferences."""
+    labels = pl.read_parquet(RAGCHECKER)
+    if limit is not None:
+        labels = labels.head(limit)
+    return labels.select(
+        "id",
+        "question",
+        "ground_truth",
+        pl.col("answer_1").alias("answer_a"),
+        pl.col("answer_2").alias("answer_b"),
+        pl.col("^correctness_pref.*$"),
+    )
+
+
+def estimate_pairwise_bench(
+    judge: Any, limit: int | None = None, *, criteria: str = "answer_correctness"
+) -> dict[str, int]:
+    """What `pairwise_bench` would send (a dry run; nothing is sent)."""
+    from ragframe.engine.prepare import run_sync
+
+    return run_sync(aestimate_pairs(bench_pairs(limit), Pairwise(criteria), judge=judge))  # type: ignore[no-any-return]
+
+
 def pairwise_bench(
     judge: Any,
     limit: int | None = None,
@@ -214,19 +239,8 @@ def pairwise_bench(
     (both orders tie, or the order changed the verdict) is a tie there too; it sits beside
     the score-difference rows judge-bench reports for the same pairs (`metric` says which).
     """
-    labels = pl.read_parquet(RAGCHECKER)
-    if limit is not None:
-        labels = labels.head(limit)
     metric = Pairwise(criteria)
-    pairs = labels.select(
-        "id",
-        "question",
-        "ground_truth",
-        pl.col("answer_1").alias("answer_a"),
-        pl.col("answer_2").alias("answer_b"),
-        pl.col("^correctness_pref.*$"),
-    )
-    judged, stats = run_pairs(pairs, metric, judge=judge)
+    judged, stats = run_pairs(bench_pairs(limit), metric, judge=judge)
     sides = judged.with_columns(pl.lit(0.5).alias("__side_a"))
     table = agreement(
         sides,

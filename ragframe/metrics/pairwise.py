@@ -412,6 +412,18 @@ async def arun_pairs(
     return out, session.stats
 
 
+async def aestimate_pairs(
+    pairs: pl.DataFrame, metric: Pairwise | str = "answer_correctness", *, judge: Any
+) -> dict[str, int]:
+    """What judging `pairs` in both orders would send, without sending anything (a dry run:
+    the counts `JudgeSession.estimate` keeps; cached answers are free and not counted)."""
+    metric = metric if isinstance(metric, Pairwise) else Pairwise(metric)
+    inputs = pairs.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias(ROW_ID), *metric.requires)
+    session = judge.session(backend="dry")
+    await metric.run(inputs, Context(session, {}))
+    return dict(session.estimate)
+
+
 def run_pairs(
     pairs: pl.DataFrame, metric: Pairwise | str = "answer_correctness", *, judge: Any
 ) -> tuple[pl.DataFrame, RunStats]:
