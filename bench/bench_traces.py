@@ -4,7 +4,8 @@ instrumentor and written by the SDK's exporter), multiplied with fresh trace and
 then read into rows in a fresh process, measuring wall time and peak RSS.
 
     python bench/bench_traces.py make --spans 1000000 --out /tmp/spans.jsonl
-    python bench/bench_traces.py read /tmp/spans.jsonl
+    python bench/bench_traces.py read /tmp/spans.jsonl               # buckets from file size
+    python bench/bench_traces.py read /tmp/spans.jsonl --buckets 1   # the single pass
 """
 
 from __future__ import annotations
@@ -65,18 +66,20 @@ def make(spans: int, out: Path) -> None:
     print(f"wrote {written} spans ({copies} copies of {len(lines)} real spans) to {out}")
 
 
-def read(path: Path) -> None:
+def read(path: Path, buckets: int | None) -> None:
     """Read the export into rows (read_traces_report) and report time and peak RSS."""
     from ragframe.inputs.traces import read_traces_report
+    from ragframe.inputs.traces.buckets import buckets_for
 
     start = time.perf_counter()
-    result = read_traces_report(path, "openinference")
+    result = read_traces_report(path, "openinference", buckets=buckets)
     seconds = time.perf_counter() - start
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         json.dumps(
             {
                 "spans_file_bytes": path.stat().st_size,
+                "buckets": buckets_for(path, buckets),
                 "rows": result.rows.height,
                 "skipped": result.skipped.height,
                 "seconds": round(seconds, 2),
@@ -95,8 +98,9 @@ def main() -> None:
     m.add_argument("--out", type=Path, required=True)
     r = sub.add_parser("read")
     r.add_argument("path", type=Path)
+    r.add_argument("--buckets", type=int, default=None, help="default: from the file size")
     args = parser.parse_args()
-    make(args.spans, args.out) if args.cmd == "make" else read(args.path)
+    make(args.spans, args.out) if args.cmd == "make" else read(args.path, args.buckets)
 
 
 if __name__ == "__main__":

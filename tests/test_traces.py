@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 import pytest
 from openinference.semconv.trace import DocumentAttributes, SpanAttributes
+from polars.testing import assert_frame_equal
 
 from ragframe.errors import InputError
 from ragframe.inputs.traces import detect_format, read_traces, read_traces_report
@@ -283,3 +284,71 @@ def test_phoenix_pandas_frame_is_accepted(tmp_path: Path) -> None:
         "s1",
         ["c0"],
     )
+
+
+def test_buckets_give_exactly_the_single_pass_rows_and_skipped_list(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve traces with interleaved spans, an orphan retriever trace, a span with no
+    attributes and a truncated line, read in 4 buckets: the same frames as one pass."""
+    from ragframe.inputs.traces import buckets
+
+    iv, ov = SpanAttributes.INPUT_VALUE, SpanAttributes.OUTPUT_VALUE
+    traces = [f"{i:032x}" for i in range(1, 13)]
+    lines = []
+    for step in range(3):  # every trace's root first, then retrievers, then LLM spans
+        for i, trace in enumerate(traces):
+            root = f"{i:02d}01"
+            if step == 0:
+                record = span(trace, root, "CHAIN", 30 - i, **{iv: f"Q{i}", ov: f"A{i}"})
+            elif step == 1:
+                record = span(trace, f"{i:02d}02", "RETRIEVER", 31 - i, parent=root, **docs("c"))
+            else:
+                record = span(trace, f"{i:02d}03", "LLM", 32 - i, parent=root, **{ov: "x"})
+            lines.append(json.dumps(record))
+    lines.insert(5, json.dumps(span("e" * 32, "e1", "RETRIEVER", 0, **docs("orphan"))))
+    lines.insert(9, json.dumps({**span("f" * 32, "f1", None, 0), "attributes": {}}))
+    lines.insert(14, '{"name": "x", "context": {"trace_id": "0x1')
+    path = tmp_path / "spans.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+
+    parts: list[int] = []
+    assemble_part = buckets.assemble_unordered
+
+    def counted(spans: pl.LazyFrame) -> Any:
+        parts.append(1)
+        return assemble_part(spans)
+
+    monkeypatch.setattr(buckets, "assemble_unordered", counted)
+    one = read_traces_report(path, "openinference", buckets=1)
+    assert parts == []  # one pass: no bucket assembled
+    four = read_traces_report(path, "openinference", buckets=4)
+    assert len(parts) > 1  # the traces really were spread over several buckets
+    assert one.rows["question"].to_list() == [f"Q{i}" for i in range(12)]  # source order
+    assert_frame_equal(four.rows, one.rows)
+    assert_frame_equal(four.skipped, one.skipped)
+    assert four.skipped["line"].to_list() == [6, 10, 15]
+    assert four.skipped["reason"][2].startswith("line is not JSON")
+    with pytest.raises(InputError, match="buckets"):
+        read_traces_report(path, "openinference", buckets=0)
+
+
+def test_times_with_an_offset_naive_or_space_separated() -> None:
+    """Explicit formats (no inference: it made the streaming pass hold the whole file)."""
+    from ragframe.inputs.traces.openinference import parse_time
+
+    text = [
+        "2024-05-01T10:00:00.123456Z",
+        "2024-05-01T12:00:00+02:00",
+        "2024-05-01 10:00:00",
+        "2024-05-01T10:00:00.5",
+        "not a time",
+    ]
+    times = pl.select(parse_time(pl.lit(pl.Series(text)))).to_series().to_list()
+    assert [t and t.isoformat() for t in times] == [
+        "2024-05-01T10:00:00.123456+00:00",
+        "2024-05-01T10:00:00+00:00",
+        "2024-05-01T10:00:00+00:00",
+        "2024-05-01T10:00:00.500000+00:00",
+        None,
+    ]

@@ -23,6 +23,7 @@ from openinference.semconv.trace import (
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from polars.testing import assert_frame_equal
 
 from ragframe import Judge, evaluate
 from ragframe.export import export_scores
@@ -342,3 +343,14 @@ def test_the_command_line_scores_traces_and_sends_the_scores_back(
     bad.write_text(traced["path"].read_text().splitlines()[0][:40] + "\n")
     assert main(["score", str(bad), *base[2:], "--from", "openinference", "--overwrite"]) == 2
     assert "skipped" in capsys.readouterr().err
+
+
+def test_real_spans_read_in_buckets_equal_one_pass(traced: dict[str, Any], tmp_path: Path) -> None:
+    """The SDK's JSON Lines and the same spans as OTLP JSON, each read in 3 buckets."""
+    otlp = tmp_path / "traces.otlp.jsonl"
+    otlp.write_text("".join(json.dumps(otlp_json([s])) + "\n" for s in traced["spans"]))
+    for path in (traced["path"], otlp):
+        one = read_traces_report(path, buckets=1)
+        assert one.rows.height == len(QUESTIONS)
+        assert_frame_equal(read_traces_report(path, buckets=3).rows, one.rows)
+        assert_frame_equal(read_traces_report(path, buckets=3).skipped, one.skipped)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -23,10 +24,15 @@ import polars as pl
 from ragframe.errors import InputError
 from ragframe.inputs.traces import datasets, langsmith, openinference, otel
 from ragframe.inputs.traces.assemble import ROW_SCHEMA, SKIP_SCHEMA, assemble
+from ragframe.inputs.traces.buckets import buckets_for, collect_assembled
 
 FORMATS = ("openinference", "otel", "langsmith", "ragas", "deepeval")
 Format = Literal["openinference", "otel", "langsmith", "ragas", "deepeval"]
 OnSkip = Literal["warn", "raise", "ignore"]
+#: JSON Lines (`n`, `line`) to the span frame.
+SpanReader = Callable[[pl.LazyFrame], pl.LazyFrame]
+#: JSON Lines to (rows, skipped), collected.
+Collect = Callable[[pl.LazyFrame], tuple[pl.DataFrame, pl.DataFrame]]
 
 __all__ = [
     "FORMATS",
@@ -149,20 +155,20 @@ def _lines(path: Path) -> pl.LazyFrame:
 
 
 def _with_bad_lines(
-    path: Path, build: Any, *, require: str | None = None
+    path: Path, collect: Collect, *, require: str | None = None
 ) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """(rows, skipped) of `build(lines)`, collected; when Polars refuses a line, the lines that
-    are not JSON objects are found, listed as skipped and left out, and the rest read again."""
+    """(rows, skipped) of `collect(lines)`; when Polars refuses a line, the lines that are not
+    JSON objects are found, listed as skipped and left out, and the rest read again."""
     lines = _lines(path)
     try:
-        rows, skipped = pl.collect_all(list(build(lines)))
+        rows, skipped = collect(lines)
         return rows.lazy(), skipped.lazy()
     except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as exc:
         bad = _bad_json_lines(path, require=require)
         if not bad:
             raise InputError(f"{path}: could not be read as {require or 'spans'}: {exc}") from exc
     numbers = [n for n, _ in bad]
-    rows, skipped = pl.collect_all(list(build(lines.filter(~pl.col("n").is_in(numbers)))))
+    rows, skipped = collect(lines.filter(~pl.col("n").is_in(numbers)))
     listed = pl.DataFrame(
         {
             "reason": [r for _, r in bad],
@@ -185,62 +191,86 @@ def scan_traces(
 
 
 def _read(
-    source: str | Path | Any, format: Format | None, *, eager: bool
+    source: str | Path | Any, format: Format | None, *, eager: bool, buckets: int | None = None
 ) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     fmt = format or detect_format(source)
     if fmt not in FORMATS:
         raise InputError(f"unknown trace format {fmt!r}; use one of {', '.join(FORMATS)}")
     if not isinstance(source, (str, Path)):
-        if fmt != "openinference":
-            raise InputError(f"a frame is read as a Phoenix span frame only, not as {fmt!r}")
-        frame = (
-            source
-            if isinstance(source, (pl.DataFrame, pl.LazyFrame))
-            else pl.from_pandas(source.reset_index() if source.index.name else source)
-        )
-        return assemble(openinference.from_frame(frame.lazy()))
+        return assemble(_frame_spans(source, fmt))
     path = Path(source)
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if fmt in ("ragas", "deepeval"):
         return datasets.read(path, fmt)
-    if fmt == "openinference":
-        first = openinference.first_record(path) if path.suffix != ".parquet" else None
-        if path.suffix == ".parquet" or (
-            first is not None and openinference.is_phoenix_record(first)
-        ):
-            return assemble(openinference.from_frame(openinference.read_phoenix_file(path)))
+    spans_of, require = _span_reader(path, fmt)
+    if spans_of is None:
+        spans = openinference.from_frame(openinference.read_phoenix_file(path))
+        if not eager:
+            return assemble(spans)
+        rows, skipped = collect_assembled(spans, buckets_for(path, buckets))
+        return rows.lazy(), skipped.lazy()
+    if not eager:
+        return assemble(spans_of(_lines(path)))
+    k = buckets_for(path, buckets)
+    return _with_bad_lines(path, lambda ls: collect_assembled(spans_of(ls), k), require=require)
 
-        def build(lines: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-            return assemble(openinference.scan_jsonl(lines, pl.col("n")))
 
-        return _with_bad_lines(path, build) if eager else build(_lines(path))
+def _frame_spans(source: Any, fmt: Format) -> pl.LazyFrame:
+    """The span frame of a Phoenix span frame given in memory (Polars or pandas)."""
+    if fmt != "openinference":
+        raise InputError(f"a frame is read as a Phoenix span frame only, not as {fmt!r}")
+    frame = (
+        source
+        if isinstance(source, (pl.DataFrame, pl.LazyFrame))
+        else pl.from_pandas(source.reset_index() if source.index.name else source)
+    )
+    return openinference.from_frame(frame.lazy())
+
+
+def _span_reader(path: Path, fmt: Format) -> tuple[SpanReader | None, str | None]:
+    """How a JSON Lines export's lines become the span frame, and the key every line must
+    have (for the malformed-line report); None for a Phoenix span file, read by Polars whole."""
     if fmt == "otel":
-        build = lambda ls: assemble(otel.scan_otlp(ls))  # noqa: E731
-        return (
-            _with_bad_lines(path, build, require="resourceSpans") if eager else build(_lines(path))
-        )
-    build = lambda ls: assemble(langsmith.scan_runs(ls))  # noqa: E731
-    return _with_bad_lines(path, build, require="id") if eager else build(_lines(path))
+        return otel.scan_otlp, "resourceSpans"
+    if fmt == "langsmith":
+        return langsmith.scan_runs, "id"
+    first = openinference.first_record(path) if path.suffix != ".parquet" else None
+    if path.suffix == ".parquet" or (first is not None and openinference.is_phoenix_record(first)):
+        return None, None
+    return (lambda lines: openinference.scan_jsonl(lines, pl.col("n"))), None
 
 
-def read_traces_report(source: str | Path | Any, format: Format | None = None) -> TraceRead:
-    """Read an export: the rows (ROW_SCHEMA) and every span, line or trace that formed none
-    (SKIP_SCHEMA: reason, trace_id, span_id, line)."""
-    rows, skipped = pl.collect_all(list(_read(source, format, eager=True)))
-    return TraceRead(rows, skipped.sort("line", nulls_last=True))
+def read_traces_report(
+    source: str | Path | Any, format: Format | None = None, *, buckets: int | None = None
+) -> TraceRead:
+    """Read an export: the rows (ROW_SCHEMA, in source order) and every span, line or trace
+    that formed none (SKIP_SCHEMA: reason, trace_id, span_id, line; in line order).
+
+    buckets : how many parts a span file is assembled in, its traces split by a hash of the
+        trace id, so that memory stays bounded however large the file (`buckets.BUCKET_BYTES`
+        of file per part when None; 1: one pass). The result is the same either way.
+    """
+    rows, skipped = pl.collect_all(list(_read(source, format, eager=True, buckets=buckets)))
+    order = ["line", "trace_id", "span_id", "reason"]
+    return TraceRead(rows, skipped.sort(order, nulls_last=True))
 
 
 def read_traces(
-    source: str | Path | Any, format: Format | None = None, *, on_skip: OnSkip = "warn"
+    source: str | Path | Any,
+    format: Format | None = None,
+    *,
+    on_skip: OnSkip = "warn",
+    buckets: int | None = None,
 ) -> pl.LazyFrame:
     """The rows of a trace export or dataset, as a LazyFrame ragframe scores as is.
 
     on_skip : what to do when spans, lines or traces formed no row: "warn" (a warning with the
         counts by reason and where the first are), "raise" (an InputError saying the same),
         "ignore". `read_traces_report` returns them as a frame.
+    buckets : as in `read_traces_report`.
     """
-    read = read_traces_report(source, format)
+    read = read_traces_report(source, format, buckets=buckets)
     if read.skipped.height and on_skip != "ignore":
         message = f"{source}: {read.skipped_summary()}"
         if on_skip == "raise":

@@ -22,6 +22,10 @@ contexts
 model, tokens
     `model_name` is the last LLM span's; `prompt_tokens`, `completion_tokens` and
     `total_tokens` are summed over the trace's LLM spans (null when it has none).
+order
+    Rows come in source order: by the line (or frame row) of the trace's first span, then
+    the answer span's start time, then trace id; the same whether the export was read in one
+    pass or in buckets (`ragframe.inputs.traces.buckets`).
 skipped
     A span with no trace id or no attributes, a line that is not JSON, and a trace that has no
     answer (e.g. a retriever span whose trace has no CHAIN, AGENT or LLM output) form no row:
@@ -91,7 +95,21 @@ TOP_KINDS = [Kind.CHAIN.value, Kind.AGENT.value]
 LLM = Kind.LLM.value
 RETRIEVER = Kind.RETRIEVER.value
 
-__all__ = ["DOCUMENT", "ROW_SCHEMA", "SKIP_SCHEMA", "SPAN_SCHEMA", "assemble", "normalize_id"]
+#: The order of the rows: the source order of their traces (the line of a trace's first span),
+#: then the answer span's start time, then the trace id (a tie-break that makes it total).
+ROW_ORDER = ["first_line", "start_time", "trace_id"]
+
+__all__ = [
+    "DOCUMENT",
+    "ROW_ORDER",
+    "ROW_SCHEMA",
+    "SKIP_SCHEMA",
+    "SPAN_SCHEMA",
+    "assemble",
+    "assemble_unordered",
+    "in_source_order",
+    "normalize_id",
+]
 
 
 def normalize_id(expr: pl.Expr) -> pl.Expr:
@@ -113,7 +131,19 @@ def _pick(mask: pl.Expr, by: list[pl.Expr], descending: list[bool], *, last: boo
 
 
 def assemble(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """(rows, skipped) from a span frame with `SPAN_SCHEMA`, both lazy."""
+    """(rows, skipped) from a span frame with `SPAN_SCHEMA`, both lazy, rows in source order."""
+    rows, skipped = assemble_unordered(spans)
+    return in_source_order(rows), skipped
+
+
+def in_source_order(rows: pl.LazyFrame) -> pl.LazyFrame:
+    """Rows of `assemble_unordered` sorted by `ROW_ORDER`, their `first_line` dropped: kept
+    apart so that rows assembled in several parts sort into the order one pass gives."""
+    return rows.sort(ROW_ORDER).drop("first_line")
+
+
+def assemble_unordered(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """(rows with a `first_line` column, in no set order; skipped) of a span frame."""
     spans = _cast(spans, SPAN_SCHEMA)
     usable = pl.col("trace_id").is_not_null() & pl.col("has_attributes")
     decided = _question_and_answer(_per_trace(spans.filter(usable)))
@@ -257,7 +287,8 @@ def _note() -> pl.Expr:
 
 
 def _rows(traces: pl.LazyFrame) -> pl.LazyFrame:
-    """The rows (`ROW_SCHEMA`) of traces with a question and an answer, in source order."""
+    """The rows (`ROW_SCHEMA`, then `first_line` to order them by) of traces with a question
+    and an answer."""
     span_field = pl.col("answer_span").struct.field
 
     def documents(field: str) -> pl.Expr:
@@ -285,4 +316,4 @@ def _rows(traces: pl.LazyFrame) -> pl.LazyFrame:
         _note().alias("note"),
         "first_line",
     )
-    return _cast(rows.sort("first_line", "start_time").drop("first_line"), ROW_SCHEMA)
+    return _cast(rows, {**ROW_SCHEMA, "first_line": pl.Int64()})
