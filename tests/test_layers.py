@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ragframe"
 #: modules at the root, its own name. `testing` (the fake judge server the tests and the
 #: docs run against) stands on top: it may use anything, and nothing of the package uses it.
 LAYERS: list[set[str]] = [
-    {"_version", "errors", "prompts", "assets", "data"},
+    {"_version", "_sync", "errors", "prompts", "assets", "data"},
     {"stats"},
     {"inputs"},
     {"judge"},

@@ -22,10 +22,10 @@ from conftest import judge_for
 from polars.testing import assert_frame_equal
 
 import ragframe
+from ragframe._sync import run_sync
 from ragframe.cli import build_parser, main
 from ragframe.cli import score as score_cli
 from ragframe.engine import PATHS, RunSpec, refuse_unsupported
-from ragframe.engine.prepare import run_sync
 from ragframe.engine.run import execute
 from ragframe.engine.spec import FLAGS
 from ragframe.engine.summary import format_summary

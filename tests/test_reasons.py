@@ -22,8 +22,8 @@ import pytest
 from conftest import system_text, task_name, user_text
 
 import ragframe
-from ragframe.inputs.columns import select_inputs
 from ragframe.errors import ConfigError
+from ragframe.inputs.columns import select_inputs
 from ragframe.judge.task import Task
 from ragframe.metrics import (
     REGISTRY,

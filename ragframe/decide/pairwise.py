@@ -216,7 +216,7 @@ def estimate_pairwise_bench(
     judge: Any, limit: int | None = None, *, criteria: str = "answer_correctness"
 ) -> dict[str, int]:
     """What `pairwise_bench` would send (a dry run; nothing is sent)."""
-    from ragframe.engine.prepare import run_sync
+    from ragframe._sync import run_sync
 
     return run_sync(aestimate_pairs(bench_pairs(limit), Pairwise(criteria), judge=judge))  # type: ignore[no-any-return]
 

@@ -6,7 +6,6 @@ session, and tell which metrics failed on every row. The paths (`run`, `stream`,
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import datetime as dt
 from collections.abc import Iterable, Mapping
@@ -269,14 +268,3 @@ def sampled_frame(
 
     drawn = draw_sample(data, sample, seed=seed, columns=columns)
     return load_frame(drawn.frame, columns), {"sample": drawn.describe()}
-
-
-def run_sync(coro: Any) -> Any:
-    """Run a coroutine from sync code, also inside a running loop (Jupyter): there it runs on
-    a worker thread with its own loop, so the notebook's loop is never blocked re-entrantly."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragframe") as pool:
-        return pool.submit(asyncio.run, coro).result()

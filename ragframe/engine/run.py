@@ -10,10 +10,11 @@ from typing import Any, TypedDict, Unpack
 
 import polars as pl
 
+from ragframe._sync import run_sync
 from ragframe.engine.jury import check_jury, execute_jury
-from ragframe.engine.prepare import prepare_run, run_sync, sampled_frame, score_frame, work_plan
+from ragframe.engine.prepare import prepare_run, sampled_frame, score_frame, work_plan
 from ragframe.engine.result import RunResult
-from ragframe.engine.spec import RunSpec, refuse_unsupported
+from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.errors import ConfigError
 from ragframe.inputs.columns import list_columns, load_frame
 from ragframe.inputs.io import open_input
@@ -92,53 +93,49 @@ async def arun(
     return await execute(data, spec_of(metrics, options), options.get("judge"))
 
 
+class EstimateOptions(TypedDict, total=False):
+    """The keyword options of `estimate` / `aestimate` (see `aestimate`)."""
+
+    judge: Judge | None
+    columns: Mapping[str, str] | None
+    chunk_rows: int
+    sample: int | None
+    seed: int
+    reasons: bool | None
+    repeats: int
+    judges: Sequence[Judge]
+
+
 async def aestimate(
-    data: Any,
-    metrics: Iterable[str | Metric | RagasScore],
-    *,
-    judge: Judge | None = None,
-    columns: Mapping[str, str] | None = None,
-    chunk_rows: int = 2000,
-    sample: int | None = None,
-    seed: int = 0,
-    reasons: bool | None = None,
-    repeats: int = 1,
-    judges: Sequence[Judge] = (),
+    data: Any, metrics: Iterable[str | Metric | RagasScore], **options: Unpack[EstimateOptions]
 ) -> dict[str, Any]:
     """What scoring `data` would send, without sending anything (a dry run).
 
     Requests the cache already answers are free and not counted. Multi-stage metrics are
     followed through placeholder answers (see `ragframe.judge.estimate`), so their later stages
     are counted at a typical size. Embedding requests are not counted (they are cheap). A file
-    (Parquet, JSON Lines or CSV) is counted `chunk_rows` rows at a time, in the memory a
-    streamed run needs; identical prompts are counted once within a chunk (and a frame), once
-    per chunk across chunks, so for a file with repeats the figure is an upper bound. With
-    `repeats` k, each repeat's requests are counted at its own judge seed, as `run` sends them
-    (their cached answers are free too). With `judges` (a jury), every judge's requests are
-    counted at its own price and added up: an upper bound, since the judges after the first
-    verify the first judge's claims instead of extracting their own.
+    (Parquet, JSON Lines or CSV) is counted `chunk_rows` rows (default 2,000) at a time, in the
+    memory a streamed run needs; identical prompts are counted once within a chunk (and a
+    frame), once per chunk across chunks, so for a file with repeats the figure is an upper
+    bound. With `repeats` k, each repeat's requests are counted at its own judge seed, as `run`
+    sends them (their cached answers are free too). With `judges` (a jury), every judge's
+    requests are counted at its own price and added up: an upper bound, since the judges after
+    the first verify the first judge's claims instead of extracting their own. `judge`,
+    `columns`, `sample`, `seed`, `reasons`: as in `evaluate`.
     """
     from ragframe.engine.repeats import check_repeats, repeat_judges
 
+    judges = options.pop("judges", ())
     if judges:
-        options = {"columns": columns, "chunk_rows": chunk_rows, "sample": sample, "seed": seed}
-        options |= {"reasons": reasons, "repeats": repeats}
-        each = [await aestimate(data, metrics, judge=j, **options) for j in judges]
+        each = [await aestimate(data, metrics, **options, judge=j) for j in judges]
         return _jury_estimate(each)
-
+    chunk_rows, columns = options.get("chunk_rows", DEFAULT_CHUNK_ROWS), options.get("columns")
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
-    repeats = check_repeats(repeats)
-    # `head`: what validation looks at (the columns and types; rows are not needed).
-    source = None
-    if sample is not None:
-        head, _ = sampled_frame(data, sample, seed, columns)
-    elif isinstance(data, str | Path):
-        source = open_input(data, list_columns=list_columns(columns))
-        head = source.schema_frame()
-    else:
-        head = load_frame(data, columns)
-    spec = RunSpec.of(metrics, columns=columns, reasons=reasons)
+    repeats = check_repeats(options.get("repeats", 1))
+    head, source = _head(data, options)
+    spec = RunSpec.of(metrics, columns=columns, reasons=options.get("reasons"))
+    judge = options.get("judge")
     ready = prepare_run(head, spec, judge if judge is not None else Judge())
     totals: dict[str, int] = {}
     rows = 0
@@ -153,6 +150,18 @@ async def aestimate(
         for key, value in session.estimate.items():
             totals[key] = totals.get(key, 0) + value
     return _estimate_figures(ready.judge, totals, rows, repeats)
+
+
+def _head(data: Any, options: EstimateOptions) -> tuple[pl.DataFrame, Any]:
+    """What a dry run validates (the columns and types: a sample, a file's schema, or the
+    frame) and, for a file, the file to read chunk by chunk."""
+    columns, sample = options.get("columns"), options.get("sample")
+    if sample is not None:
+        return sampled_frame(data, sample, options.get("seed", 0), columns)[0], None
+    if isinstance(data, str | Path):
+        source = open_input(data, list_columns=list_columns(columns))
+        return source.schema_frame(), source
+    return load_frame(data, columns), None
 
 
 def _jury_estimate(each: list[dict[str, Any]]) -> dict[str, Any]:
@@ -190,21 +199,10 @@ def _estimate_figures(
 
 
 def estimate(
-    data: Any,
-    metrics: Iterable[str | Metric | RagasScore],
-    *,
-    judge: Judge | None = None,
-    columns: Mapping[str, str] | None = None,
-    chunk_rows: int = 2000,
-    sample: int | None = None,
-    seed: int = 0,
-    reasons: bool | None = None,
-    repeats: int = 1,
-    judges: Sequence[Judge] = (),
+    data: Any, metrics: Iterable[str | Metric | RagasScore], **options: Unpack[EstimateOptions]
 ) -> dict[str, Any]:
-    """Estimate requests, tokens and cost before any request is sent (`--dry-run`)."""
-    options = {"judge": judge, "columns": columns, "chunk_rows": chunk_rows, "sample": sample}
-    options |= {"seed": seed, "reasons": reasons, "repeats": repeats, "judges": judges}
+    """Estimate requests, tokens and cost before any request is sent (`--dry-run`); the
+    options of `aestimate`."""
     return run_sync(aestimate(data, metrics, **options))  # type: ignore[no-any-return]
 
 

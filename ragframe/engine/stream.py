@@ -28,7 +28,8 @@ from typing import Any, TypedDict, Unpack
 
 import polars as pl
 
-from ragframe.engine.prepare import prepare_run, run_sync, score_frame, work_plan
+from ragframe._sync import run_sync
+from ragframe.engine.prepare import prepare_run, score_frame, work_plan
 from ragframe.engine.result import RunResult
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.engine.summary import Tally

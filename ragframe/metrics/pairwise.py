@@ -34,8 +34,6 @@ single-answer log (`ragframe.inputs.columns.CANONICAL`), so this metric checks i
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import copy
 import re
 from collections.abc import Sequence
@@ -44,6 +42,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 
+from ragframe._sync import run_sync
 from ragframe.errors import ConfigError, InputError
 from ragframe.inputs.columns import ALIASES, CANONICAL, ROW_ID, WHITESPACE, missing_input_reason
 from ragframe.judge.results import RunStats
@@ -428,10 +427,4 @@ def run_pairs(
     pairs: pl.DataFrame, metric: Pairwise | str = "answer_correctness", *, judge: Any
 ) -> tuple[pl.DataFrame, RunStats]:
     """`arun_pairs` from sync code (also inside a running loop, on a worker thread)."""
-    coro = arun_pairs(pairs, metric, judge=judge)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragframe") as pool:
-        return pool.submit(asyncio.run, coro).result()
+    return run_sync(arun_pairs(pairs, metric, judge=judge))  # type: ignore[no-any-return]

@@ -103,7 +103,7 @@ def score_partitions(
     check_limits(how["limits"])
     identity = run_identity(chosen, judge, spec.columns)
     todo = to_score(parts, identity, overwrite)
-    template = _scored_schema(empty, chosen, judge, options.get("columns"))
+    template = _scored_schema(empty, chosen, judge, spec.columns)
     ray_info = {"actors": how["actors"], "partitions": len(parts)}
     run = spec.metadata("ray", judge)
     outputs = {

@@ -379,7 +379,8 @@ class BatchJob:
     def _pass(
         self, m: Manifest, frame: pl.DataFrame, metrics: list[Any], columns: Any
     ) -> tuple[pl.DataFrame, dict[str, dict[str, Any]], RunStats]:
-        from ragframe.engine.prepare import run_sync, score_frame
+        from ragframe._sync import run_sync
+        from ragframe.engine.prepare import score_frame
 
         async def go() -> tuple[pl.DataFrame, dict[str, dict[str, Any]], RunStats]:
             session = _BatchSession(self.judge, m.given_up())
