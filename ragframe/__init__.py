@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from ragframe._version import __version__
 from ragframe.decide.agreement import agreement
-from ragframe.stats.alpha import alpha_interval, krippendorff_alpha
 from ragframe.decide.calibration import Calibration, apply_calibration, calibrate
 from ragframe.decide.compare import Comparison, compare
 from ragframe.decide.gates import EXIT_GATE_FAILED, GateResult, assert_scores, check_gates
@@ -75,6 +74,7 @@ from ragframe.metrics.catalog import catalog
 from ragframe.metrics.pairwise import Pairwise, run_pairs
 from ragframe.report import report
 from ragframe.stats import mean_interval
+from ragframe.stats.alpha import alpha_interval, krippendorff_alpha
 
 __all__ = [
     "EXIT_GATE_FAILED",
