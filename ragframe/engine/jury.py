@@ -198,36 +198,7 @@ def claims_jury(details: pl.DataFrame, scores: pl.DataFrame, names: list[str]) -
     )
     aligned = pl.all_horizontal(pl.col(f"_n{i}") == pl.col("_n0") for i in range(k))
     rows = rows.with_columns((aligned & (pl.col("_n0") > 0)).alias("_aligned"))
-    majority = (
-        rows.filter("_aligned")
-        .select(
-            "_row",
-            claims[0].alias("_claim"),
-            *[
-                c.list.eval(pl.element().struct.field("supported")).alias(v)
-                for c, v in zip(claims, votes, strict=True)
-            ],
-        )
-        .explode(["_claim", *votes])
-        .with_columns(pl.concat_list(votes).alias("votes"))
-        .with_columns(
-            pl.col("votes").list.eval(pl.element().cast(pl.Int32)).list.sum().alias("_yes"),
-            pl.col("votes").list.drop_nulls().list.len().alias("_voted"),
-        )
-        .with_columns(
-            pl.when(pl.col("_voted") > 0).then(pl.col("_yes") * 2 > pl.col("_voted")).alias("_jury")
-        )
-        .group_by("_row", maintain_order=True)
-        .agg(
-            pl.struct(
-                pl.col("_claim").struct.field("claim"),
-                pl.col("_jury").alias("supported"),
-                pl.col("votes"),
-                pl.col("_claim").struct.field("reason"),
-            ).alias("claims"),
-            pl.col("_jury").cast(pl.Float64).mean().alias("_majority"),
-        )
-    )
+    majority = _majority(rows.filter("_aligned"), claims, votes)
     judged = rows.select(
         "_row",
         "_aligned",
@@ -248,6 +219,38 @@ def claims_jury(details: pl.DataFrame, scores: pl.DataFrame, names: list[str]) -
             pl.lit(names, dtype=pl.List(pl.String)).alias("judges"),
             error.alias("error"),
         ).alias("detail"),
+    )
+
+
+def _majority(aligned: pl.DataFrame, claims: list[pl.Expr], votes: list[str]) -> pl.DataFrame:
+    """Per row whose judges verified the same claims: each claim with every judge's vote and
+    the jury's verdict (more than half of those that voted say supported), and the share of
+    claims the jury supports."""
+    supported = [
+        c.list.eval(pl.element().struct.field("supported")).alias(v)
+        for c, v in zip(claims, votes, strict=True)
+    ]
+    return (
+        aligned.select("_row", claims[0].alias("_claim"), *supported)
+        .explode(["_claim", *votes])
+        .with_columns(pl.concat_list(votes).alias("votes"))
+        .with_columns(
+            pl.col("votes").list.eval(pl.element().cast(pl.Int32)).list.sum().alias("_yes"),
+            pl.col("votes").list.drop_nulls().list.len().alias("_voted"),
+        )
+        .with_columns(
+            pl.when(pl.col("_voted") > 0).then(pl.col("_yes") * 2 > pl.col("_voted")).alias("_jury")
+        )
+        .group_by("_row", maintain_order=True)
+        .agg(
+            pl.struct(
+                pl.col("_claim").struct.field("claim"),
+                pl.col("_jury").alias("supported"),
+                pl.col("votes"),
+                pl.col("_claim").struct.field("reason"),
+            ).alias("claims"),
+            pl.col("_jury").cast(pl.Float64).mean().alias("_majority"),
+        )
     )
 
 
