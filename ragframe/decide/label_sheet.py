@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import polars as pl
@@ -210,24 +210,26 @@ def _as_text(value: Any, indent: str = "") -> str:
     return str(value)
 
 
+class DrawOptions(TypedDict, total=False):
+    """How `draw_labels` draws (its keyword options), for `label_sheet` too."""
+
+    score: str | None
+    stratify: bool
+    strata: int
+    seed: int
+    on: str
+
+
 def label_sheet(
-    scored: Any,
-    n: int,
-    *,
-    score: str | None = None,
-    stratify: bool = False,
-    strata: int = 4,
-    seed: int = 0,
-    on: str = "id",
-    label: str = "faithful",
+    scored: Any, n: int, *, label: str = "faithful", **draw: Unpack[DrawOptions]
 ) -> tuple[pl.DataFrame, dict[str, Any]]:
     """The sheet for a person (all text columns, CSV-ready): the row key, question, answer,
     numbered contexts, each metric's score and `{metric}_detail` as readable text, the draw's
     columns with `stratify`, and an empty `label` column to fill with 1 / 0 (or yes / no).
-    Metrics: those with a `{metric}_detail` column (or `score` alone when it has none)."""
-    drawn, info = draw_labels(
-        scored, n, score=score, stratify=stratify, strata=strata, seed=seed, on=on
-    )
+    Metrics: those with a `{metric}_detail` column (or `score` alone when it has none). The
+    draw's options (`score`, `stratify`, `strata`, `seed`, `on`) are `draw_labels`'s."""
+    drawn, info = draw_labels(scored, n, **draw)
+    score = draw.get("score")
     key = info["key"]
     if label in drawn.columns:
         raise ConfigError(

@@ -56,7 +56,7 @@ share of its log makes them conservative (no finite-population correction is app
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from statistics import NormalDist
 from typing import Any, Literal
@@ -94,14 +94,9 @@ class Interval:
     level: float
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "mean": self.mean,
-            "ci_low": self.low,
-            "ci_high": self.high,
-            "level": self.level,
-            "method": self.method,
-        }
+        """The fields as summaries name them (`low`, `high` as `ci_low`, `ci_high`)."""
+        names = {"low": "ci_low", "high": "ci_high"}
+        return {names.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
 
 
 def format_mean(value: float | None) -> str:
