@@ -27,6 +27,9 @@ from ragframe.inputs.traces.assemble import (
 #: File bytes per bucket: about 90,000 spans of an SDK export of a small RAG pipeline
 #: (1.4 KB a span), a working set of about 250 MiB.
 BUCKET_BYTES = 128 * 1024 * 1024
+#: Rows per Parquet row group in a bucket file: the partitioned sink buffers a row group per
+#: open bucket, which at Polars' default held the whole file (1.2 GiB for a million spans).
+ROW_GROUP = 10_000
 #: Fixed so that a run is reproducible; which bucket a trace lands in never shows in the result.
 SEED = 22
 
@@ -60,7 +63,9 @@ def assemble_in_buckets(spans: pl.LazyFrame, buckets: int) -> tuple[pl.DataFrame
     skipped: list[pl.DataFrame] = []
     with tempfile.TemporaryDirectory(prefix="ragframe-traces-") as tmp:
         spans.select(*columns, bucket).sink_parquet(
-            pl.PartitionBy(tmp, key="bucket", include_key=False), mkdir=True
+            pl.PartitionBy(tmp, key="bucket", include_key=False),
+            mkdir=True,
+            row_group_size=ROW_GROUP,
         )
         for directory in sorted(Path(tmp).iterdir()):
             part = pl.scan_parquet(directory / "*.parquet", hive_partitioning=False)
