@@ -7,12 +7,13 @@ import json
 import sys
 from typing import Any
 
-from ragframe.cli import common, options
+from ragframe.cli import common, labels, options
 from ragframe.decide.compare import Comparison, compare
 
 EXIT_STATUSES = (
     "exit status: 0 compared (whatever the verdicts); 2 a configuration or input error (a "
-    "column neither file has, duplicate keys; one line says what to fix)"
+    "column neither file has, duplicate keys, a labels file without the key or label column; "
+    "one line says what to fix)"
 )
 HELP = (
     "compare two scored files: per metric the difference b - a with its interval, a p-value, "
@@ -30,7 +31,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--on",
         help="key column(s) pairing the rows, comma-separated (e.g. id or id,run): a paired "
-        "comparison, stronger than the default two-sample one",
+        "comparison, stronger than the default two-sample one; with --labels, the one key the "
+        "labels join on (default there: id)",
     )
     parser.add_argument("--by", help="group column(s), comma-separated: one comparison per group")
     parser.add_argument(
@@ -41,16 +43,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     options.add_shown(
         parser, "--changed", 3, "most-changed rows shown per metric (default: 3; --json carries 10)"
     )
+    labels.add_label_options(parser, pair=True)
     options.add_format(
         parser,
-        json="print everything as JSON",
-        csv="print the table as CSV (warnings go to stderr)",
+        json="print everything as JSON (with --labels, the paired human estimate's rows under "
+        '"human_estimate")',
+        csv="print the table as CSV (warnings, and with --labels the human estimate's line, go "
+        "to stderr)",
     )
     return parser
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Compare, print, exit 0 (a difference is a finding, not a failure)."""
+    """Compare, print, exit 0 (a difference is a finding, not a failure); with --labels, the
+    paired human estimate b - a (PPI++) after the table."""
     found = compare(
         args.a,
         args.b,
@@ -61,15 +67,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
         seed=args.seed,
         changed=max(args.changed, 10) if args.json else args.changed,
     )
+    human = None
+    if args.labels:
+        human = labels.pair_estimate(args, list(dict.fromkeys(found.table["metric"].to_list())))
     if args.json:
-        print(json.dumps(found.to_dict(), default=str, ensure_ascii=False, indent=2))
+        out = found.to_dict()
+        if human is not None:
+            out["human_estimate"] = human.to_dicts()
+        print(json.dumps(out, default=str, ensure_ascii=False, indent=2))
     elif args.csv:
         sys.stdout.write(found.table.write_csv())
         for warning in found.warnings:
             print(f"warning: {warning}", file=sys.stderr)
+        if human is not None:
+            print(labels.difference_line(human), file=sys.stderr)
     else:
         print(found)
         print(changed_text(found, args.changed))
+        if human is not None:
+            print(f"\nbeside the judge's figures, what people would say (--labels {args.labels}):")
+            print(labels.difference_line(human))
     return common.EXIT_OK
 
 

@@ -4,13 +4,14 @@ with n labelled, N scored and the method, then how many labels a target width ne
 
 from __future__ import annotations
 
+__all__ = ["add_parser", "cmd_human_estimate"]
+
 import argparse
 import sys
 from typing import Any
 
-import polars as pl
-
-from ragframe.cli import common, options
+from ragframe.cli import common, labels, options
+from ragframe.cli.labels import format_table, power_line
 from ragframe.decide.calibration import Calibration
 from ragframe.decide.human import human_estimate, labelled_scores, labels_needed
 
@@ -24,8 +25,6 @@ HELP = (
     "labels), with its interval"
 )
 
-__all__ = ["add_parser", "cmd_human_estimate", "format_table"]
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `human-estimate` to the `ragframe` parser's subparsers."""
@@ -33,7 +32,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         subparsers, "human-estimate", cmd_human_estimate, HELP, EXIT_STATUSES
     )
     parser.add_argument("scored", help=options.SCORED_HELP)
-    add_label_options(parser, required=True)
+    labels.add_label_options(parser, required=True)
     parser.add_argument(
         "--score", default="faithfulness", help="the judge's score column (default: faithfulness)"
     )
@@ -57,20 +56,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     options.add_format(parser, json="print the table as JSON (rows)", csv="print the table as CSV")
     return parser
-
-
-def add_label_options(parser: Any, *, required: bool = False) -> None:
-    """`--labels FILE` and `--label-column NAME`: the human labels, here and beside the
-    judge's figures in `summarize` and `compare`."""
-    parser.add_argument(
-        "--labels",
-        required=required,
-        metavar="FILE",
-        help="the labels: a filled label sheet (CSV) or a Parquet / JSON Lines file",
-    )
-    parser.add_argument(
-        "--label-column", default="faithful", help="the label column, 0 / 1 (default: faithful)"
-    )
 
 
 def cmd_human_estimate(args: argparse.Namespace) -> int:
@@ -102,69 +87,3 @@ def cmd_human_estimate(args: argparse.Namespace) -> int:
     if y.size >= 3:
         print(power_line(labels_needed(args.width, y, f, n_scored=big_n, level=args.level)))
     return common.EXIT_OK
-
-
-def power_line(plan: dict[str, Any]) -> str:
-    """The labels-needed figure as one sentence, with what it rests on."""
-    width = plan["width"]
-    rests = (
-        f"from the judge's correlation with the labels, {plan['correlation']:.2f} on "
-        f"{plan['n_batch']} labelled rows"
-    )
-    if plan["n_needed"] is None:
-        return (
-            f"labels for a {plan['level']:.0%} interval of width {width:g}: out of reach with "
-            f"N = {plan['n_scored']} scored rows ({rests})"
-        )
-    return (
-        f"labels for a {plan['level']:.0%} interval of width {width:g} (+-{width / 2:g}): about "
-        f"{plan['n_needed']} with the judge's scores, {plan['n_labels_only']} from labels alone "
-        f"({rests}; a planning figure)"
-    )
-
-
-def format_table(table: pl.DataFrame, groups: list[str] | None = None) -> str:
-    """The estimates for a terminal: one line per (group and) method, then what they rest on."""
-    groups = list(groups or [])
-    level = table["level"][0] if table.height else 0.95
-    headers = [*groups, "method", "estimate", f"{level:.0%} interval", "n labelled", "N scored"]
-    rows = []
-    for r in table.iter_rows(named=True):
-        interval = "-" if r["ci_low"] is None else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-        rows.append(
-            [
-                *("(null)" if r[g] is None else str(r[g]) for g in groups),
-                r["method"],
-                "-" if r["estimate"] is None else f"{r['estimate']:.3f}",
-                interval,
-                str(r["n_labelled"]),
-                str(r["n_scored"]),
-            ]
-        )
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    out = [
-        "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-        for cells in [headers, ["-" * w for w in widths], *rows]
-    ]
-    for r in table.iter_rows(named=True):
-        where = " ".join(str(r[g]) for g in groups)
-        prefix = f"{where}: " if where else ""
-        if r["method"] == "ppi++" and r["effective_n"] is not None:
-            out.append(
-                f"{prefix}ppi++ (lam {r['lam']:.2f}): the judge's scores are worth "
-                f"{r['effective_n']:.0f} labels for {r['n_labelled']} labelled"
-            )
-        if r["method"] == "judge_only" and r["bias"] is not None:
-            out.append(
-                f"{prefix}judge bias on the labelled rows: {r['bias']:+.3f} "
-                f"[{r['bias_ci_low']:+.3f}, {r['bias_ci_high']:+.3f}] (judge - label)"
-            )
-    notes = sorted({n for n in table["note"].to_list() if n})
-    out.extend(f"note: {n}" for n in notes)
-    out.append(
-        f"metric {table['metric'][0]}, label {table['label'][0]}; quote ppi++ (see "
-        "ragframe.decide.human)"
-        if table.height
-        else "no rows"
-    )
-    return "\n".join(out)

@@ -4,23 +4,25 @@ failed to score, the mean with its interval, and the pass rate where a threshold
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
 import polars as pl
 
-from ragframe.cli import common, options
+from ragframe.cli import common, labels, options
 from ragframe.decide.summarize import summarize
 from ragframe.metrics.thresholds import parse_metric_values
 from ragframe.stats import format_interval, format_mean
 
 EXIT_STATUSES = (
     "exit status: 0 summarized; 2 a configuration or input error (a column the file lacks, a "
-    "bad --level; one line says what to fix). Nothing is ever sent to a judge"
+    "bad --level, a labels file without the key or label column; one line says what to fix). "
+    "Nothing is ever sent to a judge"
 )
 HELP = (
     "per group and metric: n, failed rows, the mean with its confidence interval, the pass "
-    "rate against a threshold"
+    "rate against a threshold; with --labels, the human estimate beside the judge's"
 )
 
 __all__ = ["add_parser", "cmd_summarize", "format_table"]
@@ -51,29 +53,71 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="METRIC,...",
         help="strict mode for these metrics: a row passes only with a perfect score",
     )
-    options.add_format(parser, json="print the table as JSON (rows)", csv="print the table as CSV")
+    labels.add_label_options(parser)
+    parser.add_argument(
+        "--on", default="id", help="with --labels: the row key in both files (default: id)"
+    )
+    options.add_format(
+        parser,
+        json="print the table as JSON (rows); with --labels an object instead: the rows under "
+        '"summary", the human estimate\'s rows under "human_estimate" and the labels-needed '
+        'figures under "labels_needed"',
+        csv="print the table as CSV; with --labels the labelled metric's rows gain the ppi++ "
+        "estimate as columns human_estimate, human_ci_low, human_ci_high, human_n_labelled, "
+        "human_n_scored, human_method",
+    )
     return parser
 
 
 def cmd_summarize(args: argparse.Namespace) -> int:
-    """Summarize and print: a terminal table, JSON rows or CSV."""
+    """Summarize and print: a terminal table, JSON rows or CSV; with --labels, the human
+    estimate beside the judge's."""
+    groups = common.parse_metrics(args.by) if args.by else []
     table = summarize(
         args.scored,
         metrics=common.parse_metrics(args.metrics) if args.metrics else None,
-        by=common.parse_metrics(args.by) if args.by else None,
+        by=groups or None,
         level=args.level,
         seed=args.seed,
         thresholds=parse_metric_values(args.threshold, "--threshold"),
         strict=common.parse_metrics(args.strict) if args.strict else None,
     )
-    if args.json:
-        sys.stdout.write(table.write_json() + "\n")
-    elif args.csv:
-        sys.stdout.write(table.write_csv())
-    else:
-        groups = common.parse_metrics(args.by) if args.by else []
-        print(format_table(table, groups))
+    if not args.labels:
+        _print(args, table, groups)
+        return common.EXIT_OK
+    metrics = list(dict.fromkeys(table["metric"].to_list()))
+    estimate, plan = labels.summary_estimate(args, metrics, groups)
+    _print(args, table, groups, estimate, plan)
     return common.EXIT_OK
+
+
+def _print(
+    args: argparse.Namespace,
+    table: pl.DataFrame,
+    groups: list[str],
+    estimate: pl.DataFrame | None = None,
+    plan: dict[str, Any] | None = None,
+) -> None:
+    """The table as asked (terminal, JSON or CSV), the human estimate with it when given."""
+    if args.json and estimate is None:
+        sys.stdout.write(table.write_json() + "\n")
+    elif args.json:
+        rows = {
+            "summary": json.loads(table.write_json()),
+            "human_estimate": json.loads(estimate.write_json()),
+            "labels_needed": plan,
+        }
+        print(json.dumps(rows, ensure_ascii=False))
+    elif args.csv:
+        both = table if estimate is None else labels.human_columns(table, estimate, groups)
+        sys.stdout.write(both.write_csv())
+    else:
+        print(format_table(table, groups))
+        if estimate is not None:
+            print(f"\nbeside the judge's figures, what people would say (--labels {args.labels}):")
+            print(labels.format_table(estimate, groups))
+            if plan is not None:
+                print(labels.power_line(plan))
 
 
 def _cells(row: dict[str, Any], groups: list[str], rates: bool) -> list[str]:
