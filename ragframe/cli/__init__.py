@@ -3,7 +3,10 @@
 Each subcommand module has `add_parser(subparsers)`, which adds its arguments and sets the
 `handler` that runs it (`args` in, exit status out). What several subcommands share (exit
 statuses, the `--columns` and `--metrics` parsers, the run summary, the one-line endpoint error)
-is in `ragframe.cli.common`. A new subcommand is a new module listed in `SUBCOMMANDS`.
+is in `ragframe.cli.common`; the options several subcommands declare (the judge's, with
+`judge_from_args`; the opening of a subcommand; --level, --seed, --output, --json / --csv) in
+`ragframe.cli.options`; the human labels beside the judge's figures (`--labels`) in
+`ragframe.cli.labels`. A new subcommand is a new module listed in `SUBCOMMANDS`.
 
 Layer: the top; it may import every layer (the package root `ragframe/__init__.py` imports
 nothing of it).
