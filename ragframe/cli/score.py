@@ -234,7 +234,8 @@ def chosen_metrics(source: str, spec: RunSpec) -> list[Any]:
 def _score_in_memory(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int:
     """Score a sample of the log (then print what the whole log would cost beside it), or the
     log with repeats: in memory, as `ragframe.run` does."""
-    from ragframe.engine.prepare import failed_metrics, run_sync
+    from ragframe._sync import run_sync
+    from ragframe.engine.prepare import failed_metrics
     from ragframe.engine.run import execute
 
     result = run_sync(execute(args.input, spec, judge))
