@@ -61,7 +61,12 @@ OPTIONS: dict[str, tuple[str, list[str]]] = {
     "timeout": ("", ["--timeout", "30", "--temperature", "0.5"]),
     "retry_failed": ("", ["--retry-failed"]),
     "calibration": ("calibration", ["--calibration", "CALIBRATION"]),
+    "jury": ("judges", ["--jury", "JURY"]),
+    "jury_aggregate": ("aggregate", ["--jury", "JURY", "--jury-aggregate", "median"]),
 }
+#: What the jury rows seat: two models on the test server (one named with its URL).
+JURY = "juror-a,juror-b@{url}"
+IN_MEMORY = ("repeats", "sample", "jury", "jury_aggregate")
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +81,9 @@ def calibration_file(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(path)
 
 
-def option_args(name: str, calibration_file: str) -> list[str]:
-    return [calibration_file if a == "CALIBRATION" else a for a in OPTIONS[name][1]]
+def option_args(name: str, calibration_file: str, server: FakeServer) -> list[str]:
+    given = {"CALIBRATION": calibration_file, "JURY": JURY.format(url=server.base_url)}
+    return [given.get(a, a) for a in OPTIONS[name][1]]
 
 
 def frame(n: int = 6) -> pl.DataFrame:
@@ -104,7 +110,8 @@ def reference(command: list[str]) -> tuple[Any, RunSpec]:
     """The in-memory run of the command's own RunSpec (its judge built by the same code)."""
     args = build_parser().parse_args(command)
     spec = score_cli.run_spec(args)
-    result = run_sync(execute(args.input, spec, score_cli._judge(args)))
+    judge = None if spec.judges else score_cli._judge(args)
+    result = run_sync(execute(args.input, spec, judge))
     return result, spec
 
 
@@ -140,7 +147,7 @@ def test_the_cli_honours_every_option_as_the_in_memory_run(
     source = tmp_path / "log.parquet"
     frame().write_parquet(source)
     out = tmp_path / "out.parquet"
-    option = option_args(name, calibration_file)
+    option = option_args(name, calibration_file, server)
     command = argv(source, out, server, tmp_path / "cli.sqlite3", option)
     status = main(command)
     printed = capsys.readouterr()
@@ -158,7 +165,7 @@ def test_the_cli_honours_every_option_as_the_in_memory_run(
     meta = ragframe.read_metadata(out)
     path = score_cli.run_path(build_parser().parse_args(command), spec)
     assert meta["run"] == {**result.run, "path": path}
-    assert meta["run"]["path"] == ("in-memory" if name in ("repeats", "sample") else "streamed")
+    assert meta["run"]["path"] == ("in-memory" if name in IN_MEMORY else "streamed")
     assert table(printed.out) == table(format_summary(result.summary(), False))
     field = OPTIONS[name][0]
     if field and field not in ("metrics", "columns"):
@@ -211,7 +218,7 @@ def test_ray_honours_every_option_or_refuses_it_before_any_request(
     whole = tmp_path / "log.parquet"
     data.write_parquet(whole)
     out = tmp_path / "out"
-    option = option_args(name, calibration_file)
+    option = option_args(name, calibration_file, server)
     command = argv(source, out, server, tmp_path / "ray-cache", option)
     command += ["--ray", cluster, "--actors", "2", "--batch-rows", "2"]
     spec = score_cli.run_spec(build_parser().parse_args(command))
@@ -309,7 +316,7 @@ def test_the_batch_api_honours_its_options_and_refuses_the_rest_up_front(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     source, out = tmp_path / "log.parquet", tmp_path / "out.parquet"
     frame().write_parquet(source)
-    option = option_args(name, calibration_file)
+    option = option_args(name, calibration_file, server)
     command = ["batch", "run", str(source), "-o", str(out), "--manifest", str(tmp_path / "m")]
     command += ["--metrics", METRICS, "--model", "fake-judge", "--base-url", server.base_url]
     command += ["--cache", str(tmp_path / "b.sqlite3"), "--poll-interval", "0.05", "--wait", "60"]

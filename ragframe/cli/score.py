@@ -92,6 +92,20 @@ def _add_run_options(score: argparse.ArgumentParser) -> None:
         help="a calibration file (ragframe calibrate): adds {metric}_p_human, the probability "
         "that a person labels the row true; repeat it for several metrics (not with --ray)",
     )
+    score.add_argument(
+        "--jury",
+        metavar="MODEL[@URL],...",
+        help="score with a jury of judges instead of one: each MODEL at its URL (default: "
+        "--base-url), with the other judge options shared and --max-cost split evenly; "
+        "{metric} is the jury's, {metric}@MODEL each judge's (scored in memory)",
+    )
+    score.add_argument(
+        "--jury-aggregate",
+        choices=("mean", "median"),
+        default="mean",
+        help="how the jury combines scores where the judges do not vote on shared claims "
+        "(default: mean)",
+    )
 
 
 _judge = options.judge_from_args
@@ -111,15 +125,35 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         **{**gates, "strict": tuple(gates["strict"])},
         **options.pick(args, "repeats", "seed", "sample", "chunk_rows", "dry_run", "max_cost"),
         calibration=tuple(args.calibration or ()),
+        judges=tuple(jury(args)),
+        aggregate=args.jury_aggregate,
     )
 
 
+def jury(args: argparse.Namespace) -> list[Any]:
+    """`--jury a@URL1,b@URL2,c`: one judge per model, each built from the shared judge options
+    (a model without @URL at --base-url), the cost cap shared out evenly."""
+    if not args.jury:
+        return []
+    seats = [seat.strip() for seat in args.jury.split(",") if seat.strip()]
+    if len(seats) < 2:
+        raise RagframeError(f"--jury names at least 2 judges (MODEL[@URL],...), got {args.jury!r}")
+    share = {} if args.max_cost is None else {"max_cost": args.max_cost / len(seats)}
+    judges = []
+    for seat in seats:
+        model, _, url = seat.partition("@")
+        endpoint = {"base_url": url} if url else {}
+        judges.append(options.judge_from_args(args, model=model, **endpoint, **share))
+    return judges
+
+
 def run_path(args: argparse.Namespace, spec: RunSpec) -> str:
-    """Which path runs the spec: Ray when asked, in memory for a sample or repeats, else
-    streamed chunk by chunk."""
+    """Which path runs the spec: Ray when asked, in memory for a sample, repeats or a jury,
+    else streamed chunk by chunk."""
     if args.ray is not None:
         return "ray"
-    return "in-memory" if spec.sample is not None or spec.repeats != 1 else "streamed"
+    in_memory = spec.sample is not None or spec.repeats != 1 or bool(spec.judges)
+    return "in-memory" if in_memory else "streamed"
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -194,7 +228,8 @@ def _score(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> in
     # Before anything is read or sent: a judge that cannot serve a metric (no embedding model),
     # and gates on metrics the run does not score.
     chosen = chosen_metrics(args.input, spec)
-    check_judge(judge, chosen)
+    for one in spec.judges or (judge,):
+        check_judge(one, chosen)
     gate_cli.check_gate_options(args, [m.name for m in chosen])
     if (spec.dry_run or spec.max_cost is not None) and _estimate_says_stop(args, spec, judge):
         return common.EXIT_OK
@@ -238,7 +273,7 @@ def _score_in_memory(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int
     from ragframe.engine.prepare import failed_metrics
     from ragframe.engine.run import execute
 
-    result = run_sync(execute(args.input, spec, judge))
+    result = run_sync(execute(args.input, spec, None if spec.judges else judge))
     result.write_parquet(args.output, overwrite=args.overwrite)
     print(common.format_summary(result.summary(), result.judge.local))
     print(f"wrote {args.output}")
@@ -259,7 +294,8 @@ def _estimate(source: str, spec: RunSpec, judge: Any, *, whole: bool = False) ->
     return estimate(
         source,
         spec.metrics,
-        judge=judge,
+        judge=None if spec.judges else judge,
+        judges=spec.judges,
         columns=spec.columns,
         chunk_rows=spec.chunk_rows or DEFAULT_CHUNK_ROWS,
         reasons=spec.reasons,
