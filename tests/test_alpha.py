@@ -7,6 +7,7 @@ import krippendorff
 import numpy as np
 import pytest
 
+from ragframe.errors import ConfigError, InputError
 from ragframe.stats.alpha import (
     SCALES,
     _alphas,
@@ -15,7 +16,6 @@ from ragframe.stats.alpha import (
     alpha_interval,
     krippendorff_alpha,
 )
-from ragframe.errors import ConfigError, InputError
 
 
 def noisy(rng: np.random.Generator, scale: str, missing: float = 0.3) -> np.ndarray:

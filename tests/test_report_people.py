@@ -33,7 +33,8 @@ def labelled_log(n: int = 200, seed: int = 0) -> pl.DataFrame:
 
 
 def test_reliability_diagram_draws_with_its_held_out_figures(
-    chromium: str, tmp_path: Path  # noqa: F811
+    chromium: str,
+    tmp_path: Path,  # noqa: F811
 ) -> None:
     log = labelled_log()
     cal = ragframe.calibrate(log, score="faithfulness", label="faithful")
