@@ -260,3 +260,27 @@ def test_pairwise_bench_on_the_ragchecker_pairs(server, judge):
     assert accuracy["n"].item() == decided > 0
     assert judged.height == 12 and stats.requests <= 24 and server.count() == stats.requests
     assert table["metric"].unique().to_list() == ["pairwise_answer_correctness (both orders)"]
+
+
+def test_compare_shows_the_pairwise_verdicts_beside_the_scores(server, judge, tmp_path, capsys):
+    """`ragframe compare A B --pairs pairs.parquet`: the score comparison, then B's win rate,
+    position consistency and first-position preference from `ragframe prefer`'s file."""
+    from ragframe.cli import main
+
+    server.handler = router(**{TASK: knows_the_capital})
+    judged, _ = run_pairs(pairs(), "answer_correctness", judge=judge)
+    judged.write_parquet(tmp_path / "pairs.parquet")
+    ids = judged["id"].to_list()
+    for side, scores in (("a", [0.2, 0.9, 0.3, 0.5]), ("b", [0.8, 0.1, 0.7, 0.5])):
+        pl.DataFrame({"id": ids, "faithfulness": scores}).write_parquet(
+            tmp_path / f"{side}.parquet"
+        )
+    argv = ["compare", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--on", "id"]
+    assert main([*argv, "--pairs", str(tmp_path / "pairs.parquet")]) == 0
+    printed = capsys.readouterr().out
+    expected = summarize_pairs(judged).filter(pl.col("figure") == "win_rate_b").row(0, named=True)
+    assert "faithfulness" in printed and "in both orders (--pairs" in printed
+    assert f"B win rate (ties half): {expected['value']:.3f}" in printed
+    assert main([*argv, "--pairs", str(tmp_path / "pairs.parquet"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {row["figure"] for row in out["pairwise"]} >= {"win_rate_b", "position_consistency"}

@@ -44,6 +44,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         parser, "--changed", 3, "most-changed rows shown per metric (default: 3; --json carries 10)"
     )
     labels.add_label_options(parser, pair=True)
+    parser.add_argument(
+        "--pairs",
+        metavar="FILE",
+        help="the pairwise verdicts of the same two runs (`ragframe prefer A B -o FILE`): B's "
+        "win rate, position consistency and first-position preference beside the scores'",
+    )
     options.add_format(
         parser,
         json="print everything as JSON (with --labels, the paired human estimate's rows under "
@@ -70,10 +76,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     human = None
     if args.labels:
         human = labels.pair_estimate(args, list(dict.fromkeys(found.table["metric"].to_list())))
+    pairs = _pairs(args.pairs, args.level, args.seed) if args.pairs else None
     if args.json:
         out = found.to_dict()
         if human is not None:
             out["human_estimate"] = human.to_dicts()
+        if pairs is not None:
+            out["pairwise"] = pairs.to_dicts()
         print(json.dumps(out, default=str, ensure_ascii=False, indent=2))
     elif args.csv:
         sys.stdout.write(found.table.write_csv())
@@ -87,7 +96,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if human is not None:
             print(f"\nbeside the judge's figures, what people would say (--labels {args.labels}):")
             print(labels.difference_line(human))
+        if pairs is not None:
+            from ragframe.decide.pairwise import format_pairs
+
+            print(
+                f"\nthe judge asked which answer is better, in both orders (--pairs {args.pairs}):"
+            )
+            print(format_pairs(pairs))
     return common.EXIT_OK
+
+
+def _pairs(path: str, level: float, seed: int) -> Any:
+    """The pairwise summary of `ragframe prefer`'s output file."""
+    import polars as pl
+
+    from ragframe.decide.pairwise import summarize_pairs
+
+    return summarize_pairs(pl.read_parquet(path), level=level, seed=seed)
 
 
 def changed_text(found: Comparison, limit: int) -> str:
