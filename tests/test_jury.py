@@ -183,3 +183,16 @@ def test_the_dry_run_counts_every_judge_and_each_judge_meets_people(tmp_path: Pa
 
     assert auroc("faithfulness@honest-a") == 1.0 and auroc("faithfulness@liar-c") == 0.0
     assert auroc("faithfulness") == 1.0  # the jury beats its worst member, side by side
+
+
+def test_summarize_shows_the_judges_agreement(tmp_path: Path, capsys: Any) -> None:
+    from ragframe.cli import main
+
+    with FakeServer(handler=scripted) as server:
+        result = ragframe.run(rows(6), ["faithfulness"], judges=jury(server, tmp_path))
+    result.write_parquet(tmp_path / "jury.parquet")
+    assert main(["summarize", str(tmp_path / "jury.parquet")]) == 0
+    printed = capsys.readouterr().out
+    assert "jury of 3: honest-a, honest-b, liar-c" in printed
+    items = result.extra["jury"]["metrics"]["faithfulness"]["items"]
+    assert f"alpha over claims {items['alpha']:.3f}" in printed and f"(n={items['n']})" in printed

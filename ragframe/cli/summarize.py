@@ -12,6 +12,7 @@ import polars as pl
 
 from ragframe.cli import common, labels, options
 from ragframe.decide.summarize import summarize
+from ragframe.errors import RagframeError
 from ragframe.metrics.thresholds import parse_metric_values
 from ragframe.stats import format_interval, format_mean
 
@@ -113,11 +114,26 @@ def _print(
         sys.stdout.write(both.write_csv())
     else:
         print(format_table(table, groups))
+        for line in _jury_lines(args.scored):
+            print(line)
         if estimate is not None:
             print(f"\nbeside the judge's figures, what people would say (--labels {args.labels}):")
             print(labels.format_table(estimate, groups))
             if plan is not None:
                 print(labels.power_line(plan))
+
+
+def _jury_lines(scored: str) -> list[str]:
+    """A jury's file: its judges and their agreement (Krippendorff's alpha), as the run's
+    summary printed them."""
+    from ragframe.engine.jury_text import format_jury
+    from ragframe.inputs.io import read_metadata
+
+    try:
+        jury = (read_metadata(scored).get("summary") or {}).get("jury")
+    except (OSError, ValueError, RagframeError):  # not a Parquet file with metadata
+        return []
+    return ["", *format_jury(jury)] if jury else []
 
 
 def _cells(row: dict[str, Any], groups: list[str], rates: bool) -> list[str]:
