@@ -163,7 +163,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     spec = run_spec(args)
     path = run_path(args, spec)
     refuse_unsupported(spec, path)  # an option this path cannot honour: exit 2, nothing sent
-    judge = options.judge_from_args(args)
+    # A jury's first judge leads it (and names the endpoint in an error); else the one judge.
+    judge = spec.judges[0] if spec.judges else options.judge_from_args(args)
     with common.endpoint_named(judge):
         if path == "ray":  # a directory or glob of Parquet files, one output per file
             return _score_on_ray(args, spec, judge)
