@@ -82,7 +82,12 @@ def cmd_human_estimate(args: argparse.Namespace) -> int:
     groups = common.parse_metrics(args.by) if args.by else []
     print(format_table(table, groups))
     y, f, big_n = labelled_scores(
-        args.scored, args.labels, args.score, args.label_column, args.on, calibration=calibration
+        args.scored,
+        args.labels,
+        score=args.score,
+        label=args.label_column,
+        on=args.on,
+        calibration=calibration,
     )
     if y.size >= 3:
         print(power_line(labels_needed(args.width, y, f, n_scored=big_n, level=args.level)))

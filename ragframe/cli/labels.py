@@ -83,7 +83,9 @@ def summary_estimate(
         table = human_estimate(
             args.scored, args.labels, score, args.label_column, args.on, groups, level=args.level
         )
-        y, f, big_n = labelled_scores(args.scored, args.labels, score, args.label_column, args.on)
+        y, f, big_n = labelled_scores(
+            args.scored, args.labels, score=score, label=args.label_column, on=args.on
+        )
     except InputError as err:
         raise _labels_error(err, f"--labels {args.labels}") from None
     plan = None

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import polars as pl
@@ -459,17 +459,23 @@ def labels_needed(
     }
 
 
+class LabelledOptions(TypedDict, total=False):
+    """Which score and label `labelled_scores` reads, as `human_estimate` names them."""
+
+    score: str
+    label: str
+    on: str
+    calibration: Any
+
+
 def labelled_scores(
-    scored: Any,
-    labels: Any,
-    score: str = "faithfulness",
-    label: str = "faithful",
-    on: str = "id",
-    *,
-    calibration: Any = None,
+    scored: Any, labels: Any, **options: Unpack[LabelledOptions]
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """(labels, the judge's scores on those rows, N scored rows) as `human_estimate` reads
-    them, for `labels_needed` after a first batch."""
+    them, for `labels_needed` after a first batch; `score` (default faithfulness), `label`
+    (faithful), `on` (id) and `calibration` as `human_estimate` takes them."""
+    score, label = options.get("score", "faithfulness"), options.get("label", "faithful")
+    on, calibration = options.get("on", "id"), options.get("calibration")
     joined, _, _ = _scored_and_labelled(scored, labels, score, label, on, [], calibration)
     scored_rows = joined.filter(pl.col(score).is_not_null())
     both = scored_rows.filter(pl.col(label).is_not_null())

@@ -40,6 +40,17 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _KEY = "\0key"
 
 
+#: A sample's description (`Sample.describe`): the key recorded -> the attribute it holds.
+DESCRIBED = {
+    "rows": "rows",
+    "of": "rows_total",
+    "seed": "seed",
+    "index_column": "index_column",
+    "requested": "n",
+    "all_rows": "all_rows",
+}
+
+
 @dataclass(frozen=True)
 class Sample:
     """The sampled rows (`frame`: `row_index` first, then the log's columns, in log order),
@@ -62,15 +73,9 @@ class Sample:
         return self.rows == self.rows_total
 
     def describe(self) -> dict[str, Any]:
-        """What a scored file's metadata and a run summary record about the sample."""
-        return {
-            "rows": self.rows,
-            "of": self.rows_total,
-            "seed": self.seed,
-            "index_column": self.index_column,
-            "requested": self.n,
-            "all_rows": self.all_rows,
-        }
+        """What a scored file's metadata and a run summary record about the sample: each key
+        of DESCRIBED with the attribute it reads."""
+        return {key: getattr(self, attribute) for key, attribute in DESCRIBED.items()}
 
 
 def draw_sample(
