@@ -33,8 +33,8 @@ def labelled_log(n: int = 200, seed: int = 0) -> pl.DataFrame:
 
 
 def test_reliability_diagram_draws_with_its_held_out_figures(
-    chromium: str,
-    tmp_path: Path,  # noqa: F811
+    chromium: str,  # noqa: F811  (the fixture, imported from test_report)
+    tmp_path: Path,
 ) -> None:
     log = labelled_log()
     cal = ragframe.calibrate(log, score="faithfulness", label="faithful")
@@ -82,3 +82,18 @@ def test_a_calibration_from_its_file(tmp_path: Path) -> None:
     ragframe.calibrate(log, score="faithfulness", label="faithful").save(path)
     html = ragframe.report(log.drop("faithful"), calibration=str(path))
     assert "<section id='calibration'>" in html
+
+
+def test_the_command_line_report_with_labels_and_a_calibration(tmp_path: Path) -> None:
+    from ragframe.cli import main
+
+    log = labelled_log(300)
+    log.drop("faithful").write_parquet(tmp_path / "scored.parquet")
+    log.select("id", "faithful").head(90).write_csv(tmp_path / "labels.csv")
+    ragframe.calibrate(log, score="faithfulness", label="faithful").save(tmp_path / "c.json")
+    argv = ["report", str(tmp_path / "scored.parquet"), "-o", str(tmp_path / "r.html")]
+    argv += ["--calibration", str(tmp_path / "c.json"), "--labels", str(tmp_path / "labels.csv")]
+    assert main([*argv, "--label-score", "faithfulness"]) == 0
+    html = (tmp_path / "r.html").read_text()
+    assert "<section id='calibration'>" in html and "<section id='people'>" in html
+    assert "ppi++" in section(html, "people")

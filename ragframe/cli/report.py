@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ragframe.cli import common, options
+from ragframe.cli import common, labels, options
 
 EXIT_STATUSES = (
     "exit status: 0 written; 2 a configuration or input error (one line says what to fix: "
@@ -44,6 +44,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         report, "--worst", 20, "worst rows shown per metric, with their verdicts (default: 20)"
     )
     options.add_level(report, "confidence level of the intervals (default: 0.95)")
+    report.add_argument(
+        "--calibration",
+        action="append",
+        metavar="FILE",
+        help="a calibration file (ragframe calibrate): its reliability diagram and held-out "
+        "Brier score and ECE (repeat for several)",
+    )
+    labels.add_label_options(report)
+    report.add_argument(
+        "--label-on", default="id", help="with --labels: the row key both files hold (default: id)"
+    )
     return report
 
 
@@ -61,6 +72,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         output=args.output,
         worst=args.worst,
         level=args.level,
+        calibration=args.calibration,
+        labels=args.labels,
+        label=args.label_column,
+        label_on=args.label_on,
+        label_score=args.label_score,
     )
     size = Path(args.output).stat().st_size
     print(f"wrote {args.output} ({size / 1e6:.1f} MB)")
