@@ -528,3 +528,53 @@ def test_every_score_equals_its_detail_for_unhelpful_judges(tmp_path: Path, mode
     out = score_with(unhelpful(mode), 0, tmp_path)
     found = disagreements(out, mode)
     assert not found, "\n".join(found)
+
+
+def test_a_jury_score_equals_its_own_detail_for_every_metric(tmp_path: Path) -> None:
+    """A jury of three over the whole catalogue: each judge's own columns keep the promise
+    above, and the jury's score is what its detail implies (faithfulness: the majority's
+    verdicts on the shared claims, supported / claims with a verdict; every other metric:
+    the mean of the judges' scores the detail lists), null exactly where its error is set."""
+    with FakeServer(scripted(0), seed=0) as server:
+        judges = [
+            ragframe.Judge(
+                name,
+                base_url=server.base_url,
+                api_key="sk-test-not-a-real-key",
+                embedding_model="fake-embedding",
+                cache=False,
+                progress=False,
+            )
+            for name in ("juror-a", "juror-b", "juror-c")
+        ]
+        out = ragframe.evaluate(frame(), every_metric(), judges=judges)
+    found: list[str] = []
+    for juror in ("juror-a", "juror-b", "juror-c"):
+        own = {f"{m}@{juror}": m for m in FORMULAS} | {
+            f"{m}@{juror}_detail": f"{m}_detail" for m in FORMULAS
+        }
+        alone = out.select("row", "question", "answer", "contexts", *own).rename(own)
+        found += disagreements(alone.join(out.select("row", *_inputs(out)), on="row"), juror)
+    for row in out.to_dicts():
+        for name in FORMULAS:
+            detail, score = row[f"{name}_detail"], row[name]
+            if detail["error"] is not None or score is None:
+                if (detail["error"] is None) != (score is not None):
+                    found.append(f"[jury] {name} row {row['row']}: {score} with {detail}")
+                continue
+            if name == "faithfulness":
+                votes = [c["supported"] for c in detail["claims"] if c["supported"] is not None]
+                want = sum(votes) / len(votes)
+            else:
+                given = [s for s in detail["scores"] if s is not None]
+                want = sum(given) / len(given)
+            if not math.isclose(score, want, rel_tol=0.0, abs_tol=TOLERANCE):
+                found.append(f"[jury] {name} row {row['row']}: {score}, detail implies {want}")
+    assert not found, "\n".join(found)
+    assert out.get_column("faithfulness").drop_nulls().len() >= 10
+
+
+def _inputs(out: pl.DataFrame) -> list[str]:
+    """The input columns a formula may read besides the score and detail (ids, truths)."""
+    taken = {"row", "question", "answer", "contexts"}
+    return [c for c in frame().columns if c not in taken and c in out.columns]
