@@ -121,9 +121,11 @@ def test_the_jury_score_equals_its_own_detail(tmp_path: Path) -> None:
         claims = row["faithfulness_detail"]["claims"]
         verdicts = [c["supported"] for c in claims if c["supported"] is not None]
         assert row["faithfulness"] == pytest.approx(sum(verdicts) / len(verdicts))
-        for metric in ("context_recall", "context_precision"):
-            given = sorted(s for s in row[f"{metric}_detail"]["scores"] if s is not None)
-            assert row[metric] == pytest.approx(given[len(given) // 2])  # the median of 3
+        given = sorted(s for s in row["context_recall_detail"]["scores"] if s is not None)
+        assert row["context_recall"] == pytest.approx(given[len(given) // 2])  # the median
+        relevant = [v["relevant"] for v in row["context_precision_detail"]["verdicts"]]
+        hits = [sum(relevant[: k + 1]) / (k + 1) for k, r in enumerate(relevant) if r]
+        assert row["context_precision"] == pytest.approx(sum(hits) / len(hits) if hits else 0.0)
 
 
 def test_agreement_is_measured_and_printed(tmp_path: Path) -> None:

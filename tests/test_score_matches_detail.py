@@ -533,7 +533,8 @@ def test_every_score_equals_its_detail_for_unhelpful_judges(tmp_path: Path, mode
 def test_a_jury_score_equals_its_own_detail_for_every_metric(tmp_path: Path) -> None:
     """A jury of three over the whole catalogue: each judge's own columns keep the promise
     above, and the jury's score is what its detail implies (faithfulness: the majority's
-    verdicts on the shared claims, supported / claims with a verdict; every other metric:
+    verdicts on the shared claims, supported / claims with a verdict; context_precision: the
+    average precision of the majority's verdicts on the row's contexts; every other metric:
     the mean of the judges' scores the detail lists), null exactly where its error is set."""
     with FakeServer(scripted(0), seed=0) as server:
         judges = [
@@ -565,6 +566,8 @@ def test_a_jury_score_equals_its_own_detail_for_every_metric(tmp_path: Path) -> 
             if name == "faithfulness":
                 votes = [c["supported"] for c in detail["claims"] if c["supported"] is not None]
                 want = sum(votes) / len(votes)
+            elif name == "context_precision":  # the contexts are every judge's: voted on
+                want = _average_precision([v["relevant"] for v in _ranked(detail["verdicts"])])
             else:
                 given = [s for s in detail["scores"] if s is not None]
                 want = sum(given) / len(given)

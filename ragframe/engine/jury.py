@@ -12,20 +12,24 @@ cache, cost and failures. What the judges share, and who runs it:
 
 The jury's score, per metric:
 
-- faithfulness: a claim is supported when more than half of the judges that gave it a verdict
-  say so (a tie is not supported: the claim is not shown to hold); the score is then the
-  metric's own formula, supported claims / claims with a verdict, so the jury's detail (each
-  claim with every judge's vote) justifies its score.
+- the metrics whose items every judge judges alike (`VOTED`): faithfulness (the shared claims)
+  and context_precision (the row's contexts, in rank order). An item's verdict is the
+  majority's: true when more than half of the judges that gave it a verdict say so (a tie is
+  not: the claim is not shown to hold, the context not shown relevant); the score is then the
+  metric's own formula on those verdicts (supported claims / claims with a verdict; the
+  average precision of the relevant contexts), so the jury's detail (each item with every
+  judge's vote) justifies its score.
 - every other metric: the mean of the judges' scores (`aggregate="median"`: the median), null
-  when no judge scored the row; the detail lists each judge's score.
+  when no judge scored the row; the detail lists each judge's score. Their items are not
+  shared (each judge extracts its own statements), so their votes cannot be lined up.
 
 Columns: `{metric}` and `{metric}_detail` are the jury's (and `{metric}_pass` on its score);
 each judge's own score and detail are kept as `{metric}@{judge}` and `{metric}@{judge}_detail`
 (the judge's name: its model, with `#2`, `#3` for a model named twice).
 
 How much the judges agree (`RunResult.extra["jury"]`, printed in the summary): per metric,
-Krippendorff's alpha over rows (interval scale, on the judges' scores) and, for faithfulness,
-over claims (nominal, on the votes), each with n and a bootstrap interval over units
+Krippendorff's alpha over rows (interval scale, on the judges' scores) and, for the voted
+metrics, over items (nominal, on the votes), each with n and a bootstrap interval over units
 (`ragframe.stats.alpha`); and the rows where the judges split most (the widest spread of
 scores).
 """
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -156,8 +161,9 @@ def combine(
         ]
         own_columns += own
         scores = pl.DataFrame(own[0::2])
-        if metric.name == SHARED_CLAIMS and shared:
-            jury = claims_jury(pl.DataFrame(own[1::2]), scores, names)
+        voted = VOTED.get(metric.name)
+        if voted is not None and (metric.name != SHARED_CLAIMS or shared):
+            jury = voted_jury(pl.DataFrame(own[1::2]), scores, names, voted)
         else:
             jury = scores_jury(scores, names, aggregate)
         score = jury.get_column("score").alias(metric.name)
@@ -185,20 +191,41 @@ def scores_jury(scores: pl.DataFrame, names: list[str], aggregate: Aggregate) ->
     )
 
 
-def claims_jury(details: pl.DataFrame, scores: pl.DataFrame, names: list[str]) -> pl.DataFrame:
-    """Faithfulness by majority over the shared claims: each claim's votes, the jury's verdict
-    (supported when more than half of the judges with a verdict say so), the metric's formula
-    on those verdicts. A row whose judges did not verify the same claims (its lead extraction
-    failed) falls back to the mean of their scores, and says so in its error."""
+@dataclass(frozen=True)
+class Voted:
+    """A metric whose per-item verdicts the judges share: the detail's list of items, the
+    verdict field voted on, the field that names an item, and the metric's formula over the
+    jury's verdicts in item order."""
+
+    items: str
+    verdict: str
+    name: str
+    formula: Literal["share", "average_precision"]
+
+
+#: The metrics whose items every judge judges alike: faithfulness's claims (extracted once,
+#: by the lead), context_precision's contexts (the row's own, in rank order).
+VOTED: dict[str, Voted] = {
+    "faithfulness": Voted("claims", "supported", "claim", "share"),
+    "context_precision": Voted("verdicts", "relevant", "context_index", "average_precision"),
+}
+
+
+def voted_jury(
+    details: pl.DataFrame, scores: pl.DataFrame, names: list[str], voted: Voted
+) -> pl.DataFrame:
+    """A metric by majority over the items its judges share: each item's votes, the jury's
+    verdict (true when more than half of the judges with a verdict say so), the metric's own
+    formula on those verdicts. A row whose judges did not judge the same items (a failed
+    lead extraction) falls back to the mean of their scores, and says so in its error."""
     k = len(names)
-    claims = [pl.col(c).struct.field("claims") for c in details.columns]
-    votes = [f"_v{i}" for i in range(k)]
+    items = [pl.col(c).struct.field(voted.items) for c in details.columns]
     rows = details.with_row_index("_row").with_columns(
-        *[c.list.len().alias(f"_n{i}") for i, c in enumerate(claims)]
+        *[c.list.len().alias(f"_n{i}") for i, c in enumerate(items)]
     )
     aligned = pl.all_horizontal(pl.col(f"_n{i}") == pl.col("_n0") for i in range(k))
     rows = rows.with_columns((aligned & (pl.col("_n0") > 0)).alias("_aligned"))
-    majority = _majority(rows.filter("_aligned"), claims, votes)
+    majority = _majority(rows.filter("_aligned"), items, voted)
     judged = rows.select(
         "_row",
         "_aligned",
@@ -208,31 +235,31 @@ def claims_jury(details: pl.DataFrame, scores: pl.DataFrame, names: list[str]) -
     score = pl.when(pl.col("_aligned")).then(pl.col("_majority")).otherwise(pl.col("_mean"))
     error = (
         pl.when(pl.col("_aligned").not_() & pl.col("_mean").is_not_null())
-        .then(pl.lit("the judges verified different claims: the mean of their scores"))
+        .then(pl.lit(f"the judges judged different {voted.items}: the mean of their scores"))
         .when(score.is_null())
-        .then(pl.col("_error").fill_null("no judge verified a claim"))
+        .then(pl.col("_error").fill_null(f"no verdict on every one of the {voted.items}"))
     )
     return out.select(
         score.alias("score"),
         pl.struct(
-            pl.col("claims"),
+            pl.col(voted.items),
             pl.lit(names, dtype=pl.List(pl.String)).alias("judges"),
             error.alias("error"),
         ).alias("detail"),
     )
 
 
-def _majority(aligned: pl.DataFrame, claims: list[pl.Expr], votes: list[str]) -> pl.DataFrame:
-    """Per row whose judges verified the same claims: each claim with every judge's vote and
-    the jury's verdict (more than half of those that voted say supported), and the share of
-    claims the jury supports."""
-    supported = [
-        c.list.eval(pl.element().struct.field("supported")).alias(v)
-        for c, v in zip(claims, votes, strict=True)
+def _majority(aligned: pl.DataFrame, items: list[pl.Expr], voted: Voted) -> pl.DataFrame:
+    """Per row whose judges judged the same items: each item with every judge's vote and the
+    jury's verdict, and the metric's formula over the jury's verdicts."""
+    votes = [f"_v{i}" for i in range(len(items))]
+    verdicts = [
+        c.list.eval(pl.element().struct.field(voted.verdict)).alias(v)
+        for c, v in zip(items, votes, strict=True)
     ]
-    return (
-        aligned.select("_row", claims[0].alias("_claim"), *supported)
-        .explode(["_claim", *votes])
+    long = (
+        aligned.select("_row", items[0].alias("_item"), *verdicts)
+        .explode(["_item", *votes])
         .with_columns(pl.concat_list(votes).alias("votes"))
         .with_columns(
             pl.col("votes").list.eval(pl.element().cast(pl.Int32)).list.sum().alias("_yes"),
@@ -241,58 +268,71 @@ def _majority(aligned: pl.DataFrame, claims: list[pl.Expr], votes: list[str]) ->
         .with_columns(
             pl.when(pl.col("_voted") > 0).then(pl.col("_yes") * 2 > pl.col("_voted")).alias("_jury")
         )
-        .group_by("_row", maintain_order=True)
-        .agg(
-            pl.struct(
-                pl.col("_claim").struct.field("claim"),
-                pl.col("_jury").alias("supported"),
-                pl.col("votes"),
-                pl.col("_claim").struct.field("reason"),
-            ).alias("claims"),
-            pl.col("_jury").cast(pl.Float64).mean().alias("_majority"),
-        )
     )
+    return long.group_by("_row", maintain_order=True).agg(
+        pl.struct(
+            pl.col("_item").struct.field(voted.name),
+            pl.col("_jury").alias(voted.verdict),
+            pl.col("votes"),
+            pl.col("_item").struct.field("reason"),
+        ).alias(voted.items),
+        _formula(voted.formula).alias("_majority"),
+    )
+
+
+def _formula(formula: str) -> pl.Expr:
+    """The metric's score over the jury's verdicts (`_jury`, in item order): the share that
+    hold, or the average precision of the relevant ones (0.0 with none; null when an item got
+    no verdict, as the metric itself gives)."""
+    jury = pl.col("_jury")
+    if formula == "share":
+        return jury.cast(pl.Float64).mean()
+    hits = jury.cast(pl.Float64).cum_sum()
+    precision = hits / pl.int_range(1, pl.len() + 1).cast(pl.Float64)
+    relevant = jury.cast(pl.Float64).sum()
+    ap = pl.when(relevant > 0).then((precision * jury.cast(pl.Float64)).sum() / relevant)
+    return pl.when(jury.null_count() > 0).then(None).otherwise(ap.otherwise(0.0))
 
 
 def agreement(
     scored: pl.DataFrame, metrics: list[str], names: list[str], shared: bool
 ) -> dict[str, Any]:
-    """Per metric: Krippendorff's alpha over rows (interval, the judges' scores) and, for the
-    shared claims, over claims (nominal, the votes), with n and interval; the rows where the
-    judges' scores spread most."""
+    """Per metric: Krippendorff's alpha over rows (interval, the judges' scores) and, where
+    the judges voted on shared items, over items (nominal, the votes), with n and interval;
+    the rows where the judges' scores spread most."""
     figures: dict[str, Any] = {"judges": names, "metrics": {}}
     for metric in metrics:
         own = [f"{metric}{JUDGE_SEP}{name}" for name in names]
         matrix = scored.select(own).to_numpy().astype(np.float64)
         line: dict[str, Any] = {"rows": _alpha(matrix, "interval")}
-        if metric == SHARED_CLAIMS and shared:
-            votes = (
-                scored.select(
-                    pl.col(f"{metric}_detail")
-                    .struct.field("claims")
-                    .list.eval(pl.element().struct.field("votes"))
-                )
-                .to_series()
-                .explode()
-                .drop_nulls()
-            )
-            items = (
-                np.array(
-                    [[np.nan if v is None else float(v) for v in row] for row in votes.to_list()]
-                )
-                if votes.len()
-                else np.empty((0, len(names)))
-            )
-            line["items"] = _alpha(items, "nominal")
-        spread = (
-            np.nanmax(matrix, axis=1) - np.nanmin(matrix, axis=1) if matrix.size else np.empty(0)
-        )
-        order = [
-            int(i) for i in np.argsort(-np.nan_to_num(spread, nan=-1.0)) if not np.isnan(spread[i])
-        ]
-        line["split_rows"] = [{"row": i, "spread": float(spread[i])} for i in order[:SPLIT_ROWS]]
+        voted = VOTED.get(metric)
+        if voted is not None and (metric != SHARED_CLAIMS or shared):
+            line["items"] = _alpha(_item_votes(scored, metric, voted, len(names)), "nominal")
+            line["unit"] = voted.items
+        spread = np.nanmax(matrix, axis=1) - np.nanmin(matrix, axis=1) if matrix.size else []
+        order = [int(i) for i in np.argsort(-np.nan_to_num(spread, nan=-1.0))]
+        line["split_rows"] = [
+            {"row": i, "spread": float(spread[i])} for i in order if not np.isnan(spread[i])
+        ][:SPLIT_ROWS]
         figures["metrics"][metric] = line
     return figures
+
+
+def _item_votes(scored: pl.DataFrame, metric: str, voted: Voted, k: int) -> np.ndarray:
+    """Items x judges: every shared item's votes (1, 0, NaN for no verdict)."""
+    votes = (
+        scored.select(
+            pl.col(f"{metric}_detail")
+            .struct.field(voted.items)
+            .list.eval(pl.element().struct.field("votes"))
+        )
+        .to_series()
+        .explode()
+        .drop_nulls()
+    )
+    if not votes.len():
+        return np.empty((0, k))
+    return np.array([[np.nan if v is None else float(v) for v in row] for row in votes.to_list()])
 
 
 def _alpha(matrix: np.ndarray, scale: Literal["interval", "nominal"]) -> dict[str, Any]:

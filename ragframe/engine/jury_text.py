@@ -13,7 +13,7 @@ def format_jury(jury: dict[str, Any]) -> list[str]:
     for metric, line in jury["metrics"].items():
         parts = [_alpha_text("rows", line["rows"])]
         if "items" in line:
-            parts.append(_alpha_text("claims", line["items"]))
+            parts.append(_alpha_text(line.get("unit", "items"), line["items"]))
         split = ", ".join(f"row {s['row']} ({s['spread']:.2f})" for s in line["split_rows"][:3])
         lines.append(f"  {metric}: agreement {'; '.join(parts)}; split most: {split or '-'}")
     return lines

@@ -110,7 +110,7 @@ def jury_section(jury: Mapping[str, Any]) -> str:
     """A jury's judges and, per metric, how much they agree."""
     rows = []
     for metric, line in jury["metrics"].items():
-        for unit, key in (("rows", "rows"), ("claims", "items")):
+        for unit, key in (("rows", "rows"), (line.get("unit", "items"), "items")):
             if key in line:
                 figure = line[key]
                 rows.append(
