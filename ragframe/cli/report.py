@@ -72,11 +72,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         output=args.output,
         worst=args.worst,
         level=args.level,
-        calibration=args.calibration,
-        labels=args.labels,
         label=args.label_column,
-        label_on=args.label_on,
-        label_score=args.label_score,
+        **options.pick(args, "calibration", "labels", "label_on", "label_score"),
     )
     size = Path(args.output).stat().st_size
     print(f"wrote {args.output} ({size / 1e6:.1f} MB)")

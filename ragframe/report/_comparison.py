@@ -106,15 +106,9 @@ def _diff_figures(
             if c in part.columns
         ]
         rows = _charts.labelled(part, name, n_col, "diff", *tips)
-        spec = _charts.intervals(
-            rows,
-            value="diff",
-            title=f"{m}: b − a",
-            subtitle=f"with its {level:.0%} interval; n = rows compared",
-            x_title=f"difference in mean {m}",
-            domain=None,
-            zero=True,
-        )
+        text = {"title": f"{m}: b − a", "x_title": f"difference in mean {m}"}
+        text["subtitle"] = f"with its {level:.0%} interval; n = rows compared"
+        spec = _charts.intervals(rows, value="diff", domain=None, zero=True, **text)
         items.append(figs.add(spec, f"{m}: difference b − a; n in the labels"))
     return items
 
