@@ -35,7 +35,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--stratify",
         action="store_true",
-        help="draw evenly across score strata (quantile bins), recording sample_weight",
+        help="draw evenly across score strata (equal-width bins of the score), recording "
+        "sample_weight",
     )
     parser.add_argument(
         "--strata", type=common.positive_int, default=4, help="score strata (default: 4)"
