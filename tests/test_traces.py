@@ -97,6 +97,7 @@ def test_rules_several_retrievals_no_retriever_and_llm_fallback(tmp_path: Path) 
                 "llm.output_messages.0.message.content": "A3",
                 SpanAttributes.LLM_MODEL_NAME: "m",
                 SpanAttributes.LLM_TOKEN_COUNT_PROMPT: 7,
+                SpanAttributes.LLM_TOKEN_COUNT_COMPLETION: 3,
             },
         ),
     ]
@@ -112,6 +113,8 @@ def test_rules_several_retrievals_no_retriever_and_llm_fallback(tmp_path: Path) 
     assert notes[1] == "no retriever span"
     assert "last LLM span" in notes[2]
     assert rows["prompt_tokens"].to_list()[2] == 7 and rows["model_name"].to_list()[2] == "m"
+    # no total recorded: prompt + completion; no LLM span recording tokens: null, never 0
+    assert rows["total_tokens"].to_list() == [None, None, 10]
     assert rows["latency_ms"].to_list() == [1500.0, 1500.0, 1500.0]
 
 

@@ -21,7 +21,8 @@ contexts
     "no retriever span". `context_document_ids` and `context_scores` run parallel to it.
 model, tokens
     `model_name` is the last LLM span's; `prompt_tokens`, `completion_tokens` and
-    `total_tokens` are summed over the trace's LLM spans (null when it has none).
+    `total_tokens` are summed over the trace's LLM spans (null when none of them records it;
+    a span without a total counts its prompt and completion tokens).
 order
     Rows come in source order: by the line (or frame row) of the trace's first span, then
     the answer span's start time, then trace id; the same whether the export was read in one
@@ -220,7 +221,9 @@ def _llm_metadata() -> list[pl.Expr]:
         .last()
         .alias("model_name"),
         *(
-            pl.when(llm_kind.any()).then(pl.col(c).filter(llm_kind).sum()).otherwise(None).alias(c)
+            pl.when(pl.col(c).filter(llm_kind).is_not_null().any())
+            .then(pl.col(c).filter(llm_kind).sum())
+            .alias(c)
             for c in ("prompt_tokens", "completion_tokens", "total_tokens")
         ),
     ]

@@ -124,7 +124,10 @@ def span_columns(attr: Any, documents: pl.Expr, user: pl.Expr, assistant: pl.Exp
         attr(S.LLM_MODEL_NAME).cast(pl.String).alias("model_name"),
         number(S.LLM_TOKEN_COUNT_PROMPT).alias("prompt_tokens"),
         number(S.LLM_TOKEN_COUNT_COMPLETION).alias("completion_tokens"),
-        number(S.LLM_TOKEN_COUNT_TOTAL).alias("total_tokens"),
+        pl.coalesce(
+            number(S.LLM_TOKEN_COUNT_TOTAL),
+            number(S.LLM_TOKEN_COUNT_PROMPT) + number(S.LLM_TOKEN_COUNT_COMPLETION),
+        ).alias("total_tokens"),
     ]
 
 
