@@ -198,3 +198,20 @@ def test_summarize_shows_the_judges_agreement(tmp_path: Path, capsys: Any) -> No
     assert "jury of 3: honest-a, honest-b, liar-c" in printed
     items = result.extra["jury"]["metrics"]["faithfulness"]["items"]
     assert f"alpha over claims {items['alpha']:.3f}" in printed and f"(n={items['n']})" in printed
+
+
+def test_a_calibration_maps_the_jurys_score(tmp_path: Path) -> None:
+    """`calibration=` with `judges=`: `{metric}_p_human` is the map applied to the jury's own
+    score (the column a user reads), not dropped."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    scores = rng.random(80)
+    labelled = pl.DataFrame({"faithfulness": scores, "faithful": rng.random(80) < scores})
+    cal = ragframe.calibrate(labelled, score="faithfulness", label="faithful")
+    with FakeServer(handler=scripted) as server:
+        scored = ragframe.evaluate(
+            rows(), ["faithfulness"], judges=jury(server, tmp_path), calibration=cal
+        )
+    expected = cal.predict(scored["faithfulness"].to_numpy())
+    assert scored["faithfulness_p_human"].to_list() == pytest.approx(list(expected))

@@ -49,6 +49,7 @@ from ragframe.engine.repeats import merge_stats
 from ragframe.engine.result import RunResult
 from ragframe.engine.spec import RunSpec
 from ragframe.errors import ConfigError
+from ragframe.metrics.calibration import add_p_human, run_calibrations
 from ragframe.metrics.thresholds import PASS_SUFFIX
 from ragframe.stats.alpha import alpha_interval
 
@@ -109,6 +110,8 @@ async def execute_jury(
     results = [lead, *others]
     jury_names = judge_names(judges)
     scored = combine(frame, results, jury_names, lead.metrics, shared, _aggregate(spec))
+    # A calibration maps the jury's score (the column a user reads) to people's probability.
+    scored = add_p_human(scored, run_calibrations(spec.calibration, lead.metrics, judges[0]))
     extra["jury"] = agreement(scored, names, jury_names, shared)
     seconds = max(r.seconds for r in results)
     stats = merge_stats([r.stats for r in results])
