@@ -165,10 +165,9 @@ def _people_sections(
         columns = source.lazy.collect_schema().names()
         scores = [label_score] if isinstance(label_score, str) else list(label_score or [])
         scores = scores or _people.labelled_scores(source.meta, columns)
-        frame = _people.frame_of(source)
         sections.append(
             _people.human_section(
-                frame, people["labels"], scores, people["label"], people["on"], level
+                source.data, people["labels"], scores, people["label"], people["on"], level
             )
         )
         nav.append(("people", "What people would say"))

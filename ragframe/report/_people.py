@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import polars as pl
-
 from ragframe.decide.human import human_estimate
 from ragframe.metrics.calibration import Calibration
 from ragframe.report._charts import WIDTH, _altair, _spec
@@ -142,8 +140,3 @@ def labelled_scores(meta: Mapping[str, Any], frame_columns: list[str]) -> list[s
     return [m for m in names if m in frame_columns] or [
         c for c in frame_columns if c + "_detail" in frame_columns
     ][:1]
-
-
-def frame_of(source: Any) -> pl.DataFrame:
-    """The scored rows a human estimate reads (a report source's lazy frame, collected)."""
-    return source.lazy.collect()
