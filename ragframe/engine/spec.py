@@ -1,8 +1,9 @@
 """One run specification: every option of a run gathered once, executed by every path.
 
 ragframe runs the same scoring several ways: in memory (`evaluate` / `run`, and `ragframe
-score` with `--sample` or `--repeats`), streamed chunk by chunk (`ragframe score`), on Arrow
-batches (`score_arrow`) and on a Ray cluster (`--ray`). Each path executes a `RunSpec`; a path
+score` with `--sample`, `--repeats` or `--jury`), streamed chunk by chunk (`ragframe score`),
+on Arrow batches (`score_arrow`), on a Ray cluster (`--ray`) and through the Batch API
+(`ragframe batch`). Each path executes a `RunSpec`; a path
 that cannot honour an option it was given refuses it before the first request (a
 `ConfigError`, exit status 2 on the command line, naming the option and the path), never
 drops it. `PATHS` is the one table of what each path honours, so a new option or a new path
@@ -51,8 +52,7 @@ _EVERY = frozenset(FLAGS)
 
 #: What each path honours. Anything else it is given is refused before the first request.
 #: "streamed" hands --sample, --repeats and --jury to "in-memory" (the command line routes
-#: them);
-#: "batch" (`ragframe batch`, the OpenAI Batch API) takes metrics and columns, and the
+#: them); "batch" (`ragframe batch`, the OpenAI Batch API) takes metrics and columns, and the
 #: judge's own options; its parser refuses every other option before anything is sent, and
 #: the scored file it writes is summarised, gated and compared like any other;
 #: "ray" scores partitions with actors of one judge: no sample, no repeats, no dry run, and
