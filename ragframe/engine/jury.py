@@ -312,11 +312,18 @@ def agreement(
         if voted is not None and (metric != SHARED_CLAIMS or shared):
             line["items"] = _alpha(_item_votes(scored, metric, voted, len(names)), "nominal")
             line["unit"] = voted.items
-        spread = np.nanmax(matrix, axis=1) - np.nanmin(matrix, axis=1) if matrix.size else []
-        order = [int(i) for i in np.argsort(-np.nan_to_num(spread, nan=-1.0))]
+        spread = (
+            scored.select(
+                (pl.max_horizontal(own) - pl.min_horizontal(own)).alias("spread")
+            )  # a row no judge scored has a null spread, and is left out
+            .with_row_index("row")
+            .drop_nulls("spread")
+            .sort("spread", "row", descending=[True, False])
+            .head(SPLIT_ROWS)
+        )
         line["split_rows"] = [
-            {"row": i, "spread": float(spread[i])} for i in order if not np.isnan(spread[i])
-        ][:SPLIT_ROWS]
+            {"row": int(row), "spread": float(value)} for row, value in spread.iter_rows()
+        ]
         figures["metrics"][metric] = line
     return figures
 

@@ -22,8 +22,9 @@ from ragframe.ray.limits import Limits, RemoteRate, actor_judge
 #: A column each scored batch carries in CLI runs: the batch's request counts (row 0 only).
 STATS_COLUMN = "__ragframe_stats__"
 
-#: The registries of this driver's runs, latest last (for `scorer_actors`).
-_REGISTRIES: list[Any] = []
+#: The registries of this driver's runs, latest last, each with the Ray job it belongs to
+#: (for `scorer_actors`): a registry of an earlier `ray.init` is gone with its cluster.
+_REGISTRIES: list[tuple[str, Any]] = []
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
@@ -53,18 +54,30 @@ class _Registry:
 
 
 def start_registry() -> Any:
-    """A new run's registry (kept for `scorer_actors`)."""
+    """A new run's registry (kept for `scorer_actors`; those of earlier clusters are dropped)."""
+    job = _current_job()
+    _REGISTRIES[:] = [(owner, kept) for owner, kept in _REGISTRIES if owner == job]
     registry = _Registry.remote()  # type: ignore[attr-defined]
-    _REGISTRIES.append(registry)
+    _REGISTRIES.append((job, registry))
     return registry
+
+
+def _current_job() -> str:
+    """This driver's job in this cluster (a job id alone repeats across `ray.init` calls)."""
+    context = ray.get_runtime_context()
+    return f"{context.get_session_name()}/{context.get_job_id()}"
 
 
 def scorer_actors() -> list[dict[str, Any]]:
     """The scoring actors of this driver's runs, latest run first: actor id, slot, pid, node,
     how many times it started (2 or more: Ray restarted it) and its handle (for `ray.kill`)."""
+    if not ray.is_initialized():
+        return []
+    job = _current_job()
     out: list[dict[str, Any]] = []
-    for registry in reversed(_REGISTRIES):
-        out.extend(ray.get(registry.members.remote()))
+    for owner, registry in reversed(_REGISTRIES):
+        if owner == job:  # a registry of an earlier cluster cannot be asked
+            out.extend(ray.get(registry.members.remote()))
     return out
 
 
