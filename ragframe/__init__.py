@@ -76,41 +76,20 @@ from ragframe.report import report
 from ragframe.stats import mean_interval
 from ragframe.stats.alpha import alpha_interval, krippendorff_alpha
 
-__all__ = [
+# Grouped for the reader (what runs, then the metrics by family), not sorted.
+__all__ = [  # noqa: RUF022
+    # running, deciding, reporting
     "EXIT_GATE_FAILED",
-    "REGISTRY",
-    "AnswerAccuracy",
-    "AnswerCorrectness",
-    "AnswerRelevancy",
-    "AnswerRelevancyLLM",
     "BatchJob",
     "BudgetExceeded",
     "Calibration",
     "Comparison",
     "ConfigError",
-    "ContextPrecision",
-    "ContextPrecisionIDs",
-    "ContextPrecisionNonLLM",
-    "ContextPrecisionWithoutReference",
-    "ContextRecall",
-    "ContextRecallIDs",
-    "ContextRecallNonLLM",
-    "ContextRelevance",
-    "ContextualRelevancy",
-    "Faithfulness",
-    "GEval",
     "GateResult",
-    "Hallucination",
     "InputError",
     "Judge",
     "JudgeError",
-    "Metric",
-    "Pairwise",
-    "RagasScore",
     "RagframeError",
-    "ResponseGroundedness",
-    "RubricLevel",
-    "RubricScore",
     "RunResult",
     "__version__",
     "aestimate",
@@ -141,4 +120,32 @@ __all__ = [
     "score_arrow",
     "summarize",
     "summarize_pairs",
+    # metrics: ragas
+    "Faithfulness",
+    "AnswerRelevancy",
+    "ContextPrecision",
+    "ContextPrecisionWithoutReference",
+    "ContextRecall",
+    "AnswerCorrectness",
+    "RagasScore",
+    # metrics: ragas without an LLM
+    "ContextPrecisionNonLLM",
+    "ContextRecallNonLLM",
+    "ContextPrecisionIDs",
+    "ContextRecallIDs",
+    # metrics: deepeval
+    "AnswerRelevancyLLM",
+    "ContextualRelevancy",
+    "Hallucination",
+    "GEval",
+    # metrics: NVIDIA
+    "AnswerAccuracy",
+    "ContextRelevance",
+    "ResponseGroundedness",
+    # metrics: rubrics, pairs and the base class
+    "RubricScore",
+    "RubricLevel",
+    "Pairwise",
+    "Metric",
+    "REGISTRY",
 ]
