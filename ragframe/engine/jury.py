@@ -109,7 +109,9 @@ async def execute_jury(
     others = await asyncio.gather(*(execute(others_frame, one, j, path=path) for j in judges[1:]))
     results = [lead, *others]
     jury_names = judge_names(judges)
-    scored = combine(frame, results, jury_names, lead.metrics, shared, _aggregate(spec))
+    scored = combine(
+        frame, [r.frame for r in results], jury_names, lead.metrics, shared, _aggregate(spec)
+    )
     # A calibration maps the jury's score (the column a user reads) to people's probability.
     scored = add_p_human(scored, run_calibrations(spec.calibration, lead.metrics, judges[0]))
     extra["jury"] = agreement(scored, names, jury_names, shared)
@@ -135,10 +137,9 @@ def lead_claims(scored: pl.DataFrame) -> pl.Series:
     return scored.select(pl.when(usable).then(claims).alias("claims")).to_series()
 
 
-def _own(result: RunResult, metric: str, name: str) -> list[pl.Series]:
+def _own(frame: pl.DataFrame, metric: str, name: str) -> list[pl.Series]:
     """One judge's score and detail of `metric`, renamed `{metric}@{name}`."""
     own = f"{metric}{JUDGE_SEP}{name}"
-    frame = result.frame
     return [
         frame.get_column(metric).alias(own),
         frame.get_column(f"{metric}_detail").alias(f"{own}_detail"),
@@ -147,20 +148,23 @@ def _own(result: RunResult, metric: str, name: str) -> list[pl.Series]:
 
 def combine(
     frame: pl.DataFrame,
-    results: list[RunResult],
+    scored: list[pl.DataFrame],
     names: list[str],
     metrics: list[Any],
     shared: bool,
     aggregate: Aggregate,
 ) -> pl.DataFrame:
-    """The input, then per metric the jury's score, detail (and pass), then each judge's."""
+    """The input, then per metric the jury's score, detail (and pass), then each judge's.
+
+    `scored` holds each judge's scored frame (same rows, same order); `metrics` need only a
+    `name` and, for a pass column, a `pass_rule` (`ragframe.metrics.thresholds.Threshold`)."""
     jury_columns: list[pl.Series] = []
     own_columns: list[pl.Series] = []
     for metric in metrics:
         own = [
             s
-            for result, name in zip(results, names, strict=True)
-            for s in _own(result, metric.name, name)
+            for judged, name in zip(scored, names, strict=True)
+            for s in _own(judged, metric.name, name)
         ]
         own_columns += own
         scores = pl.DataFrame(own[0::2])
@@ -219,15 +223,17 @@ def voted_jury(
 ) -> pl.DataFrame:
     """A metric by majority over the items its judges share: each item's votes, the jury's
     verdict (true when more than half of the judges with a verdict say so), the metric's own
-    formula on those verdicts. A row whose judges did not judge the same items (a failed
-    lead extraction) falls back to the mean of their scores, and says so in its error."""
-    k = len(names)
+    formula on those verdicts. A row whose judges did not judge the same items, named alike in
+    the same order (a failed lead extraction; runs scored apart), falls back to the mean of
+    their scores, and says so in its error."""
     items = [pl.col(c).struct.field(voted.items) for c in details.columns]
+    named = [c.list.eval(pl.element().struct.field(voted.name)) for c in items]
+    # The same items, named alike and in the same order (a count alone could pair two
+    # different claims); an empty list has nothing to vote on.
+    aligned = pl.all_horizontal(n.eq(named[0]).fill_null(False) for n in named[1:])
     rows = details.with_row_index("_row").with_columns(
-        *[c.list.len().alias(f"_n{i}") for i, c in enumerate(items)]
+        (aligned & (items[0].list.len() > 0).fill_null(False)).alias("_aligned")
     )
-    aligned = pl.all_horizontal(pl.col(f"_n{i}") == pl.col("_n0") for i in range(k))
-    rows = rows.with_columns((aligned & (pl.col("_n0") > 0)).alias("_aligned"))
     majority = _majority(rows.filter("_aligned"), items, voted)
     judged = rows.select(
         "_row",
