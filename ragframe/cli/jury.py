@@ -13,13 +13,11 @@ from typing import Any
 from ragframe.cli import common, options
 from ragframe.metrics.thresholds import parse_metric_values
 
-EXIT_STATUSES = (
-    "exit status: 0 written; 2 a configuration or input error (one line says what to fix; the "
-    "runs must hold the same rows in the same order)"
-)
-HELP = "combine runs scored apart, one judge each, into a jury (or give the others its claims)"
-
 __all__ = ["add_parser", "cmd_jury"]
+
+HELP = "combine runs scored apart, one judge each, into a jury (or give the others its claims)"
+#: The runs must hold the same rows in the same order, or nothing is written.
+EXIT_STATUSES = "exit status: 0 written; 2 a configuration or input error, on one line"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
