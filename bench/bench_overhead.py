@@ -101,6 +101,7 @@ def main() -> int:
     parser.add_argument("--chunk-rows", type=int, default=2000)
     parser.add_argument("--fill", choices=["direct", "http"], default="direct")
     parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument("--profile-out", type=Path, help="write the in-process cProfile stats here")
     args = parser.parse_args()
     metrics = [m for m in args.metrics.split(",") if m]
     out: dict[str, Any] = {"machine": machine(), "rows": args.rows, "metrics": metrics}
@@ -174,6 +175,8 @@ def main() -> int:
                        overwrite=True)  # fmt: skip
             profiler.disable()
             profiled = time.perf_counter() - t0
+            if args.profile_out:
+                profiler.dump_stats(args.profile_out)
             sent = server.stats()["requests"]
             assert not sent.get("/v1/chat/completions") and not sent.get("/v1/embeddings"), sent
         out["in_process_rerun"] = {
