@@ -21,41 +21,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_summarize import METRICS, synthetic_scored
+from common import best_of, frame_machine
 
-import ragframe
 from ragframe.decide.gates import check_gates
 from ragframe.decide.summarize import summarize
 from ragframe.inputs.io import write_parquet
 
 THRESHOLDS = {m: 0.5 for m in METRICS}
-
-
-def best_of(repeat: int, fn: Any) -> tuple[dict[str, float], Any]:
-    """The fastest of `repeat` calls: its wall seconds and the CPU seconds this process spent
-    in it (all threads; less sensitive than wall time to other programs on the cores), and
-    the last result."""
-    best: dict[str, float] = {}
-    out = None
-    for _ in range(repeat):
-        wall, cpu = time.perf_counter(), time.process_time()
-        out = fn()
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        if not best or wall < best["seconds"]:
-            best = {"seconds": round(wall, 3), "cpu_seconds": round(cpu, 3)}
-    return best, out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,14 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         "groups": args.groups,
         "metrics": len(METRICS),
         "thresholds": THRESHOLDS,
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "python": platform.python_version(),
-            "polars": pl.__version__,
-            "numpy": np.__version__,
-            "ragframe": ragframe.__version__,
-            "load_at_start": [round(x, 2) for x in os.getloadavg()],
-        },
+        "machine": frame_machine(),
     }
     seconds, table = best_of(
         args.repeat, lambda: summarize(frame, by="experiment", thresholds=THRESHOLDS)

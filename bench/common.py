@@ -361,3 +361,34 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
         sys.exit(_serve(sys.argv[2:]))
     sys.exit("usage: python bench/common.py serve [--latency S] [--capacity N]")
+
+
+def best_of(repeat: int, fn: Any) -> tuple[dict[str, float], Any]:
+    """The fastest of `repeat` calls: its wall seconds and the CPU seconds this process spent
+    in it (all threads; less sensitive than wall time to other programs on the cores), and
+    the last result."""
+    best: dict[str, float] = {}
+    out = None
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        out = fn()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        if not best or wall < best["seconds"]:
+            best = {"seconds": round(wall, 3), "cpu_seconds": round(cpu, 3)}
+    return best, out
+
+
+def frame_machine() -> dict[str, Any]:
+    """What a frame benchmark ran on: cores, Python, Polars, numpy, ragframe, load at start."""
+    import numpy as np
+
+    import ragframe
+
+    return {
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "polars": pl.__version__,
+        "numpy": np.__version__,
+        "ragframe": ragframe.__version__,
+        "load_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
