@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -103,3 +104,33 @@ def router(**by_task: Any) -> Callable[[dict[str, Any]], Any]:
 def sample() -> pl.DataFrame:
     """The small real sample shipped in data/ (ExpertQA, MIT)."""
     return pl.read_parquet(DATA / "sample.parquet")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A local Ray cluster for one test module: 2 CPUs, no dashboard, loopback only; its GCS
+    address. Started and stopped by the module that asks for it."""
+    ray = pytest.importorskip("ray")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        logging_level="ERROR",
+        log_to_driver=False,
+        _node_ip_address="127.0.0.1",  # loopback only
+    )
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    """Poll `condition` (an event or a count, never a time margin) until it holds or `seconds`
+    pass; whether it held."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

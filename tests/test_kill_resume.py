@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from conftest import fenced, task_name
+from conftest import fenced, task_name, wait_for
 
 from ragframe.testing.server import FakeServer, auto_answer
 
@@ -64,15 +64,6 @@ def answers(cache: Path) -> int:
         return int(db.execute("SELECT COUNT(*) FROM answers").fetchone()[0])
     finally:
         db.close()
-
-
-def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def killed_then_resumed(

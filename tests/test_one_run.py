@@ -11,7 +11,6 @@ checked on the reference's frame).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -173,24 +172,6 @@ def test_the_cli_honours_every_option_as_the_in_memory_run(
 
 
 # ----------------------------------------------------------------------------- on Ray
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    """A local Ray cluster for this module: 2 CPUs, no dashboard, loopback only."""
-    ray = pytest.importorskip("ray")
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        logging_level="ERROR",
-        log_to_driver=False,
-        _node_ip_address="127.0.0.1",
-    )
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    try:
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        ray.shutdown()
 
 
 def partitioned(root: Path, data: pl.DataFrame) -> list[Path]:

@@ -24,14 +24,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pyarrow as pa
 import pytest
-from conftest import judge_for
+from conftest import judge_for, wait_for
 from test_arrow import rows
 
 import ragframe
@@ -168,24 +168,6 @@ def test_without_ray_the_error_names_the_extra() -> None:
 
 
 # ------------------------------------------------------------------- on a local cluster
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[str]:
-    """A local Ray cluster for this module: 2 CPUs, no dashboard; its GCS address."""
-    ray = pytest.importorskip("ray")
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        logging_level="ERROR",
-        log_to_driver=False,
-        _node_ip_address="127.0.0.1",  # loopback only
-    )
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    try:
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        ray.shutdown()
 
 
 def blocks(frame: pl.DataFrame, size: int) -> list[pa.Table]:
@@ -353,15 +335,6 @@ def cached_answers(cache: Path) -> int:
         keys.update(key for (key,) in db.execute("SELECT key FROM answers"))
         db.close()
     return len(keys)
-
-
-def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_a_driver_killed_mid_run_resumes(cluster: str, tmp_path: Path) -> None:
