@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from ragframe._version import __version__
-from ragframe.decide.summarize import pass_rules
+from ragframe.decide.summarize import direction_of, pass_rules, score_columns
 from ragframe.engine.jury import (
     JUDGE_SEP,
     SHARED_CLAIMS,
@@ -42,7 +42,6 @@ from ragframe.engine.jury import (
 from ragframe.engine.summary import metric_summary
 from ragframe.errors import ConfigError, InputError
 from ragframe.inputs.io import read_metadata
-from ragframe.metrics import REGISTRY
 from ragframe.metrics.thresholds import PASS_SUFFIX, Threshold
 
 #: Columns a run adds per metric besides its score.
@@ -101,13 +100,13 @@ class JuryOfRuns:
 
 
 def scored_metrics(frame: pl.DataFrame) -> list[str]:
-    """The metrics a scored frame holds: a numeric column with a struct `{metric}_detail`."""
+    """The metrics a scored frame holds (`summarize`'s detection), each with its struct
+    `{metric}_detail`, a jury's own per-judge columns left out."""
+    schema = frame.schema
     return [
         c
-        for c in frame.columns
-        if frame.schema[c].is_numeric()
-        and isinstance(frame.schema.get(f"{c}_detail"), pl.Struct)
-        and JUDGE_SEP not in c
+        for c in score_columns(schema, {})
+        if JUDGE_SEP not in c and isinstance(schema.get(f"{c}_detail"), pl.Struct)
     ]
 
 
@@ -156,7 +155,7 @@ def combine_runs(
     lead = read[0]
     rules = pass_rules(metrics, lead.frame.schema, lead.meta, thresholds=thresholds, strict=strict)
     scorers = [
-        _Scored(m, _direction(m, lead.meta), getattr(rules.get(m), "threshold", None))
+        _Scored(m, direction_of(m, lead.meta), getattr(rules.get(m), "threshold", None))
         for m in metrics
     ]
     frames = [run.frame for run in read]
@@ -242,14 +241,6 @@ def _check_rows(read: list[_Run]) -> list[str]:
                     "the same rows, in the same order"
                 )
     return inputs
-
-
-def _direction(metric: str, meta: Mapping[str, Any]) -> str:
-    recorded = ((meta.get("metrics") or {}).get(metric) or {}).get("direction")
-    if recorded in ("higher", "lower"):
-        return str(recorded)
-    cls = REGISTRY.get(metric)
-    return str(getattr(cls, "direction", "higher")) if cls is not None else "higher"
 
 
 def _summary(

@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from ragframe.decide.summarize import score_columns
 from ragframe.errors import ConfigError, InputError
 
 
@@ -91,7 +92,8 @@ def metric_names(
         names = name_list(metrics)
         require(names, (a, b), "metrics=")
     else:
-        found_a, found_b = _detected(a), _detected(b)
+        found_a = score_columns(a.schema, a.meta)
+        found_b = score_columns(b.schema, b.meta)
         names = [m for m in found_a if m in found_b]
         alone = [f"{m} (only in a)" for m in found_a if m not in found_b]
         alone += [f"{m} (only in b)" for m in found_b if m not in found_a]
@@ -111,23 +113,6 @@ def metric_names(
                     "group column); compare Float64 scores, or cast it first"
                 )
     return names
-
-
-def _detected(side: Side) -> list[str]:
-    schema = side.schema
-    recorded = [m for m in side.meta.get("metrics") or {} if m in schema]
-    return recorded or [
-        name
-        for name, dtype in schema.items()
-        if dtype == pl.Float64
-        and (isinstance(schema.get(f"{name}_detail"), pl.Struct) or _known(name))
-    ]
-
-
-def _known(name: str) -> bool:
-    from ragframe.metrics import REGISTRY
-
-    return name in REGISTRY or name == "ragas_score"
 
 
 def metric_directions(
