@@ -6,6 +6,7 @@ then read into rows in a fresh process, measuring wall time and peak RSS.
     python bench/bench_traces.py make --spans 1000000 --out /tmp/spans.jsonl
     python bench/bench_traces.py read /tmp/spans.jsonl               # buckets from file size
     python bench/bench_traces.py read /tmp/spans.jsonl --buckets 1   # the single pass
+    python bench/bench_traces.py read /tmp/spans.jsonl --to /tmp/rows.parquet  # to disk
 """
 
 from __future__ import annotations
@@ -66,28 +67,39 @@ def make(spans: int, out: Path) -> None:
     print(f"wrote {written} spans ({copies} copies of {len(lines)} real spans) to {out}")
 
 
-def read(path: Path, buckets: int | None) -> None:
-    """Read the export into rows (read_traces_report) and report time and peak RSS."""
-    from ragframe.inputs.traces import read_traces_report
+def read(path: Path, buckets: int | None, to: Path | None) -> None:
+    """Read the export into rows (read_traces_report: a frame in memory; with `to`,
+    write_traces: a Parquet file, the rows never in memory together) and report time and
+    peak RSS."""
+    import polars as pl
+
+    from ragframe.inputs.traces import read_traces_report, write_traces
     from ragframe.inputs.traces.buckets import buckets_for
 
     start = time.perf_counter()
-    result = read_traces_report(path, "openinference", buckets=buckets)
+    if to is None:
+        result = read_traces_report(path, "openinference", buckets=buckets)
+        rows, skipped = result.rows.height, result.skipped.height
+        in_memory = round(result.rows.estimated_size("mb"), 1)
+    else:
+        wrote = write_traces(path, to, "openinference", overwrite=True, buckets=buckets)
+        rows, skipped, in_memory = wrote.rows, wrote.skipped.height, 0.0
     seconds = time.perf_counter() - start
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(
-        json.dumps(
-            {
-                "spans_file_bytes": path.stat().st_size,
-                "buckets": buckets_for(path, buckets),
-                "rows": result.rows.height,
-                "skipped": result.skipped.height,
-                "seconds": round(seconds, 2),
-                "peak_rss_mib": round(peak_mib, 1),
-                "rows_estimated_mib": round(result.rows.estimated_size("mb"), 1),
-            }
-        )
-    )
+    record = {
+        "spans_file_bytes": path.stat().st_size,
+        "buckets": buckets_for(path, buckets),
+        "to": str(to) if to else None,
+        "rows": rows,
+        "skipped": skipped,
+        "seconds": round(seconds, 2),
+        "peak_rss_mib": round(peak_mib, 1),
+        "rows_in_memory_mib": in_memory,
+    }
+    if to is not None:
+        record["rows_file_bytes"] = to.stat().st_size
+        record["rows_check"] = pl.scan_parquet(to).select(pl.len()).collect().item()
+    print(json.dumps(record))
 
 
 def main() -> None:
@@ -99,8 +111,9 @@ def main() -> None:
     r = sub.add_parser("read")
     r.add_argument("path", type=Path)
     r.add_argument("--buckets", type=int, default=None, help="default: from the file size")
+    r.add_argument("--to", type=Path, default=None, help="write the rows here (write_traces)")
     args = parser.parse_args()
-    make(args.spans, args.out) if args.cmd == "make" else read(args.path, args.buckets)
+    make(args.spans, args.out) if args.cmd == "make" else read(args.path, args.buckets, args.to)
 
 
 if __name__ == "__main__":

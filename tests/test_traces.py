@@ -14,7 +14,7 @@ from openinference.semconv.trace import DocumentAttributes, SpanAttributes
 from polars.testing import assert_frame_equal
 
 from ragframe.errors import InputError
-from ragframe.inputs.traces import detect_format, read_traces, read_traces_report
+from ragframe.inputs.traces import detect_format, read_traces, read_traces_report, write_traces
 
 os.environ["LANGSMITH_TRACING"] = "false"
 KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
@@ -334,6 +334,38 @@ def test_buckets_give_exactly_the_single_pass_rows_and_skipped_list(
     assert four.skipped["reason"][2].startswith("line is not JSON")
     with pytest.raises(InputError, match="buckets"):
         read_traces_report(path, "openinference", buckets=0)
+
+    # To disk (the rows never in memory together): the same rows and skipped list, also when
+    # buckets are made in several partitioning levels and the merge reads many small ranges.
+    monkeypatch.setattr(buckets, "FANOUT", 2)
+    monkeypatch.setattr(buckets, "ROW_GROUP", 2)
+    for k in (1, 4, 7):
+        out = tmp_path / f"rows{k}.parquet"
+        wrote = write_traces(path, out, "openinference", buckets=k)
+        assert wrote.rows == 12 and wrote.path == out
+        assert_frame_equal(pl.read_parquet(out), one.rows)
+        assert_frame_equal(wrote.skipped, one.skipped)
+    assert not list(tmp_path.glob(".rows*")) and not list(tmp_path.glob("ragframe-traces-*"))
+
+
+def test_write_traces_refuses_an_existing_output_and_leaves_nothing_on_failure(
+    tmp_path: Path,
+) -> None:
+    """The rows file appears whole or not at all."""
+    iv, ov = SpanAttributes.INPUT_VALUE, SpanAttributes.OUTPUT_VALUE
+    path = write_jsonl(
+        tmp_path / "s.jsonl", [span("a" * 32, "a1", "CHAIN", 0, **{iv: "Q", ov: "A"})]
+    )
+    out = tmp_path / "rows.parquet"
+    assert write_traces(path, out).rows == 1
+    with pytest.raises(InputError, match="exists; pass overwrite=True"):
+        write_traces(path, out)
+    assert write_traces(path, out, overwrite=True).rows == 1
+    assert pl.read_parquet(out)["question"].to_list() == ["Q"]
+    missing = tmp_path / "none.parquet"
+    with pytest.raises(InputError, match="no such file"):
+        write_traces(tmp_path / "nothing.jsonl", missing, "openinference")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.parquet", "s.jsonl"]
 
 
 def test_times_with_an_offset_naive_or_space_separated() -> None:

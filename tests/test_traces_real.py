@@ -27,7 +27,7 @@ from polars.testing import assert_frame_equal
 
 from ragframe import Judge, evaluate
 from ragframe.export import export_scores
-from ragframe.inputs.traces import read_traces, read_traces_report
+from ragframe.inputs.traces import SKIP_SCHEMA, read_traces, read_traces_report, write_traces
 from ragframe.testing.server import FakeServer
 
 os.environ.setdefault("LANGSMITH_TRACING", "false")
@@ -346,11 +346,45 @@ def test_the_command_line_scores_traces_and_sends_the_scores_back(
 
 
 def test_real_spans_read_in_buckets_equal_one_pass(traced: dict[str, Any], tmp_path: Path) -> None:
-    """The SDK's JSON Lines and the same spans as OTLP JSON, each read in 3 buckets."""
+    """The SDK's JSON Lines and the same spans as OTLP JSON (a span a line, and every span on
+    one line, so that every trace starts on the same line), each read in 3 buckets and
+    written to disk: the rows of the single pass, in its order."""
     otlp = tmp_path / "traces.otlp.jsonl"
     otlp.write_text("".join(json.dumps(otlp_json([s])) + "\n" for s in traced["spans"]))
-    for path in (traced["path"], otlp):
+    one_line = tmp_path / "batch.otlp.jsonl"
+    one_line.write_text(json.dumps(otlp_json(list(traced["spans"]))) + "\n")
+    for path in (traced["path"], otlp, one_line):
         one = read_traces_report(path, buckets=1)
         assert one.rows.height == len(QUESTIONS)
         assert_frame_equal(read_traces_report(path, buckets=3).rows, one.rows)
         assert_frame_equal(read_traces_report(path, buckets=3).skipped, one.skipped)
+        out = tmp_path / f"{path.stem}.rows.parquet"
+        assert write_traces(path, out, buckets=3).rows == one.rows.height
+        assert_frame_equal(pl.read_parquet(out), one.rows)
+
+
+def test_ragframe_import_writes_the_rows_for_any_later_run(
+    traced: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`ragframe import` writes the rows `score --from` would score (and the skipped list);
+    `score --from ... --ray` points to it."""
+    from ragframe.cli import main
+
+    rows, skipped = tmp_path / "rows.parquet", tmp_path / "skipped.parquet"
+    spans = traced["path"]
+    assert main(["import", str(spans), "-o", str(rows), "--skipped", str(skipped)]) == 0
+    assert f"wrote {len(QUESTIONS)} rows" in capsys.readouterr().err
+    assert_frame_equal(pl.read_parquet(rows), read_traces_report(spans).rows)
+    assert pl.read_parquet(skipped).schema == pl.Schema(SKIP_SCHEMA)
+    assert main(["import", str(spans), "-o", str(rows)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["import", str(spans), "-o", str(tmp_path / "rows.csv")]) == 2
+    orphan = tmp_path / "orphan.jsonl"
+    orphan.write_text(spans.read_text().splitlines()[0] + "\n")  # a span with no answer trace
+    assert (
+        main(["import", str(orphan), "--from", "openinference", "-o", str(tmp_path / "o.parquet")])
+        == 2
+    )
+    assert "no RAG turn" in capsys.readouterr().err and not (tmp_path / "o.parquet").exists()
+    assert main(["score", str(spans), "--from", "auto", "--ray", "1", "-o", str(rows)]) == 2
+    assert "ragframe import" in capsys.readouterr().err

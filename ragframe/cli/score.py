@@ -172,25 +172,22 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def _score_traces(args: argparse.Namespace) -> int:
-    """`--from FORMAT`: the export's rows written to a Parquet log of their own (kept beside
-    nothing: a temporary directory), then scored like any log, every option as without it."""
-    import sys
+    """`--from FORMAT`: the export's rows written to a Parquet log of their own (in bounded
+    memory, in a temporary directory), then scored like any log, every option as without it."""
     import tempfile
 
-    from ragframe.inputs.traces import read_traces_report
+    from ragframe.cli.import_traces import write_rows
 
     if args.ray is not None:
-        raise RagframeError("--from is not available with --ray: convert the export first")
-    form = None if args.from_format == "auto" else args.from_format
-    read = read_traces_report(args.input, form)
-    if read.skipped.height:
-        print(f"ragframe: {args.input}: {read.skipped_summary()}", file=sys.stderr)
-    if read.rows.height == 0:
-        raise RagframeError(f"{args.input!r} holds no RAG turn to score; see the skipped list")
+        raise RagframeError(
+            "--from is not available with --ray: convert the export first "
+            f"(ragframe import {args.input} --from {args.from_format} -o rows.parquet), "
+            "then score rows.parquet with --ray"
+        )
+    common.refuse_input_as_output(args.input, args.output)
     with tempfile.TemporaryDirectory(prefix="ragframe-traces-") as folder:
         log = Path(folder) / "rows.parquet"
-        read.rows.write_parquet(log)
-        common.refuse_input_as_output(args.input, args.output)
+        write_rows(args.input, args.from_format, log)
         converted = argparse.Namespace(**{**vars(args), "input": str(log), "from_format": None})
         return cmd_score(converted)
 

@@ -3,6 +3,7 @@
 
     rows = read_traces("spans.jsonl", format="openinference")      # a LazyFrame
     read = read_traces_report("spans.jsonl")                         # rows + skipped, eager
+    wrote = write_traces("spans.jsonl", "rows.parquet")             # bounded memory, to disk
 
 Formats: `openinference` (SDK span JSON Lines, Phoenix span frames as Parquet / JSON Lines /
 DataFrame), `otel` (OTLP JSON, the Collector's file exporter), `langsmith` (run JSON Lines),
@@ -13,6 +14,7 @@ turn spans into rows are in `ragframe.inputs.traces.assemble`.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ import polars as pl
 from ragframe.errors import InputError
 from ragframe.inputs.traces import datasets, langsmith, openinference, otel
 from ragframe.inputs.traces.assemble import ROW_SCHEMA, SKIP_SCHEMA, assemble
-from ragframe.inputs.traces.buckets import buckets_for, collect_assembled
+from ragframe.inputs.traces.buckets import buckets_for, collect_assembled, sink_assembled
 
 FORMATS = ("openinference", "otel", "langsmith", "ragas", "deepeval")
 Format = Literal["openinference", "otel", "langsmith", "ragas", "deepeval"]
@@ -39,10 +41,12 @@ __all__ = [
     "ROW_SCHEMA",
     "SKIP_SCHEMA",
     "TraceRead",
+    "TraceWrite",
     "detect_format",
     "read_traces",
     "read_traces_report",
     "scan_traces",
+    "write_traces",
 ]
 
 
@@ -155,20 +159,20 @@ def _lines(path: Path) -> pl.LazyFrame:
 
 
 def _with_bad_lines(
-    path: Path, collect: Collect, *, require: str | None = None
-) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """(rows, skipped) of `collect(lines)`; when Polars refuses a line, the lines that are not
-    JSON objects are found, listed as skipped and left out, and the rest read again."""
+    path: Path, run: Callable[[pl.LazyFrame], pl.DataFrame], *, require: str | None = None
+) -> pl.DataFrame:
+    """The skipped list of `run(lines)`, which reads the rows and keeps them where it keeps
+    them; when Polars refuses a line, the lines that are not JSON objects are found, listed as
+    skipped and left out, and the rest read again."""
     lines = _lines(path)
     try:
-        rows, skipped = collect(lines)
-        return rows.lazy(), skipped.lazy()
+        return run(lines)
     except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as exc:
         bad = _bad_json_lines(path, require=require)
         if not bad:
             raise InputError(f"{path}: could not be read as {require or 'spans'}: {exc}") from exc
     numbers = [n for n, _ in bad]
-    rows, skipped = collect(lines.filter(~pl.col("n").is_in(numbers)))
+    skipped = run(lines.filter(~pl.col("n").is_in(numbers)))
     listed = pl.DataFrame(
         {
             "reason": [r for _, r in bad],
@@ -178,42 +182,95 @@ def _with_bad_lines(
         },
         schema=SKIP_SCHEMA,
     )
-    return rows.lazy(), pl.concat([listed, skipped]).lazy()
+    return pl.concat([listed, skipped])
 
 
 def scan_traces(
     source: str | Path | Any, format: Format | None = None
 ) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """(rows, skipped), both lazy: sink the rows of a large export to Parquet without
-    collecting them. Files with malformed lines are checked eagerly; use
-    `read_traces_report` to have them listed."""
-    return _read(source, format, eager=False)
+    """(rows, skipped), both lazy: the single pass (one `group_by` over every span) as query
+    plans to compose with others. Collected, they hold the whole export: for a large one use
+    `write_traces` (bounded memory) or `read_traces_report` (buckets). Malformed lines make
+    the query fail; `read_traces_report` and `write_traces` list them instead."""
+    fmt = _format(source, format)
+    if not isinstance(source, (str, Path)):
+        return assemble(_frame_spans(source, fmt))
+    path = _existing(source)
+    if fmt in ("ragas", "deepeval"):
+        return datasets.read(path, fmt)
+    spans_of, _ = _span_reader(path, fmt)
+    if spans_of is None:
+        return assemble(_phoenix_spans(path))
+    return assemble(spans_of(_lines(path)))
 
 
-def _read(
-    source: str | Path | Any, format: Format | None, *, eager: bool, buckets: int | None = None
-) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+def _phoenix_spans(path: Path) -> pl.LazyFrame:
+    return openinference.from_frame(openinference.read_phoenix_file(path))
+
+
+def _over_spans(
+    path: Path, fmt: Format, run: Callable[[pl.LazyFrame], pl.DataFrame]
+) -> pl.DataFrame:
+    """`run(span frame)` (it keeps the rows, returns the skipped list) over a span file, its
+    malformed lines listed as skipped."""
+    spans_of, require = _span_reader(path, fmt)
+    if spans_of is None:
+        return run(_phoenix_spans(path))
+    return _with_bad_lines(path, lambda lines: run(spans_of(lines)), require=require)
+
+
+def _format(source: str | Path | Any, format: Format | None) -> Format:
     fmt = format or detect_format(source)
     if fmt not in FORMATS:
         raise InputError(f"unknown trace format {fmt!r}; use one of {', '.join(FORMATS)}")
-    if not isinstance(source, (str, Path)):
-        return assemble(_frame_spans(source, fmt))
+    return fmt
+
+
+def _existing(source: str | Path) -> Path:
     path = Path(source)
     if not path.exists():
         raise InputError(f"{path}: no such file")
-    if fmt in ("ragas", "deepeval"):
-        return datasets.read(path, fmt)
-    spans_of, require = _span_reader(path, fmt)
-    if spans_of is None:
-        spans = openinference.from_frame(openinference.read_phoenix_file(path))
-        if not eager:
-            return assemble(spans)
-        rows, skipped = collect_assembled(spans, buckets_for(path, buckets))
-        return rows.lazy(), skipped.lazy()
-    if not eager:
-        return assemble(spans_of(_lines(path)))
+    return path
+
+
+def _is_span_file(source: str | Path | Any, fmt: Format) -> bool:
+    """A span export on disk (read in buckets), not a frame in memory or a dataset."""
+    return isinstance(source, (str, Path)) and fmt not in ("ragas", "deepeval")
+
+
+def _collect(
+    source: str | Path | Any, format: Format | None, buckets: int | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows in source order, skipped in any order), collected."""
+    fmt = _format(source, format)
+    if not _is_span_file(source, fmt):
+        rows, skipped = pl.collect_all(list(scan_traces(source, fmt)))
+        return rows, skipped
+    path = _existing(source)
     k = buckets_for(path, buckets)
-    return _with_bad_lines(path, lambda ls: collect_assembled(spans_of(ls), k), require=require)
+    collected: list[pl.DataFrame] = []
+
+    def run(spans: pl.LazyFrame) -> pl.DataFrame:
+        rows, skipped = collect_assembled(spans, k)
+        collected[:] = [rows]
+        return skipped
+
+    skipped = _over_spans(path, fmt, run)
+    return collected[0], skipped
+
+
+def _sink(
+    source: str | Path | Any, format: Format | None, out: Path, buckets: int | None
+) -> pl.DataFrame:
+    """Write the rows to `out` (Parquet, source order) in bounded memory; the skipped list."""
+    fmt = _format(source, format)
+    if not _is_span_file(source, fmt):
+        rows, skipped = scan_traces(source, fmt)
+        rows.sink_parquet(out)
+        return skipped.collect()
+    path = _existing(source)
+    k = buckets_for(path, buckets)
+    return _over_spans(path, fmt, lambda spans: sink_assembled(spans, k, out))
 
 
 def _frame_spans(source: Any, fmt: Format) -> pl.LazyFrame:
@@ -241,6 +298,10 @@ def _span_reader(path: Path, fmt: Format) -> tuple[SpanReader | None, str | None
     return (lambda lines: openinference.scan_jsonl(lines, pl.col("n"))), None
 
 
+def _sorted_skips(skipped: pl.DataFrame) -> pl.DataFrame:
+    return skipped.sort(["line", "trace_id", "span_id", "reason"], nulls_last=True)
+
+
 def read_traces_report(
     source: str | Path | Any, format: Format | None = None, *, buckets: int | None = None
 ) -> TraceRead:
@@ -251,9 +312,51 @@ def read_traces_report(
         trace id, so that memory stays bounded however large the file (`buckets.BUCKET_BYTES`
         of file per part when None; 1: one pass). The result is the same either way.
     """
-    rows, skipped = pl.collect_all(list(_read(source, format, eager=True, buckets=buckets)))
-    order = ["line", "trace_id", "span_id", "reason"]
-    return TraceRead(rows, skipped.sort(order, nulls_last=True))
+    rows, skipped = _collect(source, format, buckets)
+    return TraceRead(rows, _sorted_skips(skipped))
+
+
+@dataclass
+class TraceWrite:
+    """What `write_traces` wrote: the rows' file and count, and what formed no row."""
+
+    path: Path
+    rows: int
+    skipped: pl.DataFrame
+
+    def skipped_summary(self, limit: int = 5) -> str:
+        return TraceRead(pl.DataFrame(schema=ROW_SCHEMA), self.skipped).skipped_summary(limit)
+
+
+def write_traces(
+    source: str | Path | Any,
+    out: str | Path,
+    format: Format | None = None,
+    *,
+    overwrite: bool = False,
+    buckets: int | None = None,
+) -> TraceWrite:
+    """Write the rows of an export to the Parquet file `out`, in source order, in memory
+    bounded by the buckets' size rather than the file's (the rows never held together): the
+    way to convert exports of millions of spans. The file appears whole or not at all.
+
+    overwrite : replace `out` if it exists (else an InputError).
+    buckets : as in `read_traces_report`.
+    """
+    target = Path(out)
+    if target.exists() and not overwrite:
+        raise InputError(
+            f"output {str(target)!r} exists; pass overwrite=True (--overwrite) to replace it"
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        skipped = _sink(source, format, partial, buckets)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    rows = pl.scan_parquet(target).select(pl.len()).collect().item()
+    return TraceWrite(target, rows, _sorted_skips(skipped))
 
 
 def read_traces(

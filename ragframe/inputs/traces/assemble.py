@@ -99,9 +99,13 @@ RETRIEVER = Kind.RETRIEVER.value
 #: The order of the rows: the source order of their traces (the line of a trace's first span),
 #: then the answer span's start time, then the trace id (a tie-break that makes it total).
 ROW_ORDER = ["first_line", "start_time", "trace_id"]
+#: `ROW_ORDER` as one sortable column (`order`), the key both the single pass's sort and the
+#: merge of sorted buckets use, so that the two give the rows in the same order.
+ORDER_KEY = pl.struct(ROW_ORDER).alias("order")
 
 __all__ = [
     "DOCUMENT",
+    "ORDER_KEY",
     "ROW_ORDER",
     "ROW_SCHEMA",
     "SKIP_SCHEMA",
@@ -140,7 +144,7 @@ def assemble(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
 def in_source_order(rows: pl.LazyFrame) -> pl.LazyFrame:
     """Rows of `assemble_unordered` sorted by `ROW_ORDER`, their `first_line` dropped: kept
     apart so that rows assembled in several parts sort into the order one pass gives."""
-    return rows.sort(ROW_ORDER).drop("first_line")
+    return rows.sort(ORDER_KEY).drop("first_line")
 
 
 def assemble_unordered(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:

@@ -1,39 +1,61 @@
-"""Large exports in bounded memory: spans partitioned by trace, then assembled bucket by bucket.
+"""Large exports in bounded memory: spans partitioned by trace, assembled bucket by bucket, and
+the rows merged back into source order on disk.
 
 Grouping a whole export by trace id holds every span's extracted columns at once (1.3 GiB for
-a million spans). Here a first streaming pass (Polars' streaming engine, one `sink_parquet`
-partitioned by key) writes only the span frame's columns (`SPAN_SCHEMA`) into K Parquet bucket
+a million spans). Here a streaming pass (Polars' streaming engine, one `sink_parquet`
+partitioned by key) writes only the span frame's columns (`SPAN_SCHEMA`) into Parquet bucket
 files in a temporary directory, the bucket being a hash of the trace id, so that all of a
 trace's spans land in the same bucket. Each bucket is then assembled on its own with the same
-rules (`assemble`), and the rows are put in source order at the end, exactly as one pass
-would give them. Peak memory is then one bucket's working set plus the rows read so far.
+rules (`assemble`) and its rows, sorted, written to a file of their own; a streaming merge of
+those sorted files gives the rows in the order one pass would give them.
+
+What stays in memory, however large the file: the partitioned sink's buffers (at most
+`FANOUT` buckets open at once, `BUFFERED_SPANS` spans between them; more buckets are made by
+partitioning each part again), one bucket's working set (`BUCKET_BYTES` of file), and the
+merge's buffers. The rows themselves are in memory only when the caller asks for a frame.
 """
 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from ragframe.errors import InputError
 from ragframe.inputs.traces.assemble import (
+    ORDER_KEY,
+    ROW_SCHEMA,
     SPAN_SCHEMA,
     assemble,
     assemble_unordered,
-    in_source_order,
 )
 
 #: File bytes per bucket: about 90,000 spans of an SDK export of a small RAG pipeline
 #: (1.4 KB a span), a working set of about 250 MiB.
 BUCKET_BYTES = 128 * 1024 * 1024
-#: Rows per Parquet row group in a bucket file: the partitioned sink buffers a row group per
-#: open bucket, which at Polars' default held the whole file (1.2 GiB for a million spans).
+#: The most buckets one partitioned pass keeps open: each open bucket costs its own Parquet
+#: writer (about 2 MiB measured) beside its buffered rows, so more buckets are made in levels.
+FANOUT = 16
+#: Spans the open buckets of a partitioned pass buffer between them (row groups are
+#: `BUFFERED_SPANS // open buckets` rows): Polars' default row group per bucket held the whole
+#: file (1.2 GiB for a million spans).
+BUFFERED_SPANS = 50_000
+#: Rows per row group of the sorted rows' files, so that reading one range of source lines
+#: skips the groups outside it.
 ROW_GROUP = 10_000
 #: Fixed so that a run is reproducible; which bucket a trace lands in never shows in the result.
 SEED = 22
 
-__all__ = ["BUCKET_BYTES", "assemble_in_buckets", "buckets_for", "collect_assembled"]
+__all__ = [
+    "BUCKET_BYTES",
+    "FANOUT",
+    "buckets_for",
+    "collect_assembled",
+    "sink_assembled",
+]
 
 
 def buckets_for(path: Path, buckets: int | None) -> int:
@@ -47,32 +69,79 @@ def buckets_for(path: Path, buckets: int | None) -> int:
 
 
 def collect_assembled(spans: pl.LazyFrame, buckets: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(rows, skipped) of a span frame: one pass when `buckets` is 1, else bucket by bucket."""
+    """(rows in source order, skipped) of a span frame, collected: one pass when `buckets` is
+    1, else bucket by bucket through a temporary Parquet file of the rows."""
     if buckets <= 1:
         rows, skipped = pl.collect_all(list(assemble(spans)))
         return rows, skipped
-    return assemble_in_buckets(spans, buckets)
-
-
-def assemble_in_buckets(spans: pl.LazyFrame, buckets: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(rows, skipped) assembled bucket by bucket; the rows in the single pass's order, the
-    skipped list in bucket order (the caller sorts it by line)."""
-    columns = [pl.col(c).cast(t) for c, t in SPAN_SCHEMA.items()]
-    bucket = (pl.col("trace_id").hash(seed=SEED) % buckets).alias("bucket")
-    rows: list[pl.DataFrame] = []
-    skipped: list[pl.DataFrame] = []
     with tempfile.TemporaryDirectory(prefix="ragframe-traces-") as tmp:
-        spans.select(*columns, bucket).sink_parquet(
-            pl.PartitionBy(tmp, key="bucket", include_key=False),
-            mkdir=True,
-            row_group_size=ROW_GROUP,
-        )
-        for directory in sorted(Path(tmp).iterdir()):
-            part = pl.scan_parquet(directory / "*.parquet", hive_partitioning=False)
-            found, skips = pl.collect_all(list(assemble_unordered(part)))
-            rows.append(found)
+        out = Path(tmp) / "rows.parquet"
+        skipped = sink_assembled(spans, buckets, out)
+        return pl.read_parquet(out), skipped
+
+
+def sink_assembled(spans: pl.LazyFrame, buckets: int, out: Path) -> pl.DataFrame:
+    """Write the rows of a span frame to the Parquet file `out`, in source order, assembled in
+    `buckets` parts; return the skipped list (in bucket order: the caller sorts it)."""
+    with tempfile.TemporaryDirectory(prefix="ragframe-traces-", dir=out.parent) as tmp:
+        sorted_parts: list[Path] = []
+        skipped: list[pl.DataFrame] = []
+        for number, part in enumerate(_partitions(spans, buckets, Path(tmp), divisor=1)):
+            rows, skips = pl.collect_all(list(assemble_unordered(part)))
+            path = Path(tmp) / f"rows-{number:05d}.parquet"
+            rows.with_columns(ORDER_KEY).sort("order").write_parquet(path, row_group_size=ROW_GROUP)
+            sorted_parts.append(path)
             skipped.append(skips)
-    if not rows:
-        return collect_assembled(pl.LazyFrame(schema=SPAN_SCHEMA), 1)
-    ordered = in_source_order(pl.concat(rows, rechunk=False).lazy()).collect()
-    return ordered, pl.concat(skipped)
+        if not sorted_parts:  # an empty span frame: no bucket file was written
+            rows, skips = pl.collect_all(list(assemble(pl.LazyFrame(schema=SPAN_SCHEMA))))
+            rows.write_parquet(out)
+            return skips
+        _merge_sorted_parts(sorted_parts, out, ranges=max(buckets, 1))
+    return pl.concat(skipped)
+
+
+def _partitions(
+    spans: pl.LazyFrame, buckets: int, folder: Path, *, divisor: int
+) -> Iterator[pl.LazyFrame]:
+    """The span frame split into `buckets` parts by a hash of the trace id, yielded one at a
+    time (each part's files are deleted once the next is asked for). At most `FANOUT` parts
+    are written at once; a part that must be split further is partitioned again, on the next
+    digits (base FANOUT) of the same hash."""
+    fanout = min(buckets, FANOUT)
+    if fanout <= 1:
+        yield spans
+        return
+    columns = [pl.col(c).cast(t) for c, t in SPAN_SCHEMA.items()]
+    bucket = (pl.col("trace_id").hash(seed=SEED) // divisor % fanout).alias("bucket")
+    spans.select(*columns, bucket).sink_parquet(
+        pl.PartitionBy(folder, key="bucket", include_key=False),
+        mkdir=True,
+        row_group_size=max(1_000, BUFFERED_SPANS // fanout),
+    )
+    rest = -(-buckets // fanout)
+    for directory in sorted(p for p in folder.iterdir() if p.is_dir()):
+        part = pl.scan_parquet(directory / "*.parquet", hive_partitioning=False)
+        yield from _partitions(part, rest, directory / "next", divisor=divisor * fanout)
+        _remove(directory)
+
+
+def _remove(folder: Path) -> None:
+    """Delete a bucket's folder once it is assembled, so disk use stays near one copy."""
+    for path in sorted(folder.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    folder.rmdir()
+
+
+def _merge_sorted_parts(parts: list[Path], out: Path, ranges: int) -> None:
+    """The sorted part files merged into `out` in `order`, one range of source lines at a
+    time: each range's rows are read from every part (row groups outside it are skipped by
+    their statistics), sorted and appended. Polars' own `merge_sorted` held 3x the rows."""
+    scan = pl.scan_parquet(parts)
+    last = scan.select(pl.col("first_line").max()).collect().item()
+    width = -(-(last or 0) // ranges) + 1
+    schema = pl.DataFrame(schema=ROW_SCHEMA).to_arrow().schema
+    with pq.ParquetWriter(out, schema, compression="zstd") as writer:
+        for start in range(0, (last or 0) + 1, width):
+            in_range = pl.col("first_line").is_between(start, start + width, closed="left")
+            rows = scan.filter(in_range).sort("order").drop("order", "first_line").collect()
+            writer.write_table(rows.to_arrow().cast(schema), ROW_GROUP)
