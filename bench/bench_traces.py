@@ -7,6 +7,7 @@ then read into rows in a fresh process, measuring wall time and peak RSS.
     python bench/bench_traces.py read /tmp/spans.jsonl               # buckets from file size
     python bench/bench_traces.py read /tmp/spans.jsonl --buckets 1   # the single pass
     python bench/bench_traces.py read /tmp/spans.jsonl --to /tmp/rows.parquet  # to disk
+    python bench/bench_traces.py score /tmp/spans.jsonl   # `ragframe score --from`, fake judge
 """
 
 from __future__ import annotations
@@ -102,6 +103,46 @@ def read(path: Path, buckets: int | None, to: Path | None) -> None:
     print(json.dumps(record))
 
 
+def score(path: Path, metrics: list[str], chunk_rows: int) -> None:
+    """`ragframe score SPANS --from openinference` end to end against the fake judge (in a
+    process of its own): the export read to rows on disk, then scored chunk by chunk. Peak RSS
+    is the command's own (wait4), not the judge's."""
+    import tempfile
+
+    import polars as pl
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from common import FakeServerProcess, ragframe_score, run_measured
+
+    with tempfile.TemporaryDirectory(prefix="bench-traces-") as tmp:
+        out, cache = Path(tmp) / "scored.parquet", Path(tmp) / "cache"
+        with FakeServerProcess(latency=0.0) as server:
+            args = ragframe_score(
+                path, out, server.url, metrics, cache=cache, chunk_rows=chunk_rows
+            )
+            measured = run_measured([*args, "--from", "openinference"])
+            requests = server.chat_requests()
+        if measured.returncode != 0:
+            raise SystemExit(f"ragframe score failed ({measured.returncode}): {measured.stderr}")
+        scored = pl.scan_parquet(out).select(pl.len(), *(pl.col(m).null_count() for m in metrics))
+        counts = scored.collect().row(0)
+    print(
+        json.dumps(
+            {
+                "spans_file_bytes": path.stat().st_size,
+                "metrics": metrics,
+                "rows_scored": counts[0],
+                "null_scores": dict(zip(metrics, counts[1:], strict=True)),
+                "chat_requests": requests,
+                "seconds": round(measured.wall, 2),
+                "cpu_seconds": round(measured.cpu_seconds, 2),
+                "peak_rss_mib": round(measured.peak_rss_mib, 1),
+                "stderr_first_line": measured.stderr.splitlines()[0] if measured.stderr else "",
+            }
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -112,8 +153,17 @@ def main() -> None:
     r.add_argument("path", type=Path)
     r.add_argument("--buckets", type=int, default=None, help="default: from the file size")
     r.add_argument("--to", type=Path, default=None, help="write the rows here (write_traces)")
+    s = sub.add_parser("score")
+    s.add_argument("path", type=Path)
+    s.add_argument("--metrics", default="faithfulness,answer_relevancy")
+    s.add_argument("--chunk-rows", type=int, default=2000)
     args = parser.parse_args()
-    make(args.spans, args.out) if args.cmd == "make" else read(args.path, args.buckets, args.to)
+    if args.cmd == "make":
+        make(args.spans, args.out)
+    elif args.cmd == "read":
+        read(args.path, args.buckets, args.to)
+    else:
+        score(args.path, args.metrics.split(","), args.chunk_rows)
 
 
 if __name__ == "__main__":
