@@ -44,7 +44,7 @@ from ragframe.errors import (
 )
 from ragframe.export import export_scores
 from ragframe.inputs.io import read_metadata
-from ragframe.inputs.traces import read_traces
+from ragframe.inputs.traces import read_traces, write_traces
 from ragframe.judge import Judge
 from ragframe.metrics import (
     REGISTRY,
@@ -120,6 +120,7 @@ __all__ = [  # noqa: RUF022
     "score_arrow",
     "summarize",
     "summarize_pairs",
+    "write_traces",
     # metrics: ragas
     "Faithfulness",
     "AnswerRelevancy",
