@@ -20,8 +20,13 @@ from openinference.semconv.trace import (
     OpenInferenceSpanKindValues,
     SpanAttributes,
 )
+from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+)
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from polars.testing import assert_frame_equal
 
@@ -112,11 +117,26 @@ def run_pipeline(tracer_provider: TracerProvider, base_url: str) -> list[dict[st
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The pipeline run once under instrumentation: the spans in memory, the same spans in a
-    JSON Lines file written by the SDK's ConsoleSpanExporter, and what the pipeline saw."""
+    JSON Lines file written by the SDK's ConsoleSpanExporter, in OTLP JSON files written by
+    OpenTelemetry's file exporter (a span a line; batches of 4, split mid-trace; every span
+    on one line), and what the pipeline saw."""
     folder = tmp_path_factory.mktemp("traces")
     memory = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(memory))
+    otlp = {
+        "each": folder / "each.otlp.jsonl",
+        "batched": folder / "batched.otlp.jsonl",
+        "one_line": folder / "one_line.otlp.jsonl",
+    }
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(otlp["each"])))
+    for name, size in (("batched", 4), ("one_line", 512)):
+        exporter = FileSpanExporter(otlp[name])
+        # exported on flush only (no timer), so the lines hold `size` spans whatever the load
+        batches = BatchSpanProcessor(
+            exporter, max_export_batch_size=size, schedule_delay_millis=600_000
+        )
+        provider.add_span_processor(batches)
     path = folder / "spans.jsonl"
     with path.open("w", encoding="utf-8") as out:
         provider.add_span_processor(
@@ -131,8 +151,9 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
                 seen = run_pipeline(provider, fake.base_url)
         finally:
             instrumentor.uninstrument()
-        provider.force_flush()
-    yield {"spans": list(memory.get_finished_spans()), "path": path, "seen": seen}
+        provider.shutdown()  # flushes every processor and closes the exporters' files
+    spans = list(memory.get_finished_spans())
+    yield {"spans": spans, "path": path, "seen": seen, "otlp": otlp}
 
 
 def test_pipeline_really_traced_the_openai_call(traced: dict[str, Any]) -> None:
@@ -242,64 +263,14 @@ def test_round_trip_read_score_export_ids_match(
     assert {r["eventName"] for r in records} == {"gen_ai.evaluation.result"}
 
 
-def any_value(value: Any) -> dict[str, Any]:
-    """An attribute value as OTLP JSON's AnyValue (ints as strings, as the spec writes them)."""
-    if isinstance(value, bool):
-        return {"boolValue": value}
-    if isinstance(value, int):
-        return {"intValue": str(value)}
-    if isinstance(value, float):
-        return {"doubleValue": value}
-    if isinstance(value, (list, tuple)):
-        return {"arrayValue": {"values": [any_value(v) for v in value]}}
-    return {"stringValue": str(value)}
-
-
-def otlp_json(spans: list[ReadableSpan]) -> dict[str, Any]:
-    """The SDK's spans as one OTLP JSON export request, the Collector file exporter's line.
-
-    `opentelemetry-exporter-otlp-proto-common` (whose `encode_spans` gives the protobuf) is not
-    installed here, so this small helper writes the JSON mapping of that protobuf by hand from
-    the SDK's ReadableSpan objects: hex ids, nanosecond times as strings, key / AnyValue
-    attribute lists, one resource and one scope per span."""
-    resource_spans = []
-    for span in spans:
-        record = {
-            "traceId": f"{span.context.trace_id:032x}",
-            "spanId": f"{span.context.span_id:016x}",
-            "parentSpanId": f"{span.parent.span_id:016x}" if span.parent else "",
-            "name": span.name,
-            "kind": span.kind.value + 1,
-            "startTimeUnixNano": str(span.start_time),
-            "endTimeUnixNano": str(span.end_time),
-            "attributes": [
-                {"key": k, "value": any_value(v)} for k, v in (span.attributes or {}).items()
-            ],
-            "events": [],
-            "status": {},
-        }
-        resource = {
-            "attributes": [
-                {"key": k, "value": any_value(v)} for k, v in span.resource.attributes.items()
-            ]
-        }
-        scope = {"name": span.instrumentation_scope.name if span.instrumentation_scope else ""}
-        resource_spans.append(
-            {"resource": resource, "scopeSpans": [{"scope": scope, "spans": [record]}]}
-        )
-    return {"resourceSpans": resource_spans}
-
-
-def test_otlp_json_file_rows_equal_what_the_pipeline_saw(
-    traced: dict[str, Any], tmp_path: Path
-) -> None:
-    spans = traced["spans"]
-    path = tmp_path / "traces.otlp.jsonl"
-    # two export requests, split mid-trace, as a batching exporter writes them
-    half = len(spans) // 2 + 1
-    path.write_text(
-        json.dumps(otlp_json(spans[:half])) + "\n" + json.dumps(otlp_json(spans[half:])) + "\n"
-    )
+def test_otlp_json_file_rows_equal_what_the_pipeline_saw(traced: dict[str, Any]) -> None:
+    """OTLP JSON as OpenTelemetry's file exporter writes it, export requests of 4 spans (so a
+    trace's spans are split across lines)."""
+    path = traced["otlp"]["batched"]
+    lines = path.read_text().splitlines()
+    requests = [json.loads(line)["resourceSpans"] for line in lines]
+    sizes = [sum(len(ss["spans"]) for rs in r for ss in rs["scopeSpans"]) for r in requests]
+    assert len(lines) >= 3 and max(sizes) <= 4 and sum(sizes) == len(traced["spans"])
     read = read_traces_report(path)  # detected as otel
     assert read.skipped.height == 0
     rows = read.rows
@@ -346,14 +317,13 @@ def test_the_command_line_scores_traces_and_sends_the_scores_back(
 
 
 def test_real_spans_read_in_buckets_equal_one_pass(traced: dict[str, Any], tmp_path: Path) -> None:
-    """The SDK's JSON Lines and the same spans as OTLP JSON (a span a line, and every span on
-    one line, so that every trace starts on the same line), each read in 3 buckets and
-    written to disk: the rows of the single pass, in its order."""
-    otlp = tmp_path / "traces.otlp.jsonl"
-    otlp.write_text("".join(json.dumps(otlp_json([s])) + "\n" for s in traced["spans"]))
-    one_line = tmp_path / "batch.otlp.jsonl"
-    one_line.write_text(json.dumps(otlp_json(list(traced["spans"]))) + "\n")
-    for path in (traced["path"], otlp, one_line):
+    """The SDK's JSON Lines and the same spans as OTLP JSON (a span a line, batches of 4, and
+    every span on one line, so that every trace starts on the same line), each read in 3
+    buckets and written to disk: the rows of the single pass, in its order."""
+    otlp = traced["otlp"]
+    assert len(otlp["each"].read_text().splitlines()) == len(traced["spans"])
+    assert len(otlp["one_line"].read_text().splitlines()) == 1
+    for path in (traced["path"], otlp["each"], otlp["batched"], otlp["one_line"]):
         one = read_traces_report(path, buckets=1)
         assert one.rows.height == len(QUESTIONS)
         assert_frame_equal(read_traces_report(path, buckets=3).rows, one.rows)
