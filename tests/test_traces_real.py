@@ -358,3 +358,100 @@ def test_ragframe_import_writes_the_rows_for_any_later_run(
     assert "no RAG turn" in capsys.readouterr().err and not (tmp_path / "o.parquet").exists()
     assert main(["score", str(spans), "--from", "auto", "--ray", "1", "-o", str(rows)]) == 2
     assert "ragframe import" in capsys.readouterr().err
+
+
+def genai_messages(role: str, text: str) -> str:
+    """A GenAI messages attribute: one message with one text part, as JSON."""
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+
+def run_genai_pipeline(
+    provider: TracerProvider, base_url: str, *, capture_content: bool
+) -> list[dict[str, Any]]:
+    """The same RAG pipeline traced with OpenTelemetry's GenAI conventions only (attribute names
+    from `opentelemetry-semantic-conventions`): an invoke_workflow span, a retrieval span with
+    `gen_ai.retrieval.documents`, and a chat span around the real `openai` call with the
+    reply's model and token usage. Without content capture, documents keep ids and scores."""
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as G
+
+    tracer = provider.get_tracer("genai-rag")
+    client = openai.OpenAI(base_url=base_url, api_key="sk-test-not-a-real-key")
+    seen = []
+    for question in QUESTIONS:
+        with tracer.start_as_current_span("invoke_workflow rag") as workflow:
+            workflow.set_attribute(G.GEN_AI_OPERATION_NAME, "invoke_workflow")
+            workflow.set_attribute(G.GEN_AI_INPUT_MESSAGES, genai_messages("user", question))
+            with tracer.start_as_current_span("retrieval kb") as retrieval:
+                docs = retrieve(question)
+                records = [
+                    {"id": d, "score": s, **({"content": t} if capture_content else {})}
+                    for d, t, s in docs
+                ]
+                retrieval.set_attribute(G.GEN_AI_OPERATION_NAME, "retrieval")
+                retrieval.set_attribute(G.GEN_AI_DATA_SOURCE_ID, "kb")
+                retrieval.set_attribute(G.GEN_AI_RETRIEVAL_QUERY_TEXT, question)
+                retrieval.set_attribute(G.GEN_AI_RETRIEVAL_DOCUMENTS, json.dumps(records))
+            prompt = "Context:\n" + "\n".join(t for _, t, _ in docs) + f"\nQuestion: {question}"
+            with tracer.start_as_current_span("chat fake-rag-model") as chat:
+                chat.set_attribute(G.GEN_AI_OPERATION_NAME, "chat")
+                chat.set_attribute(G.GEN_AI_REQUEST_MODEL, "fake-rag-model")
+                reply = client.chat.completions.create(
+                    model="fake-rag-model", messages=[{"role": "user", "content": prompt}]
+                )
+                answer = reply.choices[0].message.content
+                chat.set_attribute(G.GEN_AI_RESPONSE_MODEL, reply.model)
+                chat.set_attribute(G.GEN_AI_USAGE_INPUT_TOKENS, reply.usage.prompt_tokens)
+                chat.set_attribute(G.GEN_AI_USAGE_OUTPUT_TOKENS, reply.usage.completion_tokens)
+                chat.set_attribute(G.GEN_AI_INPUT_MESSAGES, genai_messages("user", prompt))
+                chat.set_attribute(G.GEN_AI_OUTPUT_MESSAGES, genai_messages("assistant", answer))
+            workflow.set_attribute(G.GEN_AI_OUTPUT_MESSAGES, genai_messages("assistant", answer))
+            context = workflow.get_span_context()
+            seen.append(
+                {
+                    "question": question,
+                    "answer": answer,
+                    "contexts": [t for _, t, _ in docs] if capture_content else [],
+                    "context_document_ids": [d for d, _, _ in docs] if capture_content else [],
+                    "context_scores": [s for _, _, s in docs] if capture_content else [],
+                    "span_id": f"{context.span_id:016x}",
+                    "model_name": reply.model,
+                    "prompt_tokens": reply.usage.prompt_tokens,
+                    "completion_tokens": reply.usage.completion_tokens,
+                }
+            )
+    return seen
+
+
+@pytest.mark.parametrize("capture_content", [True, False])
+def test_genai_conventions_only_otlp_file(tmp_path: Path, capture_content: bool) -> None:
+    """Spans with OpenTelemetry GenAI attributes only (no OpenInference), written by the file
+    exporter: the workflow span's messages are the question and answer, the retrieval span's
+    documents the contexts (or, without content capture, none, and a note says why), the chat
+    span the model and tokens."""
+    path = tmp_path / "genai.otlp.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(path)))
+    with FakeServer(handler=answer_from_context) as fake:
+        seen = run_genai_pipeline(provider, fake.base_url, capture_content=capture_content)
+    provider.shutdown()
+    read = read_traces_report(path)  # detected as otel
+    assert read.skipped.height == 0 and read.rows.height == len(QUESTIONS)
+    for row, expected in zip(read.rows.iter_rows(named=True), seen, strict=True):
+        for key, value in expected.items():
+            assert row[key] == value, key
+        note = row["note"] or ""
+        assert ("recorded no document content" in note) is (not capture_content)
+
+
+def test_the_genai_attributes_read_are_the_conventions_names() -> None:
+    """Every GenAI attribute the OTLP reader looks up is named as in
+    `opentelemetry-semantic-conventions` (a typo would read nothing, silently)."""
+    from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as G
+
+    from ragframe.inputs.traces import otel
+
+    names = {v for k, v in vars(G).items() if k.startswith("GEN_AI_") and isinstance(v, str)}
+    attributes = {k: v for k, v in otel.GENAI.items() if not k.endswith("_event")}
+    assert set(attributes.values()) <= names, set(attributes.values()) - names
+    operations = {v.value for v in G.GenAiOperationNameValues}
+    assert set(otel.GENAI_KINDS) <= operations

@@ -18,7 +18,9 @@ contexts
     The documents of every RETRIEVER span of the trace, in order of span start time (ties:
     source line), then document position; several retrievals are concatenated, counted in
     `retrievals` and named in `note`. No retriever span: an empty list and the note
-    "no retriever span". `context_document_ids` and `context_scores` run parallel to it.
+    "no retriever span"; retriever spans whose documents carry no text (content capture
+    off): an empty list and the note "retriever span(s) recorded no document content".
+    `context_document_ids` and `context_scores` run parallel to it.
 model, tokens
     `model_name` is the last LLM span's; `prompt_tokens`, `completion_tokens` and
     `total_tokens` are summed over the trace's LLM spans (null when none of them records it;
@@ -280,6 +282,9 @@ def _note() -> pl.Expr:
     """What a reader should know about how the row was formed ("; "-joined, null if nothing)."""
     notes = pl.concat_list(
         pl.when(pl.col("retrievals") == 0).then(pl.lit("no retriever span")),
+        pl.when((pl.col("retrievals") > 0) & (pl.col("docs").list.len() == 0)).then(
+            pl.lit("retriever span(s) recorded no document content")
+        ),
         pl.when(pl.col("retrievals") > 1).then(
             pl.format("{} retrievals: contexts concatenated in start order", "retrievals")
         ),

@@ -4,11 +4,15 @@ request per line) into the span frame.
 Attributes are OTLP key / AnyValue lists. Both conventions that ride on OTLP are read:
 OpenInference's (what Phoenix ingests: `openinference.span.kind`, `input.value`,
 `retrieval.documents.N.document.*`, `llm.*`) and OpenTelemetry GenAI's: `gen_ai.operation.name`
-(chat / text_completion / generate_content → LLM, invoke_agent → AGENT, embeddings, execute_tool),
-`gen_ai.request.model` / `gen_ai.response.model`, `gen_ai.usage.input_tokens` /
-`output_tokens`, and the messages in `gen_ai.input.messages` / `gen_ai.output.messages` (JSON,
-text parts) or in `gen_ai.user.message` / `gen_ai.choice` span events with a `content`
-attribute. Parsing, the explode to spans and the attribute lookups are Polars expressions.
+(chat / text_completion / generate_content → LLM, invoke_agent → AGENT, invoke_workflow →
+CHAIN, retrieval → RETRIEVER, embeddings, execute_tool), `gen_ai.request.model` /
+`gen_ai.response.model`, `gen_ai.usage.input_tokens` / `output_tokens`, the retrieved
+documents in `gen_ai.retrieval.documents` (a JSON array of `{id, score, content}`; documents
+without content, as when content capture is off, are not contexts), and the messages in
+`gen_ai.input.messages` / `gen_ai.output.messages` (JSON, text parts; an agent or workflow
+span's input and output when it has no `input.value` / `output.value`) or in
+`gen_ai.user.message` / `gen_ai.choice` span events with a `content` attribute. Parsing, the
+explode to spans and the attribute lookups are Polars expressions.
 """
 
 from __future__ import annotations
@@ -58,9 +62,27 @@ GENAI_KINDS = {
     "text_completion": OpenInferenceSpanKindValues.LLM.value,
     "generate_content": OpenInferenceSpanKindValues.LLM.value,
     "invoke_agent": OpenInferenceSpanKindValues.AGENT.value,
+    "invoke_workflow": OpenInferenceSpanKindValues.CHAIN.value,
+    "retrieval": OpenInferenceSpanKindValues.RETRIEVER.value,
     "embeddings": OpenInferenceSpanKindValues.EMBEDDING.value,
     "execute_tool": OpenInferenceSpanKindValues.TOOL.value,
 }
+#: The GenAI attributes read (checked against `opentelemetry-semantic-conventions` in the tests).
+GENAI = {
+    "operation": "gen_ai.operation.name",
+    "input_messages": "gen_ai.input.messages",
+    "output_messages": "gen_ai.output.messages",
+    "documents": "gen_ai.retrieval.documents",
+    "request_model": "gen_ai.request.model",
+    "response_model": "gen_ai.response.model",
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+    "user_event": "gen_ai.user.message",
+    "choice_event": "gen_ai.choice",
+}
+#: GenAI's retrieved documents: a JSON array of objects with `id`, `score` and, when content
+#: capture is on, `content` (read as text, the score cast afterwards).
+GENAI_DOCUMENTS = pl.List(pl.Struct({"content": pl.String, "id": pl.String, "score": pl.String}))
 MESSAGES = pl.List(
     pl.Struct(
         {"role": pl.String, "parts": pl.List(pl.Struct({"type": pl.String, "content": pl.String}))}
@@ -143,7 +165,11 @@ def scan_otlp(lines: pl.LazyFrame) -> pl.LazyFrame:
         _nanos("startTimeUnixNano").alias("start_time"),
         _nanos("endTimeUnixNano").alias("end_time"),
         *_texts(),
-        pl.col("documents").fill_null(pl.lit([], pl.List(DOCUMENT))),
+        pl.coalesce(
+            pl.when(pl.col("documents").list.len() > 0).then("documents"),
+            _genai_documents(),
+            pl.lit([], pl.List(DOCUMENT)),
+        ).alias("documents"),
         *_model_and_tokens(),
         pl.lit(None, pl.String).alias("ground_truth"),
         (pl.col("attrs").list.len() > 0).fill_null(False).alias("has_attributes"),
@@ -196,6 +222,18 @@ def _documents(spans: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def _genai_documents() -> pl.Expr:
+    """GenAI's `gen_ai.retrieval.documents` (JSON on the span) as documents with content."""
+    decoded = _attr(GENAI["documents"]).str.json_decode(GENAI_DOCUMENTS)
+    return decoded.list.eval(
+        pl.struct(
+            pl.element().struct.field("content"),
+            pl.element().struct.field("id"),
+            pl.element().struct.field("score").cast(pl.Float64, strict=False),
+        ).filter(pl.element().struct.field("content").is_not_null())
+    )
+
+
 def _openinference_message(spans: pl.LazyFrame, role: str, name: str) -> pl.LazyFrame:
     """Per span, the content of the last `role` message of its OpenInference input (user) or
     output (assistant) messages, as column `name`."""
@@ -237,7 +275,7 @@ def _event_content(name: str) -> pl.Expr:
 
 def _kind() -> pl.Expr:
     """OpenInference's span kind, else the one GenAI's operation name implies."""
-    operation = _attr("gen_ai.operation.name")
+    operation = _attr(GENAI["operation"])
     return pl.coalesce(
         _attr(S.OPENINFERENCE_SPAN_KIND).str.to_uppercase(),
         operation.replace_strict(GENAI_KINDS, default=None, return_dtype=pl.String),
@@ -261,17 +299,23 @@ def _ids() -> list[pl.Expr]:
 def _texts() -> list[pl.Expr]:
     """input, output and the last user / assistant message, from either convention."""
     return [
-        json_text(_attr(S.INPUT_VALUE), _attr(S.INPUT_MIME_TYPE), INPUT_KEYS).alias("input"),
-        json_text(_attr(S.OUTPUT_VALUE), _attr(S.OUTPUT_MIME_TYPE), OUTPUT_KEYS).alias("output"),
+        pl.coalesce(
+            json_text(_attr(S.INPUT_VALUE), _attr(S.INPUT_MIME_TYPE), INPUT_KEYS),
+            _last_message(GENAI["input_messages"], "user"),
+        ).alias("input"),
+        pl.coalesce(
+            json_text(_attr(S.OUTPUT_VALUE), _attr(S.OUTPUT_MIME_TYPE), OUTPUT_KEYS),
+            _last_message(GENAI["output_messages"], "assistant"),
+        ).alias("output"),
         pl.coalesce(
             "oi_user",
-            _last_message("gen_ai.input.messages", "user"),
-            _event_content("gen_ai.user.message"),
+            _last_message(GENAI["input_messages"], "user"),
+            _event_content(GENAI["user_event"]),
         ).alias("user_message"),
         pl.coalesce(
             "oi_assistant",
-            _last_message("gen_ai.output.messages", "assistant"),
-            _event_content("gen_ai.choice"),
+            _last_message(GENAI["output_messages"], "assistant"),
+            _event_content(GENAI["choice_event"]),
         ).alias("assistant_message"),
     ]
 
@@ -281,11 +325,11 @@ def _number(*keys: str) -> pl.Expr:
 
 
 def _model_and_tokens() -> list[pl.Expr]:
-    prompt = _number(S.LLM_TOKEN_COUNT_PROMPT, "gen_ai.usage.input_tokens")
-    completion = _number(S.LLM_TOKEN_COUNT_COMPLETION, "gen_ai.usage.output_tokens")
+    prompt = _number(S.LLM_TOKEN_COUNT_PROMPT, GENAI["input_tokens"])
+    completion = _number(S.LLM_TOKEN_COUNT_COMPLETION, GENAI["output_tokens"])
     return [
         pl.coalesce(
-            _attr(S.LLM_MODEL_NAME), _attr("gen_ai.response.model"), _attr("gen_ai.request.model")
+            _attr(S.LLM_MODEL_NAME), _attr(GENAI["response_model"]), _attr(GENAI["request_model"])
         ).alias("model_name"),
         prompt.alias("prompt_tokens"),
         completion.alias("completion_tokens"),
