@@ -387,3 +387,30 @@ def test_times_with_an_offset_naive_or_space_separated() -> None:
         "2024-05-01T10:00:00.500000+00:00",
         None,
     ]
+
+
+def test_merge_ranges_hold_about_equal_rows_however_the_rows_spread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merge reads one range of source lines at a time; the ranges are cut from the row
+    groups' statistics so that each holds about total / ranges rows even when nearly every row
+    sits in the last lines of the file (a range as wide as the file / ranges would hold them
+    all at once)."""
+    from ragframe.inputs.traces import buckets
+
+    monkeypatch.setattr(buckets, "ROW_GROUP", 10)
+    lines = [*range(1, 11), *range(9_000, 9_990)]  # 10 rows early, 990 at the very end
+    parts = []
+    for k in range(3):  # three sorted parts, as three buckets would write them
+        part = pl.DataFrame({"first_line": sorted(lines[k::3])})
+        parts.append(tmp_path / f"part{k}.parquet")
+        part.write_parquet(parts[-1], row_group_size=10)
+    starts = buckets._range_starts(parts, ranges=10)
+    ends = [*starts[1:], None]
+    every = pl.concat([pl.read_parquet(p) for p in parts])["first_line"]
+    sizes = [
+        int(((every >= s) & (every < e if e is not None else True)).sum())
+        for s, e in zip(starts, ends, strict=True)
+    ]
+    assert sum(sizes) == len(lines) and len(starts) >= 9
+    assert max(sizes) <= 2 * len(lines) // 10, sizes

@@ -17,6 +17,7 @@ merge's buffers. The rows themselves are in memory only when the caller asks for
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,26 +123,44 @@ def _partitions(
     for directory in sorted(p for p in folder.iterdir() if p.is_dir()):
         part = pl.scan_parquet(directory / "*.parquet", hive_partitioning=False)
         yield from _partitions(part, rest, directory / "next", divisor=divisor * fanout)
-        _remove(directory)
-
-
-def _remove(folder: Path) -> None:
-    """Delete a bucket's folder once it is assembled, so disk use stays near one copy."""
-    for path in sorted(folder.rglob("*"), reverse=True):
-        path.rmdir() if path.is_dir() else path.unlink()
-    folder.rmdir()
+        shutil.rmtree(directory)  # assembled: disk use stays near one copy of the spans
 
 
 def _merge_sorted_parts(parts: list[Path], out: Path, ranges: int) -> None:
     """The sorted part files merged into `out` in `order`, one range of source lines at a
-    time: each range's rows are read from every part (row groups outside it are skipped by
-    their statistics), sorted and appended. Polars' own `merge_sorted` held 3x the rows."""
+    time: each range's rows are read from every part (row groups outside it skipped by their
+    statistics), sorted and appended. Polars' own streaming `merge_sorted` held 3x the rows."""
     scan = pl.scan_parquet(parts)
-    last = scan.select(pl.col("first_line").max()).collect().item()
-    width = -(-(last or 0) // ranges) + 1
     schema = pl.DataFrame(schema=ROW_SCHEMA).to_arrow().schema
+    starts = _range_starts(parts, ranges)
     with pq.ParquetWriter(out, schema, compression="zstd") as writer:
-        for start in range(0, (last or 0) + 1, width):
-            in_range = pl.col("first_line").is_between(start, start + width, closed="left")
+        for start, end in zip(starts, [*starts[1:], None], strict=True):
+            in_range = pl.col("first_line") >= start
+            if end is not None:
+                in_range &= pl.col("first_line") < end
             rows = scan.filter(in_range).sort("order").drop("order", "first_line").collect()
             writer.write_table(rows.to_arrow().cast(schema), ROW_GROUP)
+
+
+def _range_starts(parts: list[Path], ranges: int) -> list[int]:
+    """Where each range of `first_line` starts, so that the ranges hold about the same number
+    of rows however the rows spread over the file: read from the row groups' statistics
+    (largest `first_line` and row count of each group), never from the rows."""
+    groups: list[tuple[int, int]] = []
+    for path in parts:
+        meta = pq.ParquetFile(path).metadata
+        for i in range(meta.num_row_groups):
+            group = meta.row_group(i)
+            for j in range(group.num_columns):
+                column = group.column(j)
+                if column.path_in_schema == "first_line" and column.statistics is not None:
+                    groups.append((int(column.statistics.max), group.num_rows))
+    total = sum(n for _, n in groups)
+    per_range = max(ROW_GROUP, -(-total // max(ranges, 1)))
+    starts, filled = [0], 0
+    for largest, n in sorted(groups):
+        filled += n
+        if filled >= per_range:
+            starts.append(largest + 1)
+            filled = 0
+    return starts
