@@ -44,9 +44,10 @@ FANOUT = 16
 #: `BUFFERED_SPANS // open buckets` rows): Polars' default row group per bucket held the whole
 #: file (1.2 GiB for a million spans).
 BUFFERED_SPANS = 50_000
-#: Rows per row group of the sorted rows' files, so that reading one range of source lines
-#: skips the groups outside it.
+#: Rows per row group of the output, and at most per group of the sorted parts (whose groups
+#: are sized so that reading one range of source lines skips the groups outside it).
 ROW_GROUP = 10_000
+MIN_ROW_GROUP = 500
 #: Fixed so that a run is reproducible; which bucket a trace lands in never shows in the result.
 SEED = 22
 
@@ -90,7 +91,8 @@ def sink_assembled(spans: pl.LazyFrame, buckets: int, out: Path) -> pl.DataFrame
         for number, part in enumerate(_partitions(spans, buckets, Path(tmp), divisor=1)):
             rows, skips = pl.collect_all(list(assemble_unordered(part)))
             path = Path(tmp) / f"rows-{number:05d}.parquet"
-            rows.with_columns(ORDER_KEY).sort("order").write_parquet(path, row_group_size=ROW_GROUP)
+            rows = rows.with_columns(ORDER_KEY).sort("order")
+            rows.write_parquet(path, row_group_size=_part_row_group(rows.height, buckets))
             sorted_parts.append(path)
             skipped.append(skips)
         if not sorted_parts:  # an empty span frame: no bucket file was written
@@ -124,6 +126,12 @@ def _partitions(
         part = pl.scan_parquet(directory / "*.parquet", hive_partitioning=False)
         yield from _partitions(part, rest, directory / "next", divisor=divisor * fanout)
         shutil.rmtree(directory)  # assembled: disk use stays near one copy of the spans
+
+
+def _part_row_group(rows: int, ranges: int) -> int:
+    """Row groups of a sorted part: each part spans the whole file's lines, so a group holds
+    1 / (groups per part) of them; about two groups per range keep the merge's ranges fine."""
+    return min(ROW_GROUP, max(MIN_ROW_GROUP, rows // (2 * max(ranges, 1))))
 
 
 def _merge_sorted_parts(parts: list[Path], out: Path, ranges: int) -> None:
