@@ -351,11 +351,11 @@ def test_ragframe_import_writes_the_rows_for_any_later_run(
     assert main(["import", str(spans), "-o", str(tmp_path / "rows.csv")]) == 2
     orphan = tmp_path / "orphan.jsonl"
     orphan.write_text(spans.read_text().splitlines()[0] + "\n")  # a span with no answer trace
-    assert (
-        main(["import", str(orphan), "--from", "openinference", "-o", str(tmp_path / "o.parquet")])
-        == 2
-    )
-    assert "no RAG turn" in capsys.readouterr().err and not (tmp_path / "o.parquet").exists()
+    gone = tmp_path / "o.parquet"
+    args = ["import", str(orphan), "--from", "openinference", "-o", str(gone)]
+    assert main([*args, "--skipped", str(skipped), "--overwrite"]) == 2
+    assert "no RAG turn" in capsys.readouterr().err and not gone.exists()
+    assert pl.read_parquet(skipped)["reason"].str.contains("no answer").all()  # the why, kept
     assert main(["score", str(spans), "--from", "auto", "--ray", "1", "-o", str(rows)]) == 2
     assert "ragframe import" in capsys.readouterr().err
 

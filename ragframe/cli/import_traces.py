@@ -53,22 +53,36 @@ def cmd_import(args: argparse.Namespace) -> int:
     common.refuse_non_parquet_output(args.skipped)
     if args.skipped and Path(args.skipped).exists() and not args.overwrite:
         raise RagframeError(f"output {args.skipped!r} exists; add --overwrite to replace it")
-    wrote = write_rows(args.input, args.from_format, Path(args.output), overwrite=args.overwrite)
-    if args.skipped:
-        wrote.skipped.write_parquet(args.skipped)
+    wrote = write_rows(
+        args.input,
+        args.from_format,
+        Path(args.output),
+        overwrite=args.overwrite,
+        skipped_to=args.skipped,
+    )
     print(f"wrote {wrote.rows} rows to {args.output}", file=sys.stderr)
     return common.EXIT_OK
 
 
-def write_rows(source: str, from_format: str, out: Path, *, overwrite: bool = False) -> Any:
-    """The export's rows written to `out` (a `TraceWrite`), what was skipped said on stderr.
-    Refuses, and writes nothing, when the export holds no row to score."""
+def write_rows(
+    source: str,
+    from_format: str,
+    out: Path,
+    *,
+    overwrite: bool = False,
+    skipped_to: str | None = None,
+) -> Any:
+    """The export's rows written to `out` (a `TraceWrite`), what was skipped said on stderr
+    (and written to `skipped_to` when given). Refuses, leaving no rows file, when the export
+    holds no row to score."""
     from ragframe.inputs.traces import write_traces
 
     form = None if from_format == "auto" else from_format
     wrote = write_traces(source, out, form, overwrite=overwrite)  # type: ignore[arg-type]
     if wrote.skipped.height:
         print(f"ragframe: {source}: {wrote.skipped_summary()}", file=sys.stderr)
+    if skipped_to:
+        wrote.skipped.write_parquet(skipped_to)
     if wrote.rows == 0:
         out.unlink(missing_ok=True)
         raise RagframeError(f"{source!r} holds no RAG turn to score; see the skipped list")

@@ -33,8 +33,6 @@ Format = Literal["openinference", "otel", "langsmith", "ragas", "deepeval"]
 OnSkip = Literal["warn", "raise", "ignore"]
 #: JSON Lines (`n`, `line`) to the span frame.
 SpanReader = Callable[[pl.LazyFrame], pl.LazyFrame]
-#: JSON Lines to (rows, skipped), collected.
-Collect = Callable[[pl.LazyFrame], tuple[pl.DataFrame, pl.DataFrame]]
 
 __all__ = [
     "FORMATS",
@@ -50,6 +48,19 @@ __all__ = [
 ]
 
 
+def summarize_skipped(skipped: pl.DataFrame, limit: int = 5) -> str:
+    """One line per reason with its count, then the first few places (line, trace)."""
+    if skipped.height == 0:
+        return "nothing skipped"
+    counts = skipped.group_by("reason", maintain_order=True).len()
+    parts = [f"{n} × {reason}" for reason, n in counts.iter_rows()]
+    where = [
+        f"line {line} (trace {trace})" if trace else f"line {line}"
+        for _, trace, _, line in skipped.head(limit).iter_rows()
+    ]
+    return f"skipped {skipped.height}: " + "; ".join(parts) + " — first at " + ", ".join(where)
+
+
 @dataclass
 class TraceRead:
     """What a read gave: the rows to score and the spans or lines that formed no row."""
@@ -58,21 +69,7 @@ class TraceRead:
     skipped: pl.DataFrame
 
     def skipped_summary(self, limit: int = 5) -> str:
-        """One line per reason with its count, then the first few places (line, trace)."""
-        if self.skipped.height == 0:
-            return "nothing skipped"
-        counts = self.skipped.group_by("reason", maintain_order=True).len()
-        parts = [f"{n} × {reason}" for reason, n in counts.iter_rows()]
-        where = [
-            f"line {line} (trace {trace})" if trace else f"line {line}"
-            for _, trace, _, line in self.skipped.head(limit).iter_rows()
-        ]
-        return (
-            f"skipped {self.skipped.height}: "
-            + "; ".join(parts)
-            + " — first at "
-            + ", ".join(where)
-        )
+        return summarize_skipped(self.skipped, limit)
 
 
 def _peek(path: Path) -> Any:
@@ -325,7 +322,7 @@ class TraceWrite:
     skipped: pl.DataFrame
 
     def skipped_summary(self, limit: int = 5) -> str:
-        return TraceRead(pl.DataFrame(schema=ROW_SCHEMA), self.skipped).skipped_summary(limit)
+        return summarize_skipped(self.skipped, limit)
 
 
 def write_traces(
