@@ -15,7 +15,7 @@ from typing import Any
 
 from ragframe.engine.prepare import EXIT_METRIC_FAILED
 from ragframe.engine.summary import LOCAL_WARNING, format_summary
-from ragframe.errors import ConfigError, EndpointError, JudgeError, RagframeError
+from ragframe.errors import ConfigError, EndpointError, InputError, JudgeError, RagframeError
 
 EXIT_OK = 0
 """Done: scored, or this batch step done."""
@@ -154,6 +154,13 @@ def refuse_input_as_output(source: str, *outputs: str | None) -> None:
     for out in outputs:
         if out and Path(out).resolve() == Path(source).resolve():
             raise ConfigError("the output must not be the input file; the input is never written")
+
+
+def refuse_existing_output(overwrite: bool, *outputs: str | None) -> None:
+    """An output is replaced only when asked: refuse one that exists without --overwrite."""
+    for out in outputs:
+        if out and Path(out).exists() and not overwrite:
+            raise InputError(f"output {out!r} exists; add --overwrite to replace it")
 
 
 def refuse_non_parquet_output(output: str | None) -> None:

@@ -51,8 +51,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     common.refuse_input_as_output(args.input, args.output, args.skipped)
     common.refuse_non_parquet_output(args.output)
     common.refuse_non_parquet_output(args.skipped)
-    if args.skipped and Path(args.skipped).exists() and not args.overwrite:
-        raise RagframeError(f"output {args.skipped!r} exists; add --overwrite to replace it")
+    common.refuse_existing_output(args.overwrite, args.output, args.skipped)
     wrote = write_rows(
         args.input,
         args.from_format,

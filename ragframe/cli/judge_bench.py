@@ -83,7 +83,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_judge_bench(args: argparse.Namespace) -> int:
     """`ragframe judge-bench`; stops with the endpoint named when the judge cannot serve it."""
-    from pathlib import Path
 
     from ragframe.decide import judge_bench as jb
 
@@ -91,8 +90,7 @@ def cmd_judge_bench(args: argparse.Namespace) -> int:
         raise RagframeError(f"--limit must be at least 1, got {args.limit}")
     if args.output:
         common.refuse_non_parquet_output(args.output)
-        if Path(args.output).exists() and not args.overwrite:
-            raise RagframeError(f"output {args.output!r} exists; add --overwrite to replace it")
+        common.refuse_existing_output(args.overwrite, args.output)
     sets, metrics = common.parse_metrics(args.sets), None
     if args.metrics:
         metrics = common.parse_metrics(args.metrics)

@@ -11,7 +11,6 @@ the first-position preference, each with its interval and n.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -117,8 +116,7 @@ def join_runs(
 
 def cmd_prefer(args: argparse.Namespace) -> int:
     """Join, judge both orders of every pair, write the pairs, print the summary."""
-    if Path(args.output).exists() and not args.overwrite:
-        raise InputError(f"output {args.output!r} exists; add --overwrite to replace it")
+    common.refuse_existing_output(args.overwrite, args.output)
     common.refuse_input_as_output(args.a, args.output)
     common.refuse_input_as_output(args.b, args.output)
     common.refuse_non_parquet_output(args.output)

@@ -219,8 +219,7 @@ def _score(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> in
     from ragframe.engine.prepare import check_judge, failed_metrics
     from ragframe.engine.stream import score_file
 
-    if Path(args.output).exists() and not args.overwrite:
-        raise RagframeError(f"output {args.output!r} exists; add --overwrite to replace it")
+    common.refuse_existing_output(args.overwrite, args.output)
     common.refuse_input_as_output(args.input, args.output)
     common.refuse_non_parquet_output(args.output)
     # Before anything is read or sent: a judge that cannot serve a metric (no embedding model),
