@@ -29,9 +29,11 @@ def server() -> Iterator[FakeServer]:
         yield fake
 
 
-def judge_for(server: FakeServer, tmp_path: Path, **overrides: Any) -> Judge:
-    """A Judge for a fake server: no cache unless asked (`cache=True`: a file under
-    `tmp_path`), no progress bar, short backoff; `overrides` go to `Judge`."""
+def judge_for(
+    server: FakeServer, tmp_path: Path, model: str = "fake-judge", **overrides: Any
+) -> Judge:
+    """A Judge for a fake server under `model`: no cache unless asked (`cache=True`: a file
+    under `tmp_path`), no progress bar, short backoff; `overrides` go to `Judge`."""
     options: dict[str, Any] = {
         "base_url": server.base_url,
         "api_key": "sk-test-not-a-real-key",
@@ -44,7 +46,7 @@ def judge_for(server: FakeServer, tmp_path: Path, **overrides: Any) -> Judge:
     if overrides.get("cache") is True:
         overrides["cache"] = tmp_path / "cache.sqlite3"
     options.update(overrides)
-    return Judge("fake-judge", **options)
+    return Judge(model, **options)
 
 
 @pytest.fixture

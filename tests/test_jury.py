@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import fenced, reply, task_name
+from conftest import fenced, judge_for, reply, task_name
 
 import ragframe
 from ragframe.errors import ConfigError
@@ -52,24 +52,10 @@ def scripted(body: dict[str, Any]) -> Any:
     return auto_answer(body)
 
 
-def named(server: FakeServer, model: str, cache: Any) -> ragframe.Judge:
-    """A judge of the fake server under its own model name (as `conftest.judge_for`)."""
-    return ragframe.Judge(
-        model,
-        base_url=server.base_url,
-        api_key="sk-test-not-a-real-key",
-        embedding_model="fake-embedding",
-        cache=cache,
-        progress=False,
-        backoff_base=0.01,
-        backoff_max=0.05,
-    )
-
-
 def jury(server: FakeServer, tmp_path: Path) -> list[ragframe.Judge]:
     """Two honest judges and a liar, each with a cache of its own."""
     models = ("honest-a", "honest-b", "liar-c")
-    return [named(server, m, tmp_path / f"{m}.sqlite3") for m in models]
+    return [judge_for(server, tmp_path, m, cache=tmp_path / f"{m}.sqlite3") for m in models]
 
 
 def test_the_majority_outvotes_a_judge_that_always_answers_wrongly(tmp_path: Path) -> None:
@@ -101,7 +87,7 @@ def test_claims_are_extracted_once_and_verified_by_every_judge(tmp_path: Path) -
         ragframe.run(rows(), ["faithfulness"], judges=judges)
         by = [(task_name(b), b["model"]) for b in server.chat_requests]
         with FakeServer(handler=scripted) as alone:
-            one = named(alone, "honest-a", False)
+            one = judge_for(alone, tmp_path, "honest-a")
             ragframe.run(rows(), ["faithfulness"], judge=one)
             single = alone.count()
     extractions = [m for t, m in by if t == "answer_claims"]

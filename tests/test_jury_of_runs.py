@@ -11,9 +11,9 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import reply, task_name
+from conftest import judge_for, reply, task_name
 from test_batch import batch_inputs
-from test_jury import CLAIMS, jury, named, rows, scripted
+from test_jury import CLAIMS, jury, rows, scripted
 
 import ragframe
 from ragframe.cli import main
@@ -95,7 +95,8 @@ def two_runs(tmp_path: Path, handler: Any) -> list[Path]:
     paths = []
     with FakeServer(handler=handler) as server:
         for model in ("first", "second"):
-            result = ragframe.run(rows(3), ["faithfulness"], judge=named(server, model, False))
+            judge = judge_for(server, tmp_path, model)
+            result = ragframe.run(rows(3), ["faithfulness"], judge=judge)
             path = tmp_path / f"{model}.parquet"
             result.write_parquet(path)
             paths.append(path)

@@ -537,17 +537,7 @@ def test_a_jury_score_equals_its_own_detail_for_every_metric(tmp_path: Path) -> 
     average precision of the majority's verdicts on the row's contexts; every other metric:
     the mean of the judges' scores the detail lists), null exactly where its error is set."""
     with FakeServer(scripted(0), seed=0) as server:
-        judges = [
-            ragframe.Judge(
-                name,
-                base_url=server.base_url,
-                api_key="sk-test-not-a-real-key",
-                embedding_model="fake-embedding",
-                cache=False,
-                progress=False,
-            )
-            for name in ("juror-a", "juror-b", "juror-c")
-        ]
+        judges = [judge_for(server, tmp_path, name) for name in ("juror-a", "juror-b", "juror-c")]
         out = ragframe.evaluate(frame(), every_metric(), judges=judges)
     found: list[str] = []
     for juror in ("juror-a", "juror-b", "juror-c"):
