@@ -208,24 +208,18 @@ def _spans(lines: pl.LazyFrame) -> pl.LazyFrame:
 def _documents(spans: pl.LazyFrame) -> pl.LazyFrame:
     """Per span, its retrieved documents (OpenInference's indexed attributes), with content."""
     items = _indexed(spans, DOC_PATTERN, {"content": "content", "id": "id", "score": "score"})
-    return items.select(
-        "sid",
-        pl.col("items")
-        .list.eval(
-            pl.struct(
-                pl.element().struct.field("content"),
-                pl.element().struct.field("id"),
-                pl.element().struct.field("score").cast(pl.Float64, strict=False),
-            ).filter(pl.element().struct.field("content").is_not_null())
-        )
-        .alias("documents"),
-    )
+    return items.select("sid", _with_content(pl.col("items")).alias("documents"))
 
 
 def _genai_documents() -> pl.Expr:
     """GenAI's `gen_ai.retrieval.documents` (JSON on the span) as documents with content."""
-    decoded = _attr(GENAI["documents"]).str.json_decode(GENAI_DOCUMENTS)
-    return decoded.list.eval(
+    return _with_content(_attr(GENAI["documents"]).str.json_decode(GENAI_DOCUMENTS))
+
+
+def _with_content(items: pl.Expr) -> pl.Expr:
+    """Documents read as text (content, id, score) as `DOCUMENT`s, the score a number, those
+    without content left out (they cannot be contexts)."""
+    return items.list.eval(
         pl.struct(
             pl.element().struct.field("content"),
             pl.element().struct.field("id"),
