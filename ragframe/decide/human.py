@@ -42,7 +42,7 @@ import numpy as np
 import polars as pl
 
 from ragframe.decide.labels import labelled, weight_column
-from ragframe.decide.ppi import Quantile, normal_quantile, ppi_mean, quantile
+from ragframe.decide.ppi import MIN_EACH, Quantile, human_intervals, normal_quantile, quantile
 from ragframe.decide.summarize import direction_of, load_scored
 from ragframe.errors import ConfigError, InputError
 
@@ -126,6 +126,13 @@ def _check(level: float, on: str, score: str, label: str) -> None:
 
 # ------------------------------------------------------------------------------ estimates
 
+#: The ppi++ row's note when its interval was widened to hold the labels-only one.
+WIDENED_NOTE = (
+    f"fewer than {MIN_EACH} labels of the rarer kind, or of rows where the judge's error "
+    "differs from its most common value: PPI++'s normal interval cannot be trusted there, so "
+    "it is widened to hold the labels-only (Clopper-Pearson) interval"
+)
+
 
 def _rows(
     y: np.ndarray,
@@ -141,9 +148,10 @@ def _rows(
     z_judge = quantile(level, big_n, interval) if big_n >= 2 else normal_quantile(level)
     if n < 2:
         return _too_few_labels(y, fa)
-    ppi = ppi_mean(y, fl, fa, lam=lam, w=w, level=level, interval=interval)
-    only = ppi_mean(y, fl, fa, lam=0.0, w=w, level=level, interval=interval)
+    found = human_intervals(y, fl, fa, lam=lam, w=w, level=level, interval=interval)
+    ppi, only = found.ppi, found.labels_only
     ppi_var, only_var = float(ppi.se) ** 2, float(only.se) ** 2
+    widened = bool(found.widened)
     return [
         {
             "method": "ppi++",
@@ -152,7 +160,8 @@ def _rows(
             "ci_high": float(ppi.high),
             "se": float(ppi.se),
             "lam": float(ppi.lam),
-            "effective_n": n * only_var / ppi_var if ppi_var > 0 else None,
+            "effective_n": n * only_var / ppi_var if ppi_var > 0 and not widened else None,
+            "note": WIDENED_NOTE if widened else None,
         },
         _judge_only(y, fl, fa, w, quantile(level, n, interval), z_judge),
         {

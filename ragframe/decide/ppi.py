@@ -26,6 +26,7 @@ variance.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal
@@ -33,11 +34,23 @@ from typing import Literal
 import numpy as np
 
 from ragframe.errors import ConfigError, InputError
-from ragframe.stats import t_quantile
+from ragframe.stats import mean_interval, t_quantile
 
 Quantile = Literal["t", "normal"]
 
-__all__ = ["PPIResult", "Quantile", "normal_quantile", "ppi_mean", "quantile"]
+__all__ = [
+    "MIN_EACH",
+    "HumanIntervals",
+    "PPIResult",
+    "Quantile",
+    "clopper_pearson",
+    "human_intervals",
+    "labels_only_interval",
+    "normal_quantile",
+    "ppi_mean",
+    "quantile",
+    "too_few_events",
+]
 
 
 @dataclass(frozen=True)
@@ -88,21 +101,71 @@ def ppi_mean(
         raise InputError(
             f"PPI needs at least 2 labelled rows and 1 scored row, not {n} and {big_n}"
         )
-    if w is None:
-        wn = np.ones_like(y)
-    else:
-        w = np.asarray(w, dtype=np.float64)
-        wn = w / w.sum(axis=-1, keepdims=True) * n
+    wn = np.ones_like(y) if w is None else _normalised(np.asarray(w, dtype=np.float64))
     if lam is None:
         lam_a = _tuned_lam(y, fl, fa, wn)
     else:
         lam_a = np.broadcast_to(np.float64(lam), y.shape[:-1])
     lam_k = np.asarray(lam_a)[..., None]
-    rect = wn * (y - lam_k * fl)
-    estimate = (lam_k * fa).mean(-1) + rect.mean(-1)
-    se = np.sqrt((lam_k * fa).var(-1) / big_n + rect.var(-1) / n)
-    z = quantile(level, n, interval)
+    rect = y - lam_k * fl
+    estimate = (lam_k * fa).mean(-1) + (wn * rect).mean(-1)
+    if w is None:
+        # ppi_py's variance exactly: both terms with divisor n (numpy's default).
+        se = np.sqrt((lam_k * fa).var(-1) / big_n + rect.var(-1) / n)
+        z: np.ndarray | float = quantile(level, n, interval)
+    else:
+        var, df = _weighted_variance(rect, wn)
+        se = np.sqrt((lam_k * fa).var(-1) / big_n + var)
+        z = _quantiles(level, df, interval)
     return PPIResult(estimate, se, np.asarray(lam_a), estimate - z * se, estimate + z * se)
+
+
+def _normalised(w: np.ndarray) -> np.ndarray:
+    """Weights normalised to mean 1 along the last axis (Hajek; ppi_py's `w`)."""
+    return w / w.sum(axis=-1, keepdims=True) * w.shape[-1]
+
+
+def _quantiles(level: float, df: np.ndarray, interval: Quantile) -> np.ndarray:
+    """`quantile` per problem, at each problem's (integer part of its) degrees of freedom."""
+    if interval == "normal":
+        return np.full(df.shape, normal_quantile(level))
+    flat = [quantile(level, max(int(d), 1) + 1, interval) for d in np.ravel(df)]
+    return np.asarray(flat, dtype=np.float64).reshape(df.shape)
+
+
+def _weighted_variance(r: np.ndarray, wn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The variance of the weighted mean sum(wn * r) / n, and its degrees of freedom, per
+    problem. Rows of equal weight form a stratum (a stratified draw gives every row of a
+    stratum the same weight; strata that share a weight are pooled, which only widens the
+    interval): sum over strata of W_h^2 s_h^2 / n_h, W_h the stratum's share of the weight,
+    with Satterthwaite's degrees of freedom. When some weight is held by a single row (not a
+    stratified draw), the linearised variance sum((wn * (r - mean))^2) / (n (n - 1)), n - 1
+    degrees of freedom."""
+    shape = r.shape[:-1]
+    r2 = r.reshape(-1, r.shape[-1])
+    w2 = np.broadcast_to(wn, r.shape).reshape(-1, r.shape[-1])
+    var = np.empty(r2.shape[0])
+    df = np.empty(r2.shape[0])
+    for i, (ri, wi) in enumerate(zip(r2, w2, strict=True)):
+        var[i], df[i] = _one_weighted_variance(ri, wi)
+    return var.reshape(shape), df.reshape(shape)
+
+
+def _one_weighted_variance(r: np.ndarray, wn: np.ndarray) -> tuple[float, float]:
+    n = r.size
+    _, stratum, sizes = np.unique(np.round(wn, 9), return_inverse=True, return_counts=True)
+    if sizes.min() < 2:
+        mean = float((wn * r).mean())
+        return float(((wn * (r - mean)) ** 2).sum() / (n * (n - 1))), float(n - 1)
+    share = np.bincount(stratum, weights=wn) / n
+    total = np.bincount(stratum, weights=r)
+    squares = np.bincount(stratum, weights=r * r)
+    s2 = np.maximum(squares - total * total / sizes, 0.0) / (sizes - 1)
+    parts = share * share * s2 / sizes
+    var = float(parts.sum())
+    tails = float((parts * parts / (sizes - 1)).sum())
+    df = var * var / tails if tails > 0 else float(n - sizes.size)
+    return var, min(max(df, 1.0), float(n - 1))
 
 
 def _tuned_lam(y: np.ndarray, fl: np.ndarray, fa: np.ndarray, wn: np.ndarray) -> np.ndarray:
@@ -117,3 +180,172 @@ def _tuned_lam(y: np.ndarray, fl: np.ndarray, fa: np.ndarray, wn: np.ndarray) ->
     with np.errstate(divide="ignore", invalid="ignore"):
         raw = np.where(var > 0, cov / ((1 + n / big_n) * var), 0.0)
     return np.clip(raw, 0.0, 1.0)
+
+
+# ------------------------------------------------------------------ small n, rare labels
+
+#: PPI++'s normal interval is quoted as it is only when the labelled rows hold at least this
+#: many labels of the rarer kind and this many rectifiers off their most common value (module
+#: docstring, "Rare labels"); below, its interval is widened to hold the labels-only one.
+MIN_EACH = 10
+
+
+@dataclass(frozen=True)
+class HumanIntervals:
+    """What `human_intervals` returns: PPI++ with the small-n rule applied (`widened`: where
+    its interval was widened to hold the labels-only one), and the labels-only estimate."""
+
+    ppi: PPIResult
+    labels_only: PPIResult
+    widened: np.ndarray
+    raw: PPIResult
+
+
+def human_intervals(
+    y: np.ndarray,
+    f_labelled: np.ndarray,
+    f_all: np.ndarray,
+    *,
+    lam: float | None = None,
+    w: np.ndarray | None = None,
+    level: float = 0.95,
+    interval: Quantile = "t",
+) -> HumanIntervals:
+    """The intervals `human_estimate` reports, for 0 / 1 labels, over the last axis (leading
+    axes: independent problems): labels-only by Clopper-Pearson (`labels_only_interval`), and
+    PPI++ (`ppi_mean`) widened to hold it where too few labelled rows carry the information
+    its normal interval rests on (`too_few_events`)."""
+    y = np.asarray(y, dtype=np.float64)
+    raw = ppi_mean(y, f_labelled, f_all, lam=lam, w=w, level=level, interval=interval)
+    only = labels_only_interval(y, w=w, level=level)
+    fl = np.asarray(f_labelled, dtype=np.float64)
+    rect = y - np.asarray(raw.lam)[..., None] * fl
+    widened = too_few_events(y, rect)
+    low = np.where(widened, np.minimum(raw.low, only.low), raw.low)
+    high = np.where(widened, np.maximum(raw.high, only.high), raw.high)
+    ppi = PPIResult(raw.estimate, raw.se, raw.lam, low, high)
+    return HumanIntervals(ppi, only, widened, raw)
+
+
+def too_few_events(y: np.ndarray, rect: np.ndarray) -> np.ndarray:
+    """Where (per problem) the labels hold fewer than MIN_EACH values off their most common
+    one (for 0 / 1 labels: of the rarer kind), or the rectifiers y - lam * f do: the
+    rectifier's mean is then a sum of a few rare events, whose spread the labelled rows cannot
+    measure (at a 5 % rate, ten labels are all 0 six times in ten, and the normal interval has
+    zero width)."""
+    return (_off_mode(y) < MIN_EACH) | (_off_mode(rect) < MIN_EACH)
+
+
+def _off_mode(x: np.ndarray) -> np.ndarray:
+    """How many values along the last axis differ from the most common one (to 1e-12)."""
+    n = x.shape[-1]
+    ordered = np.sort(np.round(x, 12), axis=-1)
+    starts = np.concatenate(
+        [np.ones((*ordered.shape[:-1], 1), bool), np.diff(ordered, axis=-1) != 0], axis=-1
+    )
+    idx = np.arange(n)
+    last_start = np.maximum.accumulate(np.where(starts, idx, 0), axis=-1)
+    return n - (idx - last_start + 1).max(-1)
+
+
+def labels_only_interval(
+    y: np.ndarray, *, w: np.ndarray | None = None, level: float = 0.95
+) -> PPIResult:
+    """The mean of 0 / 1 labels with a Clopper-Pearson interval, over the last axis: exact for a
+    uniform draw (never below its level, whatever the rate: ten labels all 0 give [0, 0.308]).
+    Weighted labels (a stratified draw): the Hajek mean, with Korn and Graubard's effective n =
+    p (1 - p) / var(p) (capped at n; Kish's n_eff when p is 0 or 1) in Clopper-Pearson.
+    Labels in [-1, 1] that are not all 0 / 1 (a paired difference of labels, unweighted):
+    `ragframe.stats.mean_interval` with those bounds, per problem."""
+    y = np.asarray(y, dtype=np.float64)
+    n = y.shape[-1]
+    if not np.isin(y, (0.0, 1.0)).all():
+        return _differences_only(y, w, level)
+    if w is None:
+        estimate = y.mean(-1)
+        se = np.sqrt(y.var(-1) / n)  # as ppi_mean's with lam = 0 (effective_n compares them)
+        k, size = y.sum(-1), np.full(estimate.shape, float(n))
+    else:
+        wn = _normalised(np.asarray(w, dtype=np.float64))
+        estimate = (wn * y).mean(-1)
+        se = np.sqrt(_weighted_variance(y, wn)[0])
+        kish = wn.sum(-1) ** 2 / (wn * wn).sum(-1)
+        spread = estimate * (1 - estimate)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            size = np.where((spread > 0) & (se > 0), spread / se**2, kish)
+        size = np.minimum(size, n)
+        k = estimate * size
+    low, high = clopper_pearson(k, size, level)
+    return PPIResult(estimate, se, np.zeros_like(estimate), low, high)
+
+
+def _differences_only(y: np.ndarray, w: np.ndarray | None, level: float) -> PPIResult:
+    """Labels-only for labels in [-1, 1] (differences): the score interval of `mean_interval`
+    (bounded: Wilson-like near the bounds); weighted, the Wald interval of `ppi_mean`."""
+    if w is not None:
+        zero = np.zeros((*y.shape[:-1], 1))
+        return ppi_mean(y, y, zero, lam=0.0, w=w, level=level)
+    flat = y.reshape(-1, y.shape[-1])
+    found = [mean_interval(row, level, bounds=(-1.0, 1.0)) for row in flat]
+    shape = y.shape[:-1]
+    low = np.array([f.low for f in found], dtype=np.float64).reshape(shape)
+    high = np.array([f.high for f in found], dtype=np.float64).reshape(shape)
+    return PPIResult(y.mean(-1), np.sqrt(y.var(-1) / y.shape[-1]), np.zeros(shape), low, high)
+
+
+def clopper_pearson(k: np.ndarray, n: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The Clopper-Pearson interval of k successes in n (arrays; real k and n allowed for an
+    effective sample size): beta quantiles, computed by bisection on the incomplete beta."""
+    k = np.asarray(k, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    tail = (1 - level) / 2
+    low = np.where(k <= 0, 0.0, _beta_quantile(tail, np.maximum(k, 1e-9), n - k + 1))
+    high = np.where(k >= n, 1.0, _beta_quantile(1 - tail, k + 1, np.maximum(n - k, 1e-9)))
+    return low, high
+
+
+def _beta_quantile(q: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The q-quantile of Beta(a, b), elementwise: bisection on `_beta_cdf` (60 halvings of
+    [0, 1]: below 1e-15), over the distinct (a, b) pairs only."""
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    pairs, back = np.unique(np.stack([a.ravel(), b.ravel()], axis=1), axis=0, return_inverse=True)
+    lo, hi = np.zeros(len(pairs)), np.ones(len(pairs))
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        below = _beta_cdf(mid, pairs[:, 0], pairs[:, 1]) < q
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return ((lo + hi) / 2)[np.ravel(back)].reshape(a.shape)
+
+
+def _beta_cdf(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The regularised incomplete beta function I_x(a, b), elementwise (numpy arrays): the
+    continued fraction of `ragframe.stats` (modified Lentz), vectorised, on the side of x where
+    it converges fast."""
+    x = np.clip(x, 0.0, 1.0)
+    flip = x > (a + 1) / (a + b + 2)
+    aa, bb, xx = np.where(flip, b, a), np.where(flip, a, b), np.where(flip, 1 - x, x)
+    inside = (xx > 0) & (xx < 1)
+    xs = np.where(inside, xx, 0.5)
+    log_front = _lgamma(aa + bb) - _lgamma(aa) - _lgamma(bb) + aa * np.log(xs) + bb * np.log1p(-xs)
+    tiny = 1e-300
+    c = np.ones_like(xs)
+    d = 1 - (aa + bb) * xs / (aa + 1)
+    d = 1 / np.where(np.abs(d) > tiny, d, tiny)
+    h = d.copy()
+    for m in range(1, 300):
+        for num in (
+            m * (bb - m) * xs / ((aa + 2 * m - 1) * (aa + 2 * m)),
+            -(aa + m) * (aa + bb + m) * xs / ((aa + 2 * m) * (aa + 2 * m + 1)),
+        ):
+            d = 1 + num * d
+            d = 1 / np.where(np.abs(d) > tiny, d, tiny)
+            c = 1 + num / c
+            c = np.where(np.abs(c) > tiny, c, tiny)
+            h = h * d * c
+        if float(np.abs(d * c - 1).max(initial=0.0)) < 1e-15:
+            break
+    part = np.where(inside, np.exp(log_front) * h / aa, np.where(xx >= 1, 1.0, 0.0))
+    return np.where(flip, 1 - part, part)
+
+
+_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
