@@ -21,6 +21,14 @@ from ragframe.judge.task import Task
 
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
 OPENAI_DEFAULT_EMBEDDING = "text-embedding-3-small"
+#: The model name that asks for the embedded judge (`Judge("local")`, `--model local`,
+#: `RAGFRAME_MODEL=local`). Its own name (`ragframe.judge.local.LOCAL_MODEL`), as the
+#: output's metadata records it, asks for it too where no base URL is given.
+EMBEDDED = "local"
+#: The sampling temperatures OpenAI's API accepts, which OpenAI-compatible servers follow.
+TEMPERATURE_MAX = 2.0
+#: The largest seed: OpenAI's API and llama.cpp's server read it as a signed 64-bit integer.
+SEED_MAX = 2**63 - 1
 #: Characters per token assumed when texts are cut to the embedding model's input limit
 #: without its tokenizer: English runs about 4 characters a token, code and dense text 2 to 3,
 #: so 2 keeps nearly every cut text inside the limit (a text still too long fails alone).
@@ -73,8 +81,7 @@ class JudgeConfig:
         reasons: bool | None = None,
         retry_failed: bool = False,
     ) -> None:
-        self._pick_endpoint(base_url, api_key)
-        self.model = self._pick_model(model)
+        self.model = self._pick_judge(model, base_url, api_key)
         self.embedding_model = self._pick_embedding_model(embedding_model)
         self.embedder = embedder
         # What is asked, and how the answer is held to its schema.
@@ -95,15 +102,51 @@ class JudgeConfig:
         self.cache_path = _cache_path(cache)
         self._cache: AnswerCache | None = None
 
-    def _pick_endpoint(self, base_url: str | Sequence[str] | None, api_key: str | None) -> None:
-        """Where requests go (given, else $OPENAI_BASE_URL and $OPENAI_API_KEY); with neither,
-        the embedded judge (`local`)."""
+    def _pick_judge(
+        self, model: str | None, base_url: str | Sequence[str] | None, api_key: str | None
+    ) -> str:
+        """Which judge answers, and under what model name; sets the endpoint, returns the model.
+
+        The embedded judge runs only when no judge is named at all (no model, no base URL, no
+        key, none in the environment) or when it is named (`EMBEDDED`, or its own name with no
+        base URL). A model named with nowhere to send it is refused: it used to be scored by
+        the embedded judge and recorded, priced and gated under the name given.
+        $RAGFRAME_MODEL names a model as `model` does; an empty variable counts as unset.
+        """
+        from ragframe.judge.local import LOCAL_MODEL
+
+        _refuse_empty("model", "--model", model)
+        if isinstance(base_url, str):
+            _refuse_empty("base_url", "--base-url", base_url)
+        named, source = (
+            (model, "--model (model=...)") if model else (_env("RAGFRAME_MODEL"), "$RAGFRAME_MODEL")
+        )
+        url = base_url if base_url is not None else _env("OPENAI_BASE_URL")
+        key = api_key or _env("OPENAI_API_KEY")
+        embedded = named == EMBEDDED or (named == LOCAL_MODEL and url is None)
+        if embedded and base_url is not None:
+            raise ConfigError(
+                f"{source} is {named!r}, the embedded judge, which takes no base URL: drop "
+                "--base-url (base_url=...), or name the model that endpoint serves"
+            )
+        if named and not embedded and url is None and key is None:
+            raise ConfigError(_no_endpoint(named, source))
         #: Every endpoint of the judge (several replicas of one model, or one); `base_url` is
         #: the one this process sends to.
-        self.base_urls = _endpoints(base_url or os.environ.get("OPENAI_BASE_URL") or None)
+        self.base_urls = () if embedded else _endpoints(url)
         self.base_url = self.base_urls[0] if self.base_urls else None
-        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or None
+        self._api_key = None if embedded else key
         self.local = self.base_url is None and self._api_key is None
+        if self.local:
+            return LOCAL_MODEL
+        if named:
+            return named
+        if self.base_url is None:
+            return OPENAI_DEFAULT_MODEL
+        raise ConfigError(
+            f"no judge model given for the endpoint {public_url(self.base_url)}: pass "
+            "model=... (--model on the command line) or set RAGFRAME_MODEL"
+        )
 
     def _pick_embedding_model(self, embedding_model: str | None) -> str | None:
         """The embedding model: given, else $RAGFRAME_EMBEDDING_MODEL, else OpenAI's default
@@ -132,29 +175,14 @@ class JudgeConfig:
         )
         self.concurrency = min(concurrency, local["concurrency"]) if local else concurrency
 
-    def _pick_model(self, model: str | None) -> str:
-        """The chat model: given, else $RAGFRAME_MODEL, else the local or OpenAI default."""
-        model = model or os.environ.get("RAGFRAME_MODEL")
-        if self.local:
-            from ragframe.judge.local import LOCAL_MODEL
-
-            return model or LOCAL_MODEL
-        model = model or (OPENAI_DEFAULT_MODEL if self.base_url is None else "")
-        if not model:
-            raise ConfigError(
-                f"no judge model given for the endpoint {public_url(self.base_url)}: pass "
-                "model=... (--model on the command line) or set RAGFRAME_MODEL"
-            )
-        return model
-
     def _pick_price(
         self, price: tuple[float, float] | None, max_cost: float | None
     ) -> tuple[tuple[float, float] | None, float | None]:
         """The price per million tokens (given, else listed), and max_cost, which needs one."""
         from ragframe.judge.pricing import price_of
 
-        price = price if price is not None else price_of(self.model)
-        if max_cost is not None and price is None:
+        price = price if price is not None or self.local else price_of(self.model)
+        if max_cost is not None and price is None and not self.local:
             raise ConfigError(
                 f"max_cost needs the price of {self.model!r}: pass price=(prompt $/1M tokens, "
                 "completion $/1M tokens) or add the model to ragframe.judge.pricing.PRICES"
@@ -169,6 +197,11 @@ class JudgeConfig:
         _check_int("repair_attempts", self.repair_attempts, 0)
         _check_number("timeout", self.timeout, "seconds", positive=True)
         _check_number("temperature", self.temperature, "")
+        if self.temperature > TEMPERATURE_MAX:
+            raise ConfigError(
+                f"temperature must be from 0 to {TEMPERATURE_MAX:g} (what OpenAI-compatible "
+                f"servers accept), got {self.temperature!r}"
+            )
         _check_number("rate_limit_wait", self.rate_limit_wait, "seconds")
         _check_number("backoff_base", self.backoff_base, "seconds")
         _check_number("backoff_max", self.backoff_max, "seconds")
@@ -178,6 +211,11 @@ class JudgeConfig:
                 _check_int("max_tokens" if name == "max_tokens_cap" else name, value, 1, "or None")
         if self.seed is not None:
             _check_int("seed", self.seed, 0, "or None")
+            if self.seed > SEED_MAX:
+                raise ConfigError(
+                    f"seed must be at most 2**63 - 1 (a signed 64-bit integer, as OpenAI-"
+                    f"compatible servers read it), or None; got {self.seed!r}"
+                )
         for name in ("requests_per_minute", "tokens_per_minute"):
             value = getattr(self, name)
             if value is not None:
@@ -299,6 +337,36 @@ class JudgeConfig:
         if embed_local.local_embedder_available():
             return {"embedding_model": embed_local.LOCAL_EMBEDDING_MODEL, "embedder": "local"}
         return {"embedding_model": None, "embedder": None}
+
+
+def _env(name: str) -> str | None:
+    """An environment variable, None when unset or blank (what a missing CI secret gives)."""
+    value = os.environ.get(name)
+    return value if value and value.strip() else None
+
+
+def _refuse_empty(name: str, flag: str, value: str | None) -> None:
+    """A name given blank (`--model "$UNSET"`) is refused: read as unset, it would pick
+    another judge than the one meant."""
+    if value is not None and not value.strip():
+        raise ConfigError(
+            f"{name} is empty ({flag} {value!r}, an unset variable?): give it a value, or "
+            "leave it out for the default"
+        )
+
+
+def _no_endpoint(model: str, source: str) -> str:
+    """The refusal of a model named with no endpoint and no key: what to set."""
+    how = (
+        "unset RAGFRAME_MODEL or set it to local"
+        if source.startswith("$")
+        else f"--model {EMBEDDED} (Judge({EMBEDDED!r}))"
+    )
+    return (
+        f"{source} names the judge {model!r} but no endpoint is configured: set "
+        f"OPENAI_API_KEY, or pass --base-url (base_url=...) for another endpoint, or {how} "
+        "for the embedded judge"
+    )
 
 
 def _local_defaults() -> dict[str, Any]:

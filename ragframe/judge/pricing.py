@@ -3,7 +3,8 @@
 Dollars per million tokens, (prompt, completion), as published by the providers; extend or
 correct it for your account: `ragframe.judge.pricing.PRICES["my-model"] = (0.2, 0.6)`, or pass
 `Judge(price=(0.2, 0.6))`. Batch API requests are billed at half these rates by OpenAI. A model
-not listed has no cost figure (tokens are still counted).
+not listed has no cost figure (tokens are still counted); nor has the embedded judge, which is
+not billed per token (`Judge(price=...)` gives it one).
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ PRICES: dict[str, tuple[float, float]] = {
     "o4-mini": (1.10, 4.40),
     "text-embedding-3-small": (0.02, 0.0),
     "text-embedding-3-large": (0.13, 0.0),
-    # Local judges cost nothing per token.
-    "smollm2-135m-instruct-q4_0": (0.0, 0.0),
 }
 
 
