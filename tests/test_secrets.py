@@ -8,23 +8,31 @@ reach ragframe only through the URL or the key, both covered here.
 
 from __future__ import annotations
 
+import base64
+import html
 import json
 import logging
 import os
+import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
+from conftest import user_text
 
 import ragframe
 from ragframe.cli import main
 from ragframe.errors import ConfigError
 from ragframe.judge import Judge
 from ragframe.judge.cache import AnswerCache, SharedAnswerCache
-from ragframe.judge.config import public_url
-from ragframe.testing.server import FakeServer, Reply
+from ragframe.judge.config import JudgeConfig, public_url
+from ragframe.judge.transport import Secrets, scrub
+from ragframe.testing.server import FakeServer, Reply, auto_answer
 
 URL_SECRET = "S3CRET-URL-pw"
 QUERY_SECRET = "S3CRET-QUERY-tok"
@@ -204,3 +212,107 @@ def test_cache_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
         assert stat.S_IMODE(file.stat().st_mode) == 0o600, file
     cache.close()
     shard.close()
+
+
+# ------------------------------------------------- an endpoint that echoes the credentials
+
+#: A password that must be percent-encoded in a URL, and its user.
+ECHO_USER, ECHO_PASSWORD = "alice-echo", "S3CRET/echo@pw"
+QUOTE_SECRET = 'S3CRET q&t="x"'
+
+
+def echoed_secrets(kind: str) -> list[str]:
+    """Every form of the run's credential that must reach no file and no terminal."""
+    if kind == "key":
+        return [KEY_SECRET, KEY_SECRET[:8], KEY_SECRET[-6:]]
+    token = base64.b64encode(f"{ECHO_USER}:{ECHO_PASSWORD}".encode()).decode()
+    return [ECHO_USER, ECHO_PASSWORD, quote(ECHO_PASSWORD, safe=""), "S3CRET", token]
+
+
+def echoing(secret: str) -> Callable[[dict[str, Any]], Any]:
+    """A handler answering by the topic number a request judges: 0 a 400 (prompt too long),
+    1 a 500, 2 a proxy's HTML page with status 200, 3 a valid answer whose reasons repeat
+    `secret` (a proxy writing into the completion). With `echo_credentials` on, the server
+    appends the request's credentials to the first three."""
+
+    def handle(body: dict[str, Any]) -> Any:
+        topic = int(re.findall(r"[Tt]opic (\d+)", user_text(body))[0])
+        if topic % 4 == 0:
+            return Reply(status=400, content="This model's maximum context length is 8192 tokens")
+        if topic % 4 == 1:
+            return Reply(status=500, content="upstream failed")
+        if topic % 4 == 2:
+            return Reply(raw_body=b"<html><body>Bad gateway</body></html>")
+        answer = json.loads(auto_answer(body))
+        for verdict in next(v for v in answer.values() if isinstance(v, list)):
+            if isinstance(verdict, dict) and "reason" in verdict:
+                verdict["reason"] += f" ({secret})"
+        return json.dumps(answer)
+
+    return handle
+
+
+def every_text(tmp_path: Path) -> list[tuple[str, str]]:
+    """Each file under tmp_path as text; a Parquet file also as its rows (all columns,
+    decoded: its pages are compressed) and all its key-value metadata."""
+    seen = []
+    for path in sorted(tmp_path.rglob("*")):
+        if not path.is_file():
+            continue
+        seen.append((str(path), path.read_bytes().decode("utf-8", "replace")))
+        if path.suffix == ".parquet":
+            seen.append((f"{path} rows", pl.read_parquet(path).write_ndjson()))
+            meta = pq.read_metadata(path).metadata or {}
+            seen.append((f"{path} metadata", repr(meta)))
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["url", "key"])
+def test_credentials_an_endpoint_echoes_reach_no_file_and_no_terminal(
+    env: Path, tmp_path: Path, leaks: Leaks, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A server repeating the request's credentials (the Basic user:password of a URL with a
+    percent-encoded password, or the Bearer API key) in a 400, a 500 and a 200 HTML page,
+    and a completion carrying the password: none of it reaches the output Parquet (rows and
+    metadata), the cache, stdout or stderr. The row errors still say what went wrong."""
+    defaults = JudgeConfig.__init__.__kwdefaults__
+    monkeypatch.setitem(defaults, "max_attempts", 2)  # the 500s and HTML pages give up soon
+    monkeypatch.setitem(defaults, "backoff_base", 0.01)
+    monkeypatch.setitem(defaults, "backoff_max", 0.02)
+    secrets = echoed_secrets(kind)
+    frame(8).write_parquet(env / "in.parquet")
+    with FakeServer(echoing(secrets[1]), echo_credentials=True) as server:
+        scheme, _, rest = server.base_url.partition("://")
+        password = quote(ECHO_PASSWORD, safe="")
+        url = f"{scheme}://{ECHO_USER}:{password}@{rest}" if kind == "url" else server.base_url
+        out = env / "out.parquet"
+        argv = ["score", str(env / "in.parquet"), "-o", str(out), *METRICS, "--model", "m"]
+        assert leaks.run(*argv, "--base-url", url, "--no-progress") == 0
+        sent = [r.headers.get("authorization", "") for r in server.requests]
+    assert sent and all(secrets[-1 if kind == "url" else 0] in auth for auth in sent)
+    details = pl.read_parquet(out)["context_recall_detail"].struct.field("error").to_list()
+    assert "maximum context length" in details[0] and "***" in details[0]
+    assert "HTTP 500" in details[1] and "not a chat completion" in details[2]
+    assert details[3] is None
+    leaks.seen += every_text(tmp_path)
+    found = [(where, s) for where, text in leaks.seen for s in secrets if s in text]
+    assert not found, f"secrets found: {found}"
+
+
+def test_every_form_of_every_credential_is_scrubbed() -> None:
+    """The user and password of each URL (as written, decoded, as the Basic token), a secret
+    query value, the API key whole and in part: raw, percent-encoded, JSON-, repr- and
+    HTML-escaped. Short values are left alone, and other text is kept."""
+    key = "sk-proj-" + "k" * 20 + "END'9<x"
+    urls = (
+        f"http://{ECHO_USER}:{quote(ECHO_PASSWORD, safe='')}@h:1/v1",
+        f"https://h2/v1?api-version=2024&api-key={quote(QUOTE_SECRET, safe='')}&x=ab",
+    )
+    secrets = Secrets(key, urls)
+    token = base64.b64encode(f"{ECHO_USER}:{ECHO_PASSWORD}".encode()).decode()
+    for value in (key, ECHO_USER, ECHO_PASSWORD, QUOTE_SECRET, token, key[:8], key[-6:]):
+        for form in (value, quote(value, safe=""), json.dumps(value)[1:-1], repr(value)[1:-1]):
+            assert secrets.scrub(f"before {form} after") == "before *** after", form
+        assert secrets.scrub(html.escape(value)) == "***", value
+    assert secrets.scrub("api-version=2024 x=ab") == "api-version=2024 x=ab"
+    assert scrub(f"no {key}", None) == f"no {key}" and scrub(f"a {key}", key) == "a ***"

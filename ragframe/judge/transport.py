@@ -14,18 +14,23 @@ refuses is alone, unless the halves are refused alike (a refusal of the whole ba
 from __future__ import annotations
 
 import asyncio
+import base64
 import errno
+import html
 import json
 import random
+import re
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
+from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 
 import numpy as np
 
 from ragframe.errors import BudgetExceeded, EndpointError, JudgeError
+from ragframe.judge.config import _SECRET_PARAM as SECRET_PARAM
 from ragframe.judge.config import EMBED_CHARS_PER_TOKEN, JudgeConfig, client_endpoint
 from ragframe.judge.limits import AdaptiveLimiter, PauseTooLong, RateLimiter
 from ragframe.judge.results import Failure, RunStats
@@ -48,6 +53,65 @@ ENDPOINT_CAUSES = ("unreachable", "auth", "not_found", "quota")
 _REFUSALS_TO_STOP = 2
 
 
+#: Bytes of a chat reply allowed per completion token its request allows (`max_tokens`):
+#: English runs 4 characters a token; JSON escapes (6 bytes for a unicode escape) and runs of
+#: whitespace rarely pass 16, so 64 is generous...
+REPLY_BYTES_PER_TOKEN = 64
+#: ... plus this much per token for each logprob asked (the token's and each top one's
+#: entry: token, logprob and its bytes, about 100 bytes written out)...
+LOGPROB_BYTES_PER_TOKEN = 256
+#: ... plus this much for the JSON envelope (ids, usage, whatever fields a server adds).
+REPLY_ENVELOPE_BYTES = 64 * 1024
+#: Request options for the SDK's raw, unread response (its RAW_RESPONSE_HEADER = "stream").
+_STREAMED: dict[str, Any] = {"headers": {"X-Stainless-Raw-Response": "stream"}}
+
+
+def reply_limit(body: dict[str, Any]) -> int:
+    """The most bytes read of the reply to a chat request `body`, from its `max_tokens`.
+
+    A server that ignores max_tokens (one returned 3 MB of reasons per request, and a
+    10-row run took 4.3 GB) can send no more than this: the reply fails its request
+    (`reply_too_long`) instead of filling the memory, the cache and the output.
+    """
+    tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 4096)
+    per_token = REPLY_BYTES_PER_TOKEN
+    if body.get("logprobs"):
+        per_token += LOGPROB_BYTES_PER_TOKEN * (1 + int(body.get("top_logprobs") or 0))
+    return tokens * per_token + REPLY_ENVELOPE_BYTES
+
+
+async def _read_capped(response: Any, limit: int) -> bytes:
+    """The body of the SDK's streamed `response`, read chunk by chunk (decompressed), and
+    no further than `limit` bytes: more raises `_TooLong` and drops the connection. Errors
+    while reading are the SDK's own (`APITimeoutError`, `APIConnectionError`), as they are
+    when the SDK reads a body itself."""
+    openai = _openai()
+    http = _http_library()
+    declared = response.headers.get("content-length")
+    try:
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise _TooLong(int(declared), limit)
+        body = bytearray()
+        async for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > limit:
+                raise _TooLong(len(body), limit)
+        return bytes(body)
+    except http.TimeoutException as err:
+        raise openai.APITimeoutError(request=response.http_request) from err
+    except http.RequestError as err:
+        raise openai.APIConnectionError(request=response.http_request) from err
+    finally:
+        await response.close()
+
+
+def _http_library() -> Any:
+    """The HTTP library the installed `openai` is built on (httpx for 1.x, httpx2 for 3.x)."""
+    from openai import _base_client
+
+    return getattr(_base_client, "httpx2", None) or _base_client.httpx
+
+
 @dataclass
 class _Retry:
     """An attempt that failed in a way another attempt may fix."""
@@ -55,6 +119,15 @@ class _Retry:
     cause: str
     message: str
     retry_after: float | None = None
+
+
+class _TooLong(Exception):
+    """A reply longer than its request's `reply_limit`: read no further, not retried."""
+
+    def __init__(self, read: int, limit: int) -> None:
+        super().__init__(f"reply of {read} bytes or more, over its limit of {limit}")
+        self.read = read
+        self.limit = limit
 
 
 class _BadReply(Exception):
@@ -68,9 +141,11 @@ class _BadReply(Exception):
         super().__init__("the endpoint's reply is not a chat completion")
         self.raw = raw
 
-    def describe(self, secret: str | None) -> str:
-        head = self.raw[: 200 + 4 * len(secret or "")].decode("utf-8", "replace")
-        text = scrub(head, secret)[:200]
+    def describe(self, secrets: Secrets) -> str:
+        # Enough bytes that a credential starting inside the 200 characters shown is whole
+        # (and so scrubbed) before the cut; every form of it is under 4 KiB.
+        head = self.raw[: 200 + 4096].decode("utf-8", "replace")
+        text = secrets.scrub(head)[:200]
         return f"the endpoint's reply is not a chat completion: {text!r}"
 
 
@@ -95,6 +170,8 @@ class Transport:
         self.judge = judge
         self.stats = stats
         self.modes = Modes(judge.structured, stats)
+        #: Every credential of the judge: scrubbed from all the endpoint says (see `Secrets`).
+        self.secrets = Secrets.of(judge)
         self._client: Any = None
         self._base_url: str | None = judge.base_url
         # Whether any request of this session has been answered: until one has, refused
@@ -188,13 +265,18 @@ class Transport:
             break
         self.stats.prompt_tokens += tokens[0]
         self.stats.completion_tokens += tokens[1]
-        return content, logprobs, tokens, finish
+        # An answer goes to the cache and the output: a proxy that writes a credential into
+        # it (or a judge that repeats one) must not put it there.
+        return self.secrets.scrub(content), logprobs, tokens, finish
 
     async def _post_chat(self, body: dict[str, Any]) -> Completion:
-        # cast_to=bytes is the SDK's documented way to get a body back unparsed, whichever
-        # HTTP library it is built on (httpx, httpx2): no response model is built.
-        raw = await self._client.post("/chat/completions", body=body, cast_to=bytes)
-        return _read_completion(raw)
+        # The SDK's streamed raw response (what `with_streaming_response` asks for), whichever
+        # HTTP library it is built on (httpx, httpx2): no response model is built, and the
+        # body is read chunk by chunk, no further than `reply_limit` (see `_read_capped`).
+        response = await self._client.post(
+            "/chat/completions", body=body, cast_to=bytes, options=_STREAMED
+        )
+        return _read_completion(await _read_capped(response, reply_limit(body)))
 
     # ----------------------------------------------------------- the pool
     def _check_stop(self) -> None:
@@ -245,7 +327,7 @@ class Transport:
                 tries += 1
                 try:
                     result = await call()
-                except (_openai().APIError, _BadReply) as err:
+                except (_openai().APIError, _BadReply, _TooLong) as err:
                     retry = self._classify(err, model)
                 else:
                     self.stats.answered += 1
@@ -298,9 +380,18 @@ class Transport:
         kept in `_fatal`, so no request queued behind them is sent.
         """
         openai = _openai()
-        secret = self.judge._api_key
+        secret = self.secrets
         if isinstance(err, _BadReply):
             return _Retry("invalid_reply", err.describe(secret))
+        if isinstance(err, _TooLong):
+            # The same request would bring the same flood: it fails now, unretried (a
+            # rerun sends it again: nothing about it is remembered).
+            raise Failure(
+                "reply_too_long",
+                f"the endpoint's reply passed {err.limit:,} bytes, far more than the request's "
+                "max_tokens allows (does the server ignore max_tokens?): read no further and "
+                "not retried; cap the server's output length, or rerun to send it again",
+            )
         if isinstance(err, openai.APITimeoutError):
             return _Retry("timeout", f"request timed out after {self.judge.timeout:g} s")
         message = describe_error(err, secret)
@@ -483,18 +574,94 @@ def _openai() -> Any:
     return openai
 
 
-def scrub(text: str, secret: str | None) -> str:
-    """`text` with the API key taken out, whole or in part (some servers echo the key they
-    refused, or its first and last characters)."""
-    if secret:
-        text = text.replace(secret, "***")
-        if len(secret) > 12:  # a key echoed in part, e.g. "sk-abc...xyz"
-            text = text.replace(secret[:8], "***").replace(secret[-6:], "***")
-    return text
+class Secrets:
+    """Every credential a judge sends, in each form an endpoint may echo it back.
+
+    The API key (whole, and its first 8 and last 6 characters, the form some servers quote a
+    refused key in); the user and the password of each base URL, as written in the URL and
+    decoded, and the Basic token they are sent as; the value of each credential-like query
+    parameter (`config.public_url` names them). Each in the forms a reply may carry it:
+    raw, percent-encoded, JSON-, Python- and HTML-escaped. `scrub` takes them all out of a
+    text; the transport applies it to everything an endpoint says (`Transport._classify`
+    and the replies of `Transport.chat`) before any of it can reach a row error, the stats,
+    a log, the cache or a manifest. Values shorter than `MIN_CHARS` are left alone: taking
+    out every "ab" would wreck the message and hide nothing worth hiding.
+    """
+
+    MIN_CHARS = 4
+
+    def __init__(self, key: str | None = None, urls: Sequence[str] = ()) -> None:
+        values: set[str] = set()
+        if key:
+            values.add(key)
+            if len(key) > 12:  # a key echoed in part, e.g. "sk-abc...xyz"
+                values.update((key[:8], key[-6:]))
+        for url in urls:
+            values.update(_url_credentials(url))
+        forms = {form for value in values for form in _echoed_forms(value)}
+        forms = {form for form in forms if len(form) >= self.MIN_CHARS}
+        self._pattern = (
+            re.compile("|".join(map(re.escape, sorted(forms, key=len, reverse=True))), re.I)
+            if forms
+            else None
+        )
+
+    @classmethod
+    def of(cls, judge: JudgeConfig) -> Secrets:
+        """The secrets of `judge`: its API key and every one of its base URLs."""
+        return cls(judge._api_key, judge.base_urls)
+
+    def scrub(self, text: str) -> str:
+        """`text` with every credential replaced by ***."""
+        if self._pattern is None or not text:
+            return text
+        return self._pattern.sub("***", text)
 
 
-def describe_error(err: Exception, secret: str | None = None) -> str:
-    """A short, one-line description of an openai error, with the API key scrubbed out."""
+def _url_credentials(url: str) -> set[str]:
+    """The user, password and secret query values of `url`, as written and decoded, and the
+    Basic token a user:password@ is sent as (`config.client_endpoint`)."""
+    parsed = urlsplit(url if "://" in url else f"http://{url}")
+    found: set[str] = set()
+    user_info, at, _ = parsed.netloc.rpartition("@")
+    if at:
+        user, _, password = user_info.partition(":")
+        found.update((user, password, unquote(user), unquote(password)))
+        for u, p in ((user, password), (unquote(user), unquote(password))):
+            found.add(base64.b64encode(f"{u}:{p}".encode()).decode("ascii"))
+    for part in parsed.query.split("&"):
+        name, _, value = part.partition("=")
+        if SECRET_PARAM.match(unquote(name)):
+            found.update((value, unquote(value), unquote_plus(value)))
+    return {value for value in found if value}
+
+
+def _echoed_forms(value: str) -> set[str]:
+    """`value` as a reply may quote it: raw, percent-encoded, JSON, repr and HTML escaped."""
+    return {
+        value,
+        quote(value, safe=""),
+        quote(value),
+        quote_plus(value),
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        repr(value)[1:-1],
+        html.escape(value),
+    }
+
+
+def scrub(text: str, secret: str | Secrets | None) -> str:
+    """`text` without the credentials of `secret`: a `Secrets` (all of a judge's), or an API
+    key alone (whole or in part: some servers echo the key they refused, or its first and
+    last characters)."""
+    if secret is None:
+        return text
+    secrets = secret if isinstance(secret, Secrets) else Secrets(secret)
+    return secrets.scrub(text)
+
+
+def describe_error(err: Exception, secret: str | Secrets | None = None) -> str:
+    """A short, one-line description of an openai error, with the credentials scrubbed out."""
     status = getattr(err, "status_code", None)
     text = scrub(str(getattr(err, "message", None) or err), secret)
     text = " ".join(text.split())[:300]

@@ -67,6 +67,8 @@ STATUS_CLIENT_GONE = 499
 _HOST = "127.0.0.1"
 _MAX_HEAD = 64 * 1024
 _MODEL_PATHS = ("/chat/completions", "/embeddings")
+#: Request headers that carry credentials (repeated by ``FakeServer(echo_credentials=True)``).
+_CREDENTIAL_HEADERS = ("authorization", "api-key", "x-api-key")
 
 
 # --------------------------------------------------------------------------------------------
@@ -502,6 +504,35 @@ def _malform(content: str | None, kind: str, flip: bool) -> tuple[str, str, str 
     return kind, json.dumps(wrong), None
 
 
+def _pad_answer(content: str, size: int) -> str:
+    """`content` (a JSON answer) with its "reason" strings (else every string) lengthened by
+    repeated words to about `size` bytes in all; content that is not JSON is padded whole."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return content + " lorem" * max(0, (size - len(content)) // 6)
+    found: list[tuple[Any, Any]] = []  # (container, key) of each string to pad
+
+    def walk(node: Any, reasons_only: bool) -> None:
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in items:
+            if isinstance(child, dict | list):
+                walk(child, reasons_only)
+            elif isinstance(child, str) and (key == "reason" or not reasons_only):
+                found.append((node, key))
+
+    if isinstance(value, dict | list):
+        walk(value, True)
+        if not found:
+            walk(value, False)
+    if not found:
+        return content + " " * max(0, size - len(content))
+    each = max(0, size - len(content)) // len(found)
+    for node, key in found:
+        node[key] += " lorem" * (each // 6)
+    return json.dumps(value)
+
+
 def _synth_logprobs(content: str, top_n: int, seed: int) -> list[dict[str, Any]]:
     """Deterministic, plausible logprobs when a request asks for them and the handler gave none."""
     rng = random.Random(zlib.crc32(content.encode("utf-8")) ^ seed)
@@ -807,6 +838,8 @@ class FakeServer:
         reject_json_object: bool = False,
         batch_delay: float = 0.0,
         port: int = 0,
+        echo_credentials: bool = False,
+        reply_bytes: int = 0,
     ) -> None:
         if capacity is not None and capacity < 1:
             raise ValueError("capacity must be at least 1")
@@ -819,6 +852,12 @@ class FakeServer:
         self.reject_json_schema = reject_json_schema
         self.reject_json_object = reject_json_object
         self.batch_delay = batch_delay
+        #: Repeat the request's credentials in every error reply and raw 200 body of the model
+        #: routes, as careless servers and proxies do (see `_echo_credentials`).
+        self.echo_credentials = echo_credentials
+        #: When > 0, every chat answer's reasons are padded to about this many bytes in all,
+        #: whatever the request's max_tokens (a server that ignores it; see `_pad_answer`).
+        self.reply_bytes = reply_bytes
         self.model = "fake-model"
         self.port = port
         self.requests: list[Recorded] = []
@@ -1084,6 +1123,28 @@ class FakeServer:
             rec.status = out.status
             conn.write(_encode(out, keep, f"req_{len(self.requests):x}"))
 
+    def _echo_credentials(self, out: _Out, rec: Recorded) -> _Out:
+        """`out`, repeating the request's credentials when `echo_credentials` is on: an error's
+        message, and a raw 200 body (a proxy's page), get the Authorization header (and the
+        user:password of a Basic one, decoded), any api-key header and the query string."""
+        if not self.echo_credentials or out.drop:
+            return out
+        seen = [f"{k}: {v}" for k, v in rec.headers.items() if k in _CREDENTIAL_HEADERS]
+        scheme, _, token = rec.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "basic":
+            with contextlib.suppress(ValueError):
+                seen.append(f"user:password {base64.b64decode(token).decode()}")
+        if rec.query:
+            seen.append(f"query {rec.query}")
+        echo = f" [the request had {'; '.join(seen) or 'no credentials'}]"
+        body = out.body
+        if isinstance(body, bytes | bytearray):
+            out.body = bytes(body) + echo.encode()
+        elif out.status != 200 and isinstance(body, dict) and isinstance(body.get("error"), dict):
+            error = body["error"]
+            out.body = {**body, "error": {**error, "message": f"{error.get('message')}{echo}"}}
+        return out
+
     def _draw_fault(self, path: str) -> str | None:
         faults = self.faults
         if faults is None or not path.endswith(faults.only_paths):
@@ -1116,7 +1177,7 @@ class FakeServer:
             fault_label, out = self._fault_out(fault)
             rec.fault = fault_label
             self._fault_counts[fault_label] += 1
-            self._finish(conn, rec, out, keep)
+            self._finish(conn, rec, self._echo_credentials(out, rec), keep)
             return
         self._open += 1
         self.max_open = max(self.max_open, self._open)
@@ -1154,7 +1215,7 @@ class FakeServer:
                         self._chat_hashes.append(messages_hash(body.get("messages")))
                     self._in_flight -= 1  # before the write, so a client never sees it stale
                     counted = False
-                    self._finish(conn, rec, out, keep)
+                    self._finish(conn, rec, self._echo_credentials(out, rec), keep)
                 finally:
                     if counted:
                         self._in_flight -= 1
@@ -1199,6 +1260,8 @@ class FakeServer:
             out = _Out(200, reply.raw_body, headers, "text/html", reply.delay)
             return fault and "malformed:skipped", out
         content = _content_str(reply.content)
+        if self.reply_bytes > 0 and content:
+            content = _pad_answer(content, self.reply_bytes)
         finish = reply.finish_reason
         label = None
         if fault == "malformed":
@@ -1588,6 +1651,17 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-delay", type=float, default=0.0)
     p.add_argument("--reject-json-schema", action="store_true")
     p.add_argument("--reject-json-object", action="store_true")
+    p.add_argument(
+        "--echo-credentials",
+        action="store_true",
+        help="repeat the request's credentials in error replies and raw 200 bodies",
+    )
+    p.add_argument(
+        "--reply-bytes",
+        type=int,
+        default=0,
+        help="pad every chat answer's reasons to about this many bytes (ignoring max_tokens)",
+    )
     return p.parse_args(argv)
 
 
@@ -1602,6 +1676,8 @@ async def _serve(args: argparse.Namespace) -> None:
         reject_json_object=args.reject_json_object,
         batch_delay=args.batch_delay,
         port=args.port,
+        echo_credentials=args.echo_credentials,
+        reply_bytes=args.reply_bytes,
     )
     await server._open_server()
     stop = asyncio.Event()

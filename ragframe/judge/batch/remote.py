@@ -24,7 +24,7 @@ from ragframe.judge.batch.manifest import (
 )
 from ragframe.judge.client import Judge
 from ragframe.judge.config import client_endpoint
-from ragframe.judge.transport import scrub
+from ragframe.judge.transport import Secrets, scrub
 
 
 def make_client(judge: Judge) -> Any:
@@ -53,7 +53,7 @@ def api_errors(judge: Judge) -> Iterator[None]:
         yield
     except openai.APIError as err:
         status = getattr(err, "status_code", None)
-        text = scrub(" ".join(str(getattr(err, "message", None) or err).split()), judge._api_key)
+        text = scrub(" ".join(str(getattr(err, "message", None) or err).split()), Secrets.of(judge))
         where = f"{judge.public_base_url} (model {judge.model!r})"  # no user:password@
         if status in (401, 403):
             fix = "check the API key ($OPENAI_API_KEY) is valid for this endpoint"
@@ -70,7 +70,7 @@ def api_errors(judge: Judge) -> Iterator[None]:
 
 
 def create_batches(
-    client: Any, m: Manifest, save: Callable[[], None], secret: str | None
+    client: Any, m: Manifest, save: Callable[[], None], secret: str | Secrets | None
 ) -> list[str]:
     """Upload and create the batches recorded but not yet created (also after a crash);
     return the ids created. A batch the API refuses for good is recorded as failed."""
@@ -98,7 +98,7 @@ def create_batches(
     return created
 
 
-def _create(client: Any, m: Manifest, entry: Batch, secret: str | None) -> Any:
+def _create(client: Any, m: Manifest, entry: Batch, secret: str | Secrets | None) -> Any:
     """The batch created from the entry's input file; None when refused for good (e.g. the
     enqueued-token limit): its requests count as failed once and go into the next stage."""
     import openai
@@ -127,7 +127,7 @@ def find_batch(client: Any, input_file_id: str | None) -> Any:
     return None
 
 
-def update(entry: Batch, batch: Any, secret: str | None) -> None:
+def update(entry: Batch, batch: Any, secret: str | Secrets | None) -> None:
     """Copy what the API says of a batch into its manifest entry."""
     entry.status = status_of(batch.status)
     counts = batch.request_counts
@@ -154,7 +154,7 @@ def running(m: Manifest) -> list[Batch]:
     ]
 
 
-def refresh(client: Any, batches: list[Batch], secret: str | None) -> None:
+def refresh(client: Any, batches: list[Batch], secret: str | Secrets | None) -> None:
     """Poll each batch."""
     for entry in batches:
         update(entry, client.batches.retrieve(entry.id), secret)
