@@ -11,6 +11,7 @@ checked on the reference's frame).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +63,32 @@ OPTIONS: dict[str, tuple[str, list[str]]] = {
     "calibration": ("calibration", ["--calibration", "CALIBRATION"]),
     "jury": ("judges", ["--jury", "JURY"]),
     "jury_aggregate": ("aggregate", ["--jury", "JURY", "--jury-aggregate", "median"]),
+    "actors": ("actors", ["--actors", "2"]),
+    "batch_rows": ("batch_rows", ["--batch-rows", "2"]),
+    # Options together: a path honours each, or refuses the pair before the first request.
+    "jury_sample": ("", ["--jury", "JURY", "--sample", "4", "--seed", "1"]),
+    "jury_dry_run": ("", ["--jury", "JURY", "--dry-run"]),
+    "jury_max_cost": ("", ["--jury", "JURY", "--max-cost", "50", "--price", "0.1,0.2"]),
+    "chunk_rows_sample": ("", ["--chunk-rows", "2", "--sample", "4"]),
+    "chunk_rows_repeats": ("", ["--chunk-rows", "2", "--repeats", "2"]),
+    "chunk_rows_jury": ("", ["--chunk-rows", "2", "--jury", "JURY"]),
+    # Refused by a check of the run itself, not by the table of paths.
+    "jury_no_calibration": ("", ["--jury", "JURY", "--calibration", "NOFILE"]),
+    "jury_twice": ("", ["--jury", "juror-a,juror-a"]),
+    "repeats_too_many": ("", ["--repeats", "101"]),
+    "repeats_with_jury": ("", ["--jury", "JURY", "--repeats", "2"]),
 }
 #: What the jury rows seat: two models on the test server (one named with its URL).
 JURY = "juror-a,juror-b@{url}"
-IN_MEMORY = ("repeats", "sample", "jury", "jury_aggregate")
+IN_MEMORY = ("repeats", "sample", "jury", "jury_aggregate", "jury_sample", "jury_max_cost")
+#: The rows refused before the first request by a check of the run (not `PATHS`), with a
+#: fragment of the one line that says why.
+REFUSED = {
+    "jury_no_calibration": "cannot read a calibration",
+    "jury_twice": "seats the same judge twice",
+    "repeats_too_many": "repeats must be a positive integer, at most 100",
+    "repeats_with_jury": "judges= with repeats=",
+}
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +104,11 @@ def calibration_file(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def option_args(name: str, calibration_file: str, server: FakeServer) -> list[str]:
-    given = {"CALIBRATION": calibration_file, "JURY": JURY.format(url=server.base_url)}
+    given = {
+        "CALIBRATION": calibration_file,
+        "JURY": JURY.format(url=server.base_url),
+        "NOFILE": str(Path(calibration_file).with_name("no-such.calib.json")),
+    }
     return [given.get(a, a) for a in OPTIONS[name][1]]
 
 
@@ -110,8 +137,25 @@ def reference(command: list[str]) -> tuple[Any, RunSpec]:
     args = build_parser().parse_args(command)
     spec = score_cli.run_spec(args)
     judge = None if spec.judges else score_cli._judge(args)
-    result = run_sync(execute(args.input, spec, judge))
+    # In memory the rows are one piece: the streamed run's chunk size is only recorded.
+    result = run_sync(execute(args.input, replace(spec, chunk_rows=None), judge))
+    result.run["chunk_rows"] = spec.chunk_rows
     return result, spec
+
+
+def refusal(name: str, command: list[str]) -> tuple[str, list[str]] | None:
+    """Why the command is refused before the first request: (the path, the flags it names,
+    or a fragment of the line), or None when it runs."""
+    args = build_parser().parse_args(command)
+    try:
+        spec = score_cli.run_spec(args)
+    except ConfigError:
+        return "", [REFUSED[name]]
+    path = score_cli.run_path(args, spec)
+    flags = [FLAGS[f] for f in spec.given() if f not in PATHS[path]]
+    if flags:
+        return path, flags
+    return ("", [REFUSED[name]]) if name in REFUSED else None
 
 
 def expected_status(result: Any, spec: RunSpec) -> int:
@@ -148,10 +192,17 @@ def test_the_cli_honours_every_option_as_the_in_memory_run(
     out = tmp_path / "out.parquet"
     option = option_args(name, calibration_file, server)
     command = argv(source, out, server, tmp_path / "cli.sqlite3", option)
+    refused = refusal(name, command)
     status = main(command)
     printed = capsys.readouterr()
     sent = server.count()
-    if name == "dry_run":  # an estimate, nothing sent or written
+    if refused is not None:  # one line naming the option(s) (and path), nothing sent or written
+        path, said = refused
+        assert status == 2 and sent == 0 and not out.exists(), printed.err
+        assert all(s in printed.err for s in said) and path in printed.err
+        assert len(printed.err.strip().splitlines()) == 1
+        return
+    if "--dry-run" in option:  # an estimate, nothing sent or written
         assert status == 0 and sent == 0 and not out.exists()
         assert printed.out.startswith("estimate:")
         return
@@ -202,13 +253,13 @@ def test_ray_honours_every_option_or_refuses_it_before_any_request(
     option = option_args(name, calibration_file, server)
     command = argv(source, out, server, tmp_path / "ray-cache", option)
     command += ["--ray", cluster, "--actors", "2", "--batch-rows", "2"]
-    spec = score_cli.run_spec(build_parser().parse_args(command))
-    refused = [FLAGS[f] for f in spec.given() if f not in PATHS["ray"]]
+    refused = refusal(name, command)
     status = main(command)
     printed = capsys.readouterr()
-    if refused:
+    if refused is not None:
+        path, said = refused
         assert status == 2 and server.count() == 0 and not out.exists()
-        assert all(flag in printed.err for flag in refused) and "ray" in printed.err
+        assert all(s in printed.err for s in said) and path in printed.err
         return
     sent = server.count()
     result, spec = reference(argv(whole, tmp_path / "x.parquet", server, tmp_path / "r", option))

@@ -9,7 +9,8 @@ from typing import Any
 from ragframe.cli import common, options
 from ragframe.cli import gate as gate_cli
 from ragframe.cli.ray_score import add_ray_options
-from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
+from ragframe.engine.jury import check_jury
+from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, MAX_REPEATS, RunSpec, refuse_unsupported
 from ragframe.errors import RagframeError
 from ragframe.inputs.traces import FORMATS as TRACE_FORMATS
 
@@ -72,13 +73,15 @@ def _add_run_options(score: argparse.ArgumentParser) -> None:
         default=1,
         metavar="K",
         help="score the rows K times at the judge's seed + 0..K-1 and report, per metric, the "
-        "per-row spread and the test-retest reliability (default: 1; scored in memory)",
+        f"per-row spread and the test-retest reliability (default: 1, at most {MAX_REPEATS}; "
+        "scored in memory; --dry-run and --max-cost count every repeat)",
     )
     score.add_argument(
         "--chunk-rows",
         type=common.positive_int,
         help="rows read, scored and written at a time (default: 2000; memory is bounded by "
-        "this, not by the file; not with --ray, whose batches --batch-rows sizes)",
+        "this, not by the file; not with --ray, whose batches --batch-rows sizes, nor with "
+        "--sample, --repeats or --jury, which score in memory)",
     )
     score.add_argument(
         "--dry-run",
@@ -124,6 +127,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         reasons=False if args.no_reasons else None,
         **{**gates, "strict": tuple(gates["strict"])},
         **options.pick(args, "repeats", "seed", "sample", "chunk_rows", "dry_run", "max_cost"),
+        **options.pick(args, "actors", "batch_rows"),
         calibration=tuple(args.calibration or ()),
         judges=tuple(jury(args)),
         aggregate=args.jury_aggregate,
@@ -163,6 +167,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     spec = run_spec(args)
     path = run_path(args, spec)
     refuse_unsupported(spec, path)  # an option this path cannot honour: exit 2, nothing sent
+    if spec.judges:  # what a jury cannot do (a judge seated twice...), before any estimate
+        check_jury(spec, None)
     # A jury's first judge leads it (and names the endpoint in an error); else the one judge.
     judge = spec.judges[0] if spec.judges else options.judge_from_args(args)
     with common.endpoint_named(judge):

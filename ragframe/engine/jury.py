@@ -44,12 +44,11 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from ragframe.engine.prepare import sampled_frame
 from ragframe.engine.repeats import merge_stats
 from ragframe.engine.result import RunResult
 from ragframe.engine.spec import RunSpec
 from ragframe.errors import ConfigError
-from ragframe.metrics.calibration import add_p_human, run_calibrations
+from ragframe.metrics.calibration import add_p_human
 from ragframe.metrics.thresholds import PASS_SUFFIX
 from ragframe.stats.alpha import alpha_interval
 
@@ -85,16 +84,42 @@ def check_jury(spec: RunSpec, judge: Any) -> list[Any]:
         raise ConfigError(f"a jury needs at least 2 judges, got {len(judges)}")
     if spec.repeats != 1:
         raise ConfigError("judges= with repeats= is not supported: run the repeats per judge")
+    seen: dict[tuple[Any, ...], int] = {}
+    for i, one in enumerate(judges):
+        first = seen.setdefault(_seat(one), i)
+        if first != i:
+            raise ConfigError(
+                f"the jury seats the same judge twice ({one.model!r}, judges {first + 1} and "
+                f"{i + 1}: same endpoint, seed and temperature), so one judge's verdicts would "
+                "count twice; seat different models, endpoints or seeds"
+            )
     _aggregate(spec)
     return judges
 
 
+def _seat(judge: Any) -> tuple[Any, ...]:
+    """What makes two judges the same judge: the same requests to the same endpoint."""
+    return (
+        str(judge.model),
+        getattr(judge, "base_url", None),
+        getattr(judge, "seed", None),
+        getattr(judge, "temperature", None),
+    )
+
+
 async def execute_jury(
-    data: Any, spec: RunSpec, judges: list[Any], path: str, execute: Callable[..., Any]
+    frame: pl.DataFrame,
+    extra: dict[str, Any],
+    spec: RunSpec,
+    judges: list[Any],
+    calibrations: list[Any],
+    path: str,
+    execute: Callable[..., Any],
 ) -> RunResult:
-    """Score `data` with every judge (module docstring) and combine them into the jury;
-    `execute` runs one judge's run (`ragframe.engine.run.execute`, which calls this)."""
-    frame, extra = sampled_frame(data, spec.sample, spec.seed, spec.columns)
+    """Score `frame` (the rows to score, already sampled; `extra` says how) with every judge
+    (module docstring) and combine them into the jury; `execute` runs one judge's run
+    (`ragframe.engine.run.execute`, which calls this after checking every judge and loading
+    `calibrations`, so that nothing is sent before a refusal)."""
     one = RunSpec.of(
         spec.metrics,
         columns=spec.columns,
@@ -113,7 +138,7 @@ async def execute_jury(
         frame, [r.frame for r in results], jury_names, lead.metrics, shared, _aggregate(spec)
     )
     # A calibration maps the jury's score (the column a user reads) to people's probability.
-    scored = add_p_human(scored, run_calibrations(spec.calibration, lead.metrics, judges[0]))
+    scored = add_p_human(scored, calibrations)
     extra["jury"] = agreement(scored, names, jury_names, shared)
     seconds = max(r.seconds for r in results)
     stats = merge_stats([r.stats for r in results])

@@ -169,7 +169,41 @@ async def score_frame(
     scored = frame.hstack([col for result in results for col in result.drop(ROW_ID).get_columns()])
     for aggregate in (m for m in metrics if isinstance(m, RagasScore)):
         scored = scored.hstack(aggregate_columns(scored, aggregate).get_columns())
-    return scored
+    return out_of_range(scored, metrics)
+
+
+#: How far past [0, 1] rounding may carry a score (a harmonic mean of ones at 1 + 2e-16): such
+#: a score is clipped, as `ragframe.stats.mean_interval` clips it; anything further is a bug.
+SCORE_SLACK = 1e-9
+
+
+def out_of_range(scored: pl.DataFrame, metrics: Iterable[Metric | RagasScore]) -> pl.DataFrame:
+    """A score outside [0, 1] is a metric's bug, surfaced, not clipped: the score becomes null
+    (its pass too) and the detail's error says which value it was, so the run summary, the
+    written file, `summarize` and the gates all read the same column on every path (the
+    summary counts the row as failed). Rounding past a bound (SCORE_SLACK) is clipped."""
+    exprs: list[pl.Expr] = []
+    for metric in metrics:
+        name, detail = metric.name, f"{metric.name}_detail"
+        score = pl.col(name)
+        bad = (score.is_not_nan() & ((score < -SCORE_SLACK) | (score > 1 + SCORE_SLACK))).fill_null(
+            False
+        )
+        exprs.append(pl.when(bad).then(None).otherwise(score.clip(0.0, 1.0)).alias(name))
+        dtype = scored.schema.get(detail)
+        if isinstance(dtype, pl.Struct) and "error" in {f.name for f in dtype.fields}:
+            why = pl.format(
+                "score {} outside [0, 1]: a bug in metric '{}' (its formula or how it reads "
+                "the judge's answer); the score is left null",
+                score,
+                pl.lit(name),
+            )
+            error = pl.when(bad).then(why).otherwise(pl.col(detail).struct.field("error"))
+            exprs.append(pl.col(detail).struct.with_fields(error.alias("error")))
+        passed = name + PASS_SUFFIX
+        if passed in scored.columns:
+            exprs.append(pl.when(bad).then(None).otherwise(pl.col(passed)).alias(passed))
+    return scored.with_columns(exprs) if exprs else scored
 
 
 def work_plan(metrics: Iterable[Metric | RagasScore], rows: int) -> dict[str, int]:

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ragframe.engine.spec import check_repeats
 from ragframe.errors import ConfigError
 from ragframe.judge.client import Judge, RunStats
 from ragframe.metrics.thresholds import PASS_SUFFIX, Threshold
@@ -65,13 +66,6 @@ REPEATS_SUFFIX = "_repeats"
 RELIABILITY_TARGET = 0.9
 #: Index-matrix elements drawn at once in the bootstrap (bounds its memory).
 _BLOCK_ELEMENTS = 1 << 22
-
-
-def check_repeats(k: Any) -> int:
-    """`k` when it is a positive integer, else a ConfigError saying what is accepted."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ConfigError(f"repeats must be a positive integer (1: a single run), got {k!r}")
-    return k
 
 
 def repeat_judges(judge: Judge, k: int, *, temperature: float | None = None) -> list[Judge]:
@@ -355,6 +349,9 @@ async def score_repeats(
             )
     runs, stats = [], []
     for one in judges:
+        if judge.max_cost is not None and stats:  # one budget for the whole run, as k = 1
+            spent = sum(s.cost or 0.0 for s in stats)
+            one.max_cost = max(judge.max_cost - spent, 0.0)
         session = one.session()
         session.plan(work_plan(metrics, frame.height))
         if needs_judge(metrics):

@@ -43,7 +43,16 @@ class RunOptions(TypedDict, total=False):
 
 
 def spec_of(metrics: Any, options: RunOptions) -> RunSpec:
-    """The run specification of `evaluate(data, metrics, **options)`."""
+    """The run specification of `evaluate(data, metrics, **options)`; an option `evaluate`
+    does not take (a gate, a dry run: the command line's) is refused, never dropped."""
+    known = RunOptions.__optional_keys__ | RunOptions.__required_keys__
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(
+            f"evaluate / run take no option {unknown[0]!r}; they take {sorted(known)} "
+            "(gates: ragframe.check_gates(frame, ...); a dry run: ragframe.estimate(...); "
+            "a cost cap: Judge(max_cost=...))"
+        )
     return RunSpec.of(metrics, **{k: v for k, v in options.items() if k != "judge"})
 
 
@@ -55,10 +64,16 @@ async def execute(
     from ragframe.engine.repeats import check_repeats
 
     refuse_unsupported(spec, path)
-    if spec.judges:  # a jury: each judge runs this function, then the verdicts are combined
-        return await execute_jury(data, spec, check_jury(spec, judge), path, execute)
     repeats = check_repeats(spec.repeats)
     frame, extra = sampled_frame(data, spec.sample, spec.seed, spec.columns)
+    if spec.judges:  # a jury: each judge runs this function, then the verdicts are combined
+        # Every judge's checks (and the calibrations') before the lead sends its first request.
+        judges = check_jury(spec, judge)
+        ready = [
+            prepare_run(frame, spec, j, extra if i == 0 else None) for i, j in enumerate(judges)
+        ]
+        calibrations = run_calibrations(spec.calibration, ready[0].metrics, judges[0])
+        return await execute_jury(frame, extra, spec, judges, calibrations, path, execute)
     ready = prepare_run(frame, spec, judge, extra)
     calibrations = run_calibrations(spec.calibration, ready.metrics, ready.judge)
     loop = asyncio.get_running_loop()
@@ -127,6 +142,8 @@ async def aestimate(
 
     judges = options.pop("judges", ())
     if judges:
+        if options.pop("judge", None) is not None:
+            raise ConfigError("pass judge= or judges=, not both (a jury's first judge leads it)")
         each = [await aestimate(data, metrics, **options, judge=j) for j in judges]
         return _jury_estimate(each)
     chunk_rows, columns = options.get("chunk_rows", DEFAULT_CHUNK_ROWS), options.get("columns")

@@ -46,21 +46,52 @@ FLAGS: dict[str, str] = {
     "calibration": "--calibration",
     "judges": "--jury",
     "aggregate": "--jury-aggregate",
+    "actors": "--actors",
+    "batch_rows": "--batch-rows",
 }
 
 _EVERY = frozenset(FLAGS)
 
+#: The most repeats a run takes: each repeat is a whole run's requests (k x the cost), and
+#: the reliability figures settle long before (`ragframe.engine.repeats`).
+MAX_REPEATS = 100
+
+
+def check_repeats(k: Any) -> int:
+    """`k` when it is a whole number from 1 to MAX_REPEATS, else a ConfigError saying what is
+    accepted (checked when a run is specified, before anything is read or sent)."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_REPEATS:
+        raise ConfigError(
+            f"repeats must be a positive integer, at most {MAX_REPEATS} (1: a single run; each "
+            f"repeat sends every request of the run again), got {k!r}"
+        )
+    return k
+
+
+def metric_names(metrics: Any) -> tuple[Any, ...] | str:
+    """A run's metrics as a tuple, "all" kept as is: a single string is one metric name or a
+    comma-separated list of them, as `--metrics` takes it (never its characters)."""
+    if isinstance(metrics, str):
+        if metrics.strip().lower() == "all":
+            return metrics
+        return tuple(name.strip() for name in metrics.split(",") if name.strip())
+    return tuple(metrics)
+
+
 #: What each path honours. Anything else it is given is refused before the first request.
 #: "streamed" hands --sample, --repeats and --jury to "in-memory" (the command line routes
-#: them); "batch" (`ragframe batch`, the OpenAI Batch API) takes metrics and columns, and the
-#: judge's own options; its parser refuses every other option before anything is sent, and
-#: the scored file it writes is summarised, gated and compared like any other;
+#: them); "in-memory" scores the frame in one piece (no --chunk-rows); --actors and
+#: --batch-rows size a Ray run alone; "batch" (`ragframe batch`, the OpenAI Batch API) takes
+#: metrics and columns, and the judge's own options; its parser refuses every other option
+#: before anything is sent, and the scored file it writes is summarised, gated and compared
+#: like any other;
 #: "ray" scores partitions with actors of one judge: no sample, no repeats, no dry run, and
 #: its batches are sized by --batch-rows; "arrow" scores the batches a caller hands it, so
 #: the gates, sampling and repeats are the caller's.
+_RAY_ONLY = frozenset({"actors", "batch_rows"})
 PATHS: dict[str, frozenset[str]] = {
-    "in-memory": _EVERY,
-    "streamed": _EVERY - {"sample", "repeats", "judges", "aggregate"},
+    "in-memory": _EVERY - {"chunk_rows"} - _RAY_ONLY,
+    "streamed": _EVERY - {"sample", "repeats", "judges", "aggregate"} - _RAY_ONLY,
     "ray": _EVERY
     - {"sample", "repeats", "dry_run", "chunk_rows", "calibration", "judges", "aggregate"},
     "arrow": frozenset({"metrics", "columns", "reasons", "thresholds", "strict"}),
@@ -72,6 +103,7 @@ _INSTEAD = {
     "ray": "run it without --ray on one partition (ragframe score FILE.parquet ...)",
     "arrow": "apply it to the scored batches (ragframe.check_gates, ragframe.run(...))",
     "streamed": "ragframe score routes it to the in-memory path",
+    "in-memory": "--sample, --repeats and --jury score the rows in memory, in one piece: drop it",
     "batch": "apply it to the file the job writes (ragframe gate / summarize / report)",
 }
 
@@ -103,6 +135,13 @@ class RunSpec:
     judges: tuple[Any, ...] = ()
     #: How a jury combines scores where the judges do not vote on shared items.
     aggregate: str = "mean"
+    #: A Ray run's actors and rows per batch (`ragframe score --ray`); no other path has them.
+    actors: int | None = None
+    batch_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metrics", metric_names(self.metrics))
+        check_repeats(self.repeats)
 
     @classmethod
     def of(cls, metrics: Any, **options: Any) -> RunSpec:
@@ -116,7 +155,7 @@ class RunSpec:
         single = isinstance(calibration, str | Path) or hasattr(calibration, "predict")
         given["calibration"] = (calibration,) if single else tuple(calibration)
         given["judges"] = tuple(given.get("judges") or ())
-        return cls(metrics=metrics if isinstance(metrics, str) else tuple(metrics), **given)
+        return cls(metrics=metric_names(metrics), **given)
 
     def given(self) -> list[str]:
         """The options set away from their defaults (metrics and columns always count)."""
@@ -193,6 +232,8 @@ def refuse_unsupported(spec: RunSpec, path: str) -> None:
     if dropped:
         flags = ", ".join(FLAGS[name] for name in dropped)
         instead = _INSTEAD.get(path, "")
+        if set(dropped) <= _RAY_ONLY:
+            instead = "they size a Ray run: add --ray, or drop them"
         raise ConfigError(
             f"{flags} {'is' if len(dropped) == 1 else 'are'} not available on the {path} "
             f"path{' (--ray)' if path == 'ray' else ''}; nothing was sent"

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ragframe.errors import InputError
 from ragframe.metrics.thresholds import Threshold
 from ragframe.stats import (
     BOOTSTRAP_MAX_N,
@@ -28,6 +29,8 @@ from ragframe.stats import (
 )
 
 LEVEL = 0.95
+#: Rounding past [0, 1] that is clipped, as `ragframe.stats.mean_interval` clips it.
+SLACK = 1e-9
 LOCAL_WARNING = (
     "note: scored by the embedded local judge (SmolLM2-135M): fine for trying ragframe out, "
     "not for trustworthy scores. Point --base-url/--model at a real judge for that."
@@ -108,8 +111,16 @@ class Tally:
 
     def add(self, scores: pl.Series) -> None:
         values = scores.drop_nulls().to_numpy().astype(np.float64, copy=False)
-        # As mean_interval reads them: NaN dropped, rounding past a bound clipped, -0.0 is 0.0.
-        values = np.clip(values[~np.isnan(values)], 0.0, 1.0) + 0.0
+        values = values[~np.isnan(values)]
+        # As mean_interval reads them: NaN dropped, rounding past a bound clipped, -0.0 is 0.0,
+        # and a score further outside [0, 1] refused (never clipped into a mean it is not).
+        outside = int(np.count_nonzero((values < -SLACK) | (values > 1.0 + SLACK)))
+        if outside:
+            raise InputError(
+                f"{outside} of {values.size} scores lie outside [0, 1]; a metric's score must "
+                "lie in [0, 1] (the engine leaves such a score null with the reason)"
+            )
+        values = np.clip(values, 0.0, 1.0) + 0.0
         self.failed += scores.len() - int(values.size)
         if not values.size:
             return
