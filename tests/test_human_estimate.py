@@ -11,6 +11,7 @@ from ragframe.decide.human import (
     human_estimate_difference,
     labels_needed,
 )
+from ragframe.decide.label_sheet import draw_labels
 from ragframe.decide.labels import read_labels
 from ragframe.decide.ppi import human_intervals, ppi_mean
 from ragframe.errors import InputError
@@ -356,3 +357,35 @@ def test_ten_labels_all_zero_are_not_certain() -> None:
         assert row["ci_high"] == pytest.approx(1 - 0.025 ** (1 / 10))  # [0, 0.308]
     ppi = table.filter(pl.col("method") == "ppi++").row(0, named=True)
     assert "widened" in ppi["note"] and ppi["effective_n"] is None
+
+
+@pytest.mark.parametrize("rates", [(0.1, 0.15, 0.4, 0.7, 0.95), (0.05, 0.9, 0.9, 0.9, 0.9)])
+def test_stratified_draws_cover(rates: tuple[float, ...]) -> None:
+    """A label sheet drawn by `draw_labels(stratify=True)` from strata of 190 to 4,100 rows:
+    over 400 draws from one log, both human estimates hold the log's rate at n = 20 and 40
+    (the old interval, which treated weighted rows as independent draws, covered 0.89 / 0.93).
+    Second case: a rare label in the small stratum, a common one elsewhere."""
+    rng = np.random.default_rng(4)
+    sizes = (190, 600, 1500, 4100)
+    f = np.concatenate([rng.uniform(0.25 * h, 0.25 * (h + 1), s) for h, s in enumerate(sizes)])
+    f[0], f[-1] = 0.0, 1.0  # the equal-width bins span exactly [0, 1]
+    q = np.interp(f, np.linspace(0, 1, len(rates)), rates)
+    y = (rng.random(f.size) < q).astype(float)
+    truth = y.mean()
+    frame = pl.DataFrame({"id": np.arange(f.size), "faithfulness": f})
+    for n in (20, 40):
+        draws = [
+            draw_labels(frame, n, score="faithfulness", stratify=True, seed=s)[0]
+            for s in range(400)
+        ]
+        assert [
+            s["rows"]
+            for s in draw_labels(frame, n, score="faithfulness", stratify=True)[1]["strata"]
+        ] == list(sizes)
+        idx = np.stack([d["id"].to_numpy() for d in draws])
+        w = np.stack([d["sample_weight"].to_numpy() for d in draws])
+        found = human_intervals(y[idx], f[idx], np.broadcast_to(f, (400, f.size)), w=w)
+        for method, r in (("ppi++", found.ppi), ("labels_only", found.labels_only)):
+            cover = _covers(r.low, r.high, truth)
+            assert cover >= 0.93, (method, n, cover)
+        assert abs(float(found.ppi.estimate.mean()) - truth) < 0.01

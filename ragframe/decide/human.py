@@ -4,12 +4,16 @@ the judge's scores on all N rows and a person's labels on n of them (`human_esti
 The estimate is PPI++ (`ragframe.decide.ppi`, whose docstring has the formulas): the judge's
 mean over the N scored rows, corrected by the judge's bias measured on the n labelled rows, so
 it is unbiased whatever the judge gets wrong. Three methods are reported: "ppi++" (the estimate
-to quote), "labels_only" (the same with lam = 0: a Wald interval, with the same quantile) and
-"judge_only": mean(f) over N +- q * sd(f) / sqrt(N), beside the judge's measured bias
-mean(f - Y) on the labelled rows with its interval: a judge-only interval is about the judge,
-not about people, and misses the human rate by the bias (the reason this module exists).
-`effective_n` = n * var(labels-only) / var(PPI++): how many labels the labels-only estimate
-would need for the PPI++ interval's width (the judge's scores are worth effective_n - n labels).
+to quote), "labels_only" (the labels' mean with a Clopper-Pearson interval, exact at any n and
+rate: ten labels all 0 give [0, 0.308]) and "judge_only": mean(f) over N +- q * sd(f) /
+sqrt(N), beside the judge's measured bias mean(f - Y) on the labelled rows with its interval: a
+judge-only interval is about the judge, not people, and misses the human rate by the bias (the
+reason this module exists). With fewer than 10 labels of the rarer kind (always below 20
+labels) the ppi++ interval is widened to hold the labels-only one, and its note says so
+(`ragframe.decide.ppi`, "Rare labels"): its normal interval covered 41 % at ten labels and a
+5 % rate. `effective_n` = n * var(labels-only) / var(PPI++): how many labels the labels-only
+estimate would need for the PPI++ interval's width (the judge's scores are worth effective_n - n
+labels); None when the interval was widened.
 
 Which rows: labelled rows are a subset of the scored log, joined on `on`. The "unlabelled" term
 runs over all N scored rows, the labelled ones included (ppi_py's Yhat_unlabeled is then the
@@ -21,9 +25,9 @@ correction would narrow it) and nominal for the process the log was drawn from.
 Stratified labels: a draw with unequal inclusion probabilities (`ragframe label-sheet
 --stratify` writes `sample_weight` = 1 / inclusion probability) weighs each labelled row by its
 weight, normalised to mean 1 (ppi_py's `w`; a Hajek-normalised Horvitz-Thompson weight), in the
-labelled term, in lam and in the variance; the variance treats the weighted rows as independent
-draws, which ignores the gain from stratifying (conservative). `weight="auto"` uses a
-`sample_weight` column when the labels have one.
+labelled term and in lam; rows of equal weight are taken as one stratum for the variance (the
+larger of the stratified and the linearised variance: `ragframe.decide.ppi`, "Weights").
+`weight="auto"` uses a `sample_weight` column when the labels have it.
 
 Scores: f must estimate the probability that the label is true. A lower-is-better metric
 (hallucination) is turned around (1 - score) first; a calibration (`ragframe.decide.calibration`)

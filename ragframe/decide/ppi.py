@@ -20,8 +20,27 @@ covers 93 % for a 95 % interval in the tests' simulations, t about 94 %; `interv
 takes the normal quantile and is ppi_py's interval exactly.
 
 Weights `w` (a stratified draw's 1 / inclusion probability) are normalised to mean 1 (ppi_py's
-`w`; a Hajek-normalised Horvitz-Thompson weight) and enter the labelled term, lam and the
-variance.
+`w`; a Hajek-normalised Horvitz-Thompson weight) and enter the labelled term and lam as in
+ppi_py. The variance of the weighted rectifier's mean is not ppi_py's (which treats the weighted
+rows as independent draws, uncentred: 0.89 / 0.93 coverage at n = 20 / 40 with strata of 190
+to 4,100 rows): it is the larger of the stratified variance (rows of equal weight form a
+stratum: sum of W_h^2 s_h^2 / n_h, Satterthwaite's degrees of freedom) and the linearised one
+(sum((w * (r - mean))^2) / (n (n - 1)), n - 1 degrees of freedom), the t quantile at the smaller
+degrees of freedom. No finite-population correction: conservative for the log itself.
+
+Rare labels and small n (`human_intervals`, what `human_estimate` reports): the normal
+interval above rests on the labelled rows measuring the rectifier's spread, which they cannot
+when it is a sum of a few rare events: at a 5 % label rate it covered 0.41 / 0.65 / 0.90 at
+n = 10 / 20 / 50 (ten labels all 0: zero width). So the labels-only interval is
+Clopper-Pearson's (never below its level for a uniform draw; Korn and Graubard's effective n
+for weighted labels), and the PPI++ interval is widened to hold it wherever the labels hold
+fewer than MIN_EACH = 10 of their rarer kind, or the rectifiers fewer than 10 values off their
+most common one (a yes / no judge that rarely errs), or, weighted, some stratum's labels all
+agree. Below 20 labels that is always. Measured (tests/test_human_estimate.py, seeded): at
+label rates 2 % to 95 %, n = 10 / 20 / 50 / 200, four judges, both intervals covered at least
+0.93 (mostly 0.95 to 1.0: Clopper-Pearson is conservative); stratified draws from strata of 190
+to 4,100 rows at n = 20 / 40, at least 0.95. Known short: a smooth rate over such strata at
+n = 100 measured 0.925 (600 draws).
 """
 
 from __future__ import annotations
@@ -135,12 +154,8 @@ def _quantiles(level: float, df: np.ndarray, interval: Quantile) -> np.ndarray:
 
 def _weighted_variance(r: np.ndarray, wn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The variance of the weighted mean sum(wn * r) / n, and its degrees of freedom, per
-    problem. Rows of equal weight form a stratum (a stratified draw gives every row of a
-    stratum the same weight; strata that share a weight are pooled, which only widens the
-    interval): sum over strata of W_h^2 s_h^2 / n_h, W_h the stratum's share of the weight,
-    with Satterthwaite's degrees of freedom. When some weight is held by a single row (not a
-    stratified draw), the linearised variance sum((wn * (r - mean))^2) / (n (n - 1)), n - 1
-    degrees of freedom."""
+    problem: the larger of two estimates (module docstring, "Weights"), so that neither a
+    stratum whose few rows happen to agree nor the pooling of strata can make it small."""
     shape = r.shape[:-1]
     r2 = r.reshape(-1, r.shape[-1])
     w2 = np.broadcast_to(wn, r.shape).reshape(-1, r.shape[-1])
@@ -152,11 +167,14 @@ def _weighted_variance(r: np.ndarray, wn: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def _one_weighted_variance(r: np.ndarray, wn: np.ndarray) -> tuple[float, float]:
+    """max(stratified, linearised) variance of one problem's weighted mean, and the smaller of
+    their degrees of freedom (Satterthwaite's; n - 1)."""
     n = r.size
-    _, stratum, sizes = np.unique(np.round(wn, 9), return_inverse=True, return_counts=True)
+    mean = float((wn * r).mean())
+    linear = float(((wn * (r - mean)) ** 2).sum() / (n * (n - 1)))
+    stratum, sizes = _strata(wn)
     if sizes.min() < 2:
-        mean = float((wn * r).mean())
-        return float(((wn * (r - mean)) ** 2).sum() / (n * (n - 1))), float(n - 1)
+        return linear, float(n - 1)
     share = np.bincount(stratum, weights=wn) / n
     total = np.bincount(stratum, weights=r)
     squares = np.bincount(stratum, weights=r * r)
@@ -164,8 +182,14 @@ def _one_weighted_variance(r: np.ndarray, wn: np.ndarray) -> tuple[float, float]
     parts = share * share * s2 / sizes
     var = float(parts.sum())
     tails = float((parts * parts / (sizes - 1)).sum())
-    df = var * var / tails if tails > 0 else float(n - sizes.size)
-    return var, min(max(df, 1.0), float(n - 1))
+    df = var * var / tails if tails > 0 else float(n - 1)
+    return max(var, linear), min(max(df, 1.0), float(n - 1))
+
+
+def _strata(wn: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's stratum (rows of equal weight; to 1e-9) and the strata's sizes."""
+    _, stratum, sizes = np.unique(np.round(wn, 9), return_inverse=True, return_counts=True)
+    return stratum, sizes
 
 
 def _tuned_lam(y: np.ndarray, fl: np.ndarray, fa: np.ndarray, wn: np.ndarray) -> np.ndarray:
@@ -220,20 +244,31 @@ def human_intervals(
     only = labels_only_interval(y, w=w, level=level)
     fl = np.asarray(f_labelled, dtype=np.float64)
     rect = y - np.asarray(raw.lam)[..., None] * fl
-    widened = too_few_events(y, rect)
+    widened = too_few_events(y, rect, w)
     low = np.where(widened, np.minimum(raw.low, only.low), raw.low)
     high = np.where(widened, np.maximum(raw.high, only.high), raw.high)
     ppi = PPIResult(raw.estimate, raw.se, raw.lam, low, high)
     return HumanIntervals(ppi, only, widened, raw)
 
 
-def too_few_events(y: np.ndarray, rect: np.ndarray) -> np.ndarray:
+def too_few_events(y: np.ndarray, rect: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
     """Where (per problem) the labels hold fewer than MIN_EACH values off their most common
     one (for 0 / 1 labels: of the rarer kind), or the rectifiers y - lam * f do: the
     rectifier's mean is then a sum of a few rare events, whose spread the labelled rows cannot
     measure (at a 5 % rate, ten labels are all 0 six times in ten, and the normal interval has
-    zero width)."""
-    return (_off_mode(y) < MIN_EACH) | (_off_mode(rect) < MIN_EACH)
+    zero width). With weights, also where some stratum's labels (rows of one weight) all agree:
+    its variance then reads 0 whatever the stratum's rate."""
+    few = (_off_mode(y) < MIN_EACH) | (_off_mode(rect) < MIN_EACH)
+    if w is None:
+        return few
+    y2 = y.reshape(-1, y.shape[-1])
+    w2 = np.broadcast_to(np.asarray(w, np.float64), y.shape).reshape(y2.shape)
+    agree = np.empty(y2.shape[0], bool)
+    for i, (yi, wi) in enumerate(zip(y2, w2, strict=True)):
+        stratum, sizes = _strata(_normalised(wi))
+        spread = np.bincount(stratum, weights=yi)
+        agree[i] = bool(((spread == 0) | (spread == sizes)).any())
+    return few | agree.reshape(y.shape[:-1])
 
 
 def _off_mode(x: np.ndarray) -> np.ndarray:
