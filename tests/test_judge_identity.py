@@ -8,6 +8,7 @@ anything else with nowhere to send it is a configuration error (exit 2) before a
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -264,3 +265,81 @@ def test_the_reviewers_command_in_a_fresh_process(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert done.stdout == "" and "OPENAI_API_KEY" in done.stderr
     assert not out.exists() and not (tmp_path / "xdg").exists()
+
+
+# --------------------------------------------------------------------------- the weights
+
+
+@pytest.fixture
+def conversion(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
+    """`_weights` with a stand-in source and a conversion writing known bytes (no gguf), the
+    temporary folder under `tmp_path`: the list of conversions made."""
+    source = tmp_path / "source.gguf"
+    source.write_bytes(b"source weights")
+    made: list[Path] = []
+
+    def convert(src: Path, target: Path, quant: str = "Q4_0") -> None:
+        target.write_bytes(b"CONVERTED " + src.read_bytes())
+        made.append(target)
+
+    monkeypatch.setattr(local, "_gguf_path", lambda: source)
+    monkeypatch.setattr(local, "_requantize", convert)
+    monkeypatch.setattr(local.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    return made
+
+
+def plant(folder: Path, mode: int) -> Path:
+    """Weights planted in `folder` (made `mode`) with their digest recorded beside them, as
+    a conversion would leave them."""
+    name = f"{local._GGUF_NAME.removesuffix('.Q4_1.gguf')}.Q4_0.14.gguf"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(b"PLANTED")
+    local._write_digest(folder / name, hashlib.sha256(b"PLANTED").hexdigest())
+    folder.chmod(mode)
+    return folder / name
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o757])
+def test_weights_planted_in_a_cache_folder_others_can_write_are_not_loaded(
+    conversion: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: int
+) -> None:
+    """XDG_CACHE_HOME on a shared folder: another user wrote weights and their digest where
+    the converted file is looked for. They are not loaded; ours are made in a private folder."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "shared"))
+    planted = plant(tmp_path / "shared" / "ragframe" / "models", mode)
+    path = local._weights()
+    assert path.read_bytes() == b"CONVERTED source weights" and len(conversion) == 1
+    assert path.parent == tmp_path / "tmp" / f"ragframe-models-{os.getuid()}"
+    assert planted.read_bytes() == b"PLANTED"  # left alone, never loaded
+
+
+def test_weights_under_a_folder_others_can_rename_are_not_loaded(
+    conversion: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A private models folder inside a folder anyone may write (no sticky bit) could be
+    swapped for another between the check and the load: not used. With the sticky bit (as
+    /tmp has), others cannot rename what is ours: used."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    assert local._weights().parent == tmp_path / "tmp" / f"ragframe-models-{os.getuid()}"
+    shared.chmod(0o1777)
+    assert local._weights().parent == shared / "ragframe" / "models"
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs chown (root)")
+def test_weights_owned_by_another_user_are_not_loaded(
+    conversion: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder, or a file in our folder, that another user owns (mode 0700/0600 or not)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    models = tmp_path / "cache" / "ragframe" / "models"
+    planted = plant(models, 0o700)
+    os.chown(models, 65534, -1)
+    assert local._weights().parent == tmp_path / "tmp" / f"ragframe-models-{os.getuid()}"
+    os.chown(models, 0, -1)  # our folder again, the planted file another user's
+    os.chown(planted, 65534, -1)
+    path = local._weights()
+    assert path == planted and path.read_bytes() == b"CONVERTED source weights"

@@ -257,9 +257,13 @@ def _weights() -> Path:
     read half a file, and is reused. Where that folder cannot be written, a private folder
     under the system's temporary directory holds it (`_private_temp_dir`).
 
-    The SHA-256 of the converted file is recorded beside it (NAME.sha256) and checked before
-    a file already there is loaded: a file changed since, or one that was never ours, is
-    converted again, never loaded as found.
+    A file already there is loaded only from a folder no one else can change
+    (`_private_folder`: ours, writable by us alone, as is every folder above it unless
+    sticky), and only when it is a file of ours whose SHA-256 is the one recorded beside it
+    (NAME.sha256) at conversion: a file changed since, or one that was never ours, is
+    converted again, never loaded as found. The digest is checked there, not pinned in the
+    code: the converted bytes depend on the gguf release (0.17.1 and 0.19.0 round 587 bytes
+    of the same tensors differently), so a pinned digest would refuse every other release.
     """
     source = _gguf_path()
     assert source is not None  # checked by _missing()
@@ -268,6 +272,8 @@ def _weights() -> Path:
         partial: Path | None = None
         try:
             folder = place()
+            if not _private_folder(folder):
+                continue
             target = folder / name
             if _verified(target):
                 return target
@@ -289,8 +295,32 @@ def _weights() -> Path:
                     partial.unlink()
     raise LocalJudgeUnavailable(
         f"could not write the embedded judge's Q4_0 weights under {_models_dir()} or the "
-        "temporary directory: set XDG_CACHE_HOME to a writable folder"
+        "temporary directory (a folder only you can write, as every folder above it): set "
+        "XDG_CACHE_HOME to such a folder"
     )
+
+
+def _private_folder(folder: Path) -> bool:
+    """Whether no other user can change what `folder` holds, so a file checked in it is the
+    file loaded: a real directory (not a symlink) of ours that no one else may write, and
+    every folder above it ours or root's, writable by no one else unless sticky (as /tmp is:
+    there others cannot rename what is ours). Where there are no user ids (Windows), True."""
+    if not hasattr(os, "getuid"):
+        return True
+    uid = os.getuid()
+    try:
+        info = folder.lstat()
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o022:
+            return False
+        for above in folder.resolve().parents:
+            info = above.stat()
+            if info.st_uid not in (uid, 0):
+                return False
+            if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+                return False
+    except OSError:
+        return False
+    return True
 
 
 def _private_temp_dir() -> Path:
@@ -332,9 +362,13 @@ def _write_digest(target: Path, digest: str) -> None:
 
 
 def _verified(target: Path) -> bool:
-    """Whether `target` is a regular file whose SHA-256 is the one recorded at conversion."""
+    """Whether `target` is a regular file of ours, writable by no one else, whose SHA-256 is
+    the one recorded at conversion."""
     try:
-        if not stat.S_ISREG(target.lstat().st_mode):
+        info = target.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o022:
+            return False
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
             return False
         recorded = _digest_file(target).read_text(encoding="ascii").strip()
     except (OSError, ValueError):
