@@ -104,12 +104,20 @@ def _pandas_problem(data: Any, exc: Exception) -> str:
 
 
 def canonical_names(
-    present: Iterable[str], columns: Mapping[str, str] | None = None
+    present: Iterable[str],
+    columns: Mapping[str, str] | None = None,
+    *,
+    needed: Iterable[str] | None = None,
 ) -> dict[str, str]:
     """Map canonical name -> the frame's column that holds it.
 
-    An explicit `columns` mapping ({"question": "my_prompt", ...}) wins; then a column already
-    named canonically; then a ragas or deepeval alias.
+    An explicit `columns` mapping ({"question": "my_prompt", ...}) wins; then a column named
+    canonically (ragframe's own name always means that input: a `reference` beside a
+    `ground_truth` is left alone); then a ragas or deepeval alias. A column is read as one
+    input only: `columns=` may not map two inputs to it, and a column it maps is not also read
+    under its own name. Two aliases for one input and no column of its own name
+    (`reference` and `expected_output`) are ambiguous: for an input in `needed` (None: every
+    input) that is an InputError saying how to choose, never a pick by column order.
     """
     present = list(present)
     mapping: dict[str, str] = {}
@@ -124,14 +132,32 @@ def canonical_names(
                 f"columns= maps {canonical!r} to {source!r}, but the frame has no column "
                 f"{source!r}; its columns are {present}"
             )
+        other = next((c for c, s in mapping.items() if s == source), None)
+        if other is not None:
+            raise InputError(
+                f"columns= maps both {other!r} and {canonical!r} to column {source!r}; each "
+                "input needs a column of its own: map one of them to another column (to read "
+                f"the same text twice on purpose, copy it first: "
+                f"df.with_columns(pl.col({source!r}).alias('{source}_copy')))"
+            )
         mapping[canonical] = source
-    for name in present:
-        if name in CANONICAL and name not in mapping:
-            mapping[name] = name
-    for name in present:
-        canonical = ALIASES.get(name)
-        if canonical and canonical not in mapping:
-            mapping[canonical] = name
+    used = set(mapping.values())
+    checked = set(CANONICAL) if needed is None else set(needed)
+    for canonical in CANONICAL:
+        if canonical in mapping:
+            continue
+        if canonical in present and canonical not in used:
+            mapping[canonical] = canonical
+            continue
+        found = [n for n in present if n not in used and ALIASES.get(n) == canonical]
+        if len(found) > 1 and canonical in checked:
+            raise InputError(
+                f"columns {found} are all ragas / deepeval names for input {canonical!r}; say "
+                f"which to read: columns={{{canonical!r}: {found[0]!r}}} (CLI: --columns "
+                f"{canonical}={found[0]}), or drop or rename the others"
+            )
+        if found:  # (two of them for an input no metric reads: the first, unused)
+            mapping[canonical] = found[0]
     return mapping
 
 
@@ -156,6 +182,13 @@ def list_conversion(source: str, dtype: pl.DataType, example: str | None) -> str
     """
     col = f"pl.col({source!r})"
     textual = dtype == pl.String or isinstance(dtype, pl.Categorical | pl.Enum)
+    depth, leaf = 0, dtype
+    while isinstance(leaf, pl.List | pl.Array) and isinstance(leaf.inner, pl.List | pl.Array):
+        depth, leaf = depth + 1, leaf.inner
+    if depth:
+        # Lists of lists (passages per retrieved document): one list of every passage, in order.
+        flat = f"{col}.list.eval(pl.element(){'.explode()' * depth})"
+        return flat if leaf.inner == pl.String else f"{flat}.cast(pl.List(pl.String))"
     if isinstance(dtype, pl.List) and isinstance(dtype.inner, pl.Struct):
         # A list of records (ExpertQA's claims: claim, evidence, support): keep its text field.
         texts = [f.name for f in dtype.inner.fields if f.dtype == pl.String]
@@ -182,7 +215,19 @@ def _list_hint(frame: pl.DataFrame, source: str) -> str:
         values = frame.get_column(source).cast(pl.String).drop_nulls()
         example = values[0] if values.len() else None
     code = list_conversion(source, dtype, example)
+    try:  # the hint must work when pasted: tried on the first rows, dropped if it fails
+        tried = frame.head(100).select(eval(code, {"pl": pl}))  # our own code, not the user's
+        works = tried.schema[source] == pl.List(pl.String)
+    except (pl.exceptions.PolarsError, TypeError, ValueError, AttributeError):
+        works = False
+    if not works:
+        return (
+            f"a list of strings per row, one text per context (no one-line conversion from "
+            f"{dtype} is known: build each row's list from its fields or items)"
+        )
     hint = f"a list of strings per row, e.g. df = df.with_columns({code})"
+    if ".explode()" in code:
+        return hint + " (its inner lists joined into one list of contexts per row)"
     if code.endswith(".str.json_decode(pl.List(pl.String))"):
         return hint + " (its values look like JSON lists)"
     if ".str.split(" in code:
@@ -267,7 +312,9 @@ def select_inputs(
     item, IDs aside) longer than that is cut to `max_chars` characters followed by
     " [... truncated N characters]", so one huge context cannot overflow the judge's window.
     """
-    mapping = canonical_names(frame.columns, columns)
+    needed = {c for required in needs.values() for c in required}
+    needed |= {c for used in (optional or {}).values() for c in used}
+    mapping = canonical_names(frame.columns, columns, needed=needed)
     wanted: list[str] = []
     for metric, required in needs.items():
         for canonical in required:
@@ -311,22 +358,61 @@ def select_inputs(
     )
 
 
-#: What Python's `str.strip()` strips (`str.isspace`): Unicode White_Space plus the four ASCII
-#: separators 0x1C-0x1F, which Polars' default `strip_chars` keeps. A text made only of these is
-#: blank everywhere in ragframe (an embedding request would refuse it, a judge has nothing to
-#: read), so it counts as missing input.
-WHITESPACE = (
-    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680"
-    + "".join(chr(c) for c in range(0x2000, 0x200B))
-    + "\u2028\u2029\u202f\u205f\u3000"
+#: A text with nothing to read: only Unicode white space (`\s`: what Python's `str.strip()`
+#: strips, bar four ASCII separators), control characters (`\p{Cc}`: those four, NUL...) and
+#: format characters (`\p{Cf}`: zero-width spaces and joiners, the byte-order mark, bidi
+#: marks, soft hyphens, tags). A judge or embedding endpoint has nothing to read in such a text
+#: ("\u200b\u200b" looks empty and is), so it counts as missing input, like "".
+BLANK_PATTERN = r"^[\s\p{Cc}\p{Cf}]*$"
+
+
+def is_blank(text: pl.Expr) -> pl.Expr:
+    """True where a text is null or blank (BLANK_PATTERN): one regex pass, no copy."""
+    return text.is_null() | text.str.contains(BLANK_PATTERN)
+
+
+def _ranges(*pairs: tuple[int, int]) -> str:
+    return "".join(chr(c) for first, last in pairs for c in range(first, last + 1))
+
+
+#: Every character BLANK_PATTERN matches, for `str.strip_chars` (a text that strips to "" is
+#: blank, as `is_blank` says: tests/test_ambiguous_input.py checks the two agree on every code
+#: point). Unicode 15's white space, Cc and Cf, as Polars' regex engine classes them.
+WHITESPACE = _ranges(
+    (0x0000, 0x0020),
+    (0x007F, 0x00A0),
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x1680, 0x1680),
+    (0x180E, 0x180E),
+    (0x2000, 0x200F),
+    (0x2028, 0x202F),
+    (0x205F, 0x2064),
+    (0x2066, 0x206F),
+    (0x3000, 0x3000),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
 )
 
 
 def missing_input_reason(required: Iterable[str]) -> pl.Expr:
     """A String expression: why a row cannot be scored (null when every input is present).
 
-    A null, an empty or whitespace-only string, an empty list, or a list whose items are all
-    empty counts as missing. The reason names the first input that is missing.
+    A null or blank string (`is_blank`: empty, or only white space, zero-width and other
+    invisible characters), an empty list, or a list whose items are all blank counts as
+    missing. The reason names the first input that is missing.
     """
     reason: pl.Expr = pl.lit(None, dtype=pl.String)
     for name in reversed(list(required)):
@@ -335,13 +421,11 @@ def missing_input_reason(required: Iterable[str]) -> pl.Expr:
             empty = (
                 col.is_null()
                 | (col.list.len() == 0)
-                | col.list.eval(
-                    pl.element().str.strip_chars(WHITESPACE).str.len_chars().fill_null(0) == 0
-                ).list.all()
+                | col.list.eval(is_blank(pl.element())).list.all()
             )
             why = f"missing input: {name!r} is null or has no non-empty items"
         else:
-            empty = col.is_null() | (col.str.strip_chars(WHITESPACE).str.len_chars() == 0)
+            empty = is_blank(col)
             why = f"missing input: {name!r} is null or empty"
         reason = pl.when(empty).then(pl.lit(why)).otherwise(reason)
     return reason
