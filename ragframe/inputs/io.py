@@ -284,6 +284,58 @@ class JsonLinesInput(InputFile):
         except pl.exceptions.PolarsError as exc:
             raise self._unreadable(exc) from exc
 
+    def _unreadable(self, exc: BaseException) -> InputError:
+        """Polars' message counts characters within a buffer ("at character 27", "at line 0"):
+        the file is read again, line by line, to name the bad line itself."""
+        found = first_bad_line(self.path)
+        if found is None:
+            return super()._unreadable(exc)
+        return InputError(
+            f"cannot read {str(self.path)!r} as JSON Lines: {found}. Each line holds one JSON "
+            f"object ({{...}}): fix or remove that line. ragframe reads {FORMATS_READ}"
+        )
+
+
+_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+_JSON_TYPES[type(None)] = "null"
+
+
+def first_bad_line(path: Path) -> str | None:
+    """What is wrong with the first line of a JSON Lines file that Polars cannot read, as
+    "line N (counting from 1) ...", or None when every line looks right. Read a line at a
+    time: only on the error path, in memory bounded by the longest line."""
+    kinds: dict[str, tuple[str, int]] = {}  # top-level key -> (object | array, first line)
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = raw.strip(b" \t\r\n")
+            if number == 1:
+                line = line.removeprefix(b"\xef\xbb\xbf")
+            if not line:
+                continue
+            where = f"line {number} (counting from 1)"
+            shown = line[:80].decode("utf-8", errors="replace")
+            shown += "..." if len(line) > 80 else ""
+            try:
+                record = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                return f"{where} is not UTF-8 text (byte {exc.start + 1} of the line)"
+            except json.JSONDecodeError as exc:
+                return f"{where} is not valid JSON ({exc.msg} at column {exc.colno}): {shown!r}"
+            if not isinstance(record, dict):
+                kind = _JSON_TYPES.get(type(record), "value")
+                return f"{where} holds a JSON {kind}, not an object: {shown!r}"
+            for key, value in record.items():
+                if not isinstance(value, dict | list):
+                    continue  # scalars of different types meet as text; these cannot
+                kind = "object" if isinstance(value, dict) else "array"
+                seen = kinds.setdefault(key, (kind, number))
+                if seen[0] != kind:
+                    return (
+                        f"{where} gives {key!r} as a JSON {kind}, where line {seen[1]} gives it "
+                        f"as a JSON {seen[0]}; a column holds one type"
+                    )
+    return None
+
 
 class CsvInput(InputFile):
     """CSV, read block by block with pyarrow's streaming reader.
