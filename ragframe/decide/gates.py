@@ -38,7 +38,17 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.decide.summarize import PassRule, direction_of, load_scored, pass_rules, score_columns
+from ragframe.decide.summarize import (
+    PassRule,
+    direction_of,
+    first_non_number,
+    load_scored,
+    not_a_score,
+    pass_rules,
+    refuse_bad_scores,
+    score_columns,
+    score_values,
+)
 from ragframe.errors import ConfigError, InputError
 from ragframe.metrics.thresholds import Threshold, check_threshold
 from ragframe.stats import DECIMALS, format_interval, mean_interval
@@ -167,7 +177,7 @@ def check_gates(
         raise InputError(f"cannot read {where}: {exc}") from exc
     strict_names = [strict] if isinstance(strict, str) else list(strict or ())
     _check_metrics(
-        [m for m, _, _ in gates], [*(thresholds or {}), *strict_names], schema, meta, where
+        [m for m, _, _ in gates], [*(thresholds or {}), *strict_names], lazy, schema, meta, where
     )
     rated = list(dict.fromkeys(m for m, kind, _ in gates if kind == "pass rate"))
     rules = pass_rules(
@@ -255,15 +265,19 @@ def _gated_frame(
     id_column: str | None,
     where: str,
 ) -> pl.DataFrame:
-    """The gated scores as floats, each pass rule's verdict and the row ids, read at once."""
+    """The gated scores as floats, each pass rule's verdict and the row ids, read at once; a
+    value that is no score (7.5, "high") is refused, never gated."""
     try:
-        return lazy.select(
-            *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in gated),
+        frame = lazy.select(
+            *(score_values(m) for m in gated),
             *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
             *([pl.col(id_column).cast(pl.String).alias("\0id")] if id_column else []),
+            *(not_a_score(m) for m in gated),
         ).collect()
+        refuse_bad_scores(lazy, frame, gated, where)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"cannot read {where}: {exc}") from exc
+    return frame.drop(f"{m}\0bad" for m in gated)
 
 
 def _gates(
@@ -286,7 +300,12 @@ def _gates(
 
 
 def _check_metrics(
-    gated: list[str], named: list[str], schema: pl.Schema, meta: Mapping[str, Any], where: str
+    gated: list[str],
+    named: list[str],
+    lazy: pl.LazyFrame,
+    schema: pl.Schema,
+    meta: Mapping[str, Any],
+    where: str,
 ) -> None:
     """Every gated metric, and every metric a threshold names, is a score column of the log."""
     metrics = score_columns(schema, meta)
@@ -297,8 +316,10 @@ def _check_metrics(
                 f"are {metrics} (score the metric first, or fix the name)"
             )
         if not schema[name].is_numeric():
+            text = first_non_number(lazy, name) if schema[name] == pl.String else ""
             raise ConfigError(
-                f"{name!r} in {where} is {schema[name]}, not scores; its metrics are {metrics}"
+                f"{name!r} in {where} is {schema[name]}, not scores{text}; its metrics are "
+                f"{metrics}"
             )
 
 
@@ -332,8 +353,7 @@ def _mean_gate(
     if row["scored"] == 0:
         return {**row, "ok": False, "note": "no row scored"}
     values = score if ignore_failed else score.fill_null(0.0 if direction == "higher" else 1.0)
-    inside = bool(values.min() >= 0 and values.max() <= 1)  # type: ignore[operator]
-    interval = mean_interval(values, level, bounds=(0.0, 1.0) if inside else None)
+    interval = mean_interval(values, level, bounds=(0.0, 1.0))  # _gated_frame refused the rest
     assert interval.mean is not None
     rule = Threshold(required, False, direction)  # type: ignore[arg-type]
     ok = bool(rule.mean_passes(round(interval.mean, _DECIMALS)))

@@ -68,7 +68,9 @@ def summarize(
     `population_rows`, so no figure hides that it comes from n of total rows. A cell's mean and
     interval are `mean_interval`'s for its scores: a function of those scores alone, so they do
     not change when other groups are added or removed, nor with the rows' order. `seed` seeds
-    the bootstrap (`method="bootstrap"`, or scores outside [0, 1]) and nothing else.
+    the bootstrap (`method="bootstrap"`) and nothing else. Every score must be a number in
+    [0, 1] or null / NaN (a row that failed): 7.5 is an InputError naming its column and row,
+    and so is a text column (naming its first value that is no number).
 
     Pass rates, where a metric's threshold is known (`thresholds=` / `strict=` here, else
     the file's metadata, else a Boolean `{metric}_pass` column, used as written): the table
@@ -128,16 +130,63 @@ def _read(
             raise InputError(
                 f"by= names {missing}, which {where} lacks; its columns are {schema.names()}"
             )
-        names = _metric_names(schema, metrics, meta, groups)
+        names = _metric_names(lazy, schema, metrics, meta, groups)
         rules = pass_rules(names, schema, meta, thresholds=thresholds, strict=strict)
         frame = lazy.select(
             *groups,
-            *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in names),
+            *(score_values(m) for m in names),
             *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
+            *(not_a_score(m) for m in names),
         ).collect()
+        refuse_bad_scores(lazy, frame, names, where)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"cannot read {where}: {exc}") from exc
-    return frame, names, rules
+    return frame.drop(f"{m}\0bad" for m in names), names, rules
+
+
+def score_values(name: str) -> pl.Expr:
+    """A score column as Float64, NaN as null (a row that failed to score)."""
+    return pl.col(name).cast(pl.Float64).fill_nan(None).alias(name)
+
+
+def not_a_score(name: str) -> pl.Expr:
+    """`{name}\0bad`: True where a score lies outside [0, 1] (infinities included). Null and
+    NaN are rows that failed to score, not errors."""
+    value = pl.col(name).cast(pl.Float64)
+    return (value.is_not_nan() & ((value < 0) | (value > 1))).fill_null(False).alias(f"{name}\0bad")
+
+
+def refuse_bad_scores(
+    lazy: pl.LazyFrame, frame: pl.DataFrame, names: Iterable[str], where: str
+) -> None:
+    """An InputError naming the column, row and value of the first score `not_a_score` flags
+    in `frame` (read from `lazy`): a score of 7.5 is never averaged, clipped or gated in
+    silence. Every ragframe score is in [0, 1]."""
+    for name in names:
+        flags = frame.get_column(f"{name}\0bad")
+        if not flags.any():
+            continue
+        row = int(flags.arg_max() or 0)
+        value = lazy.select(pl.col(name)).slice(row, 1).collect().item()
+        raise InputError(
+            f"{where}, column {name!r}, row {row} (counting from 0): {value!r} is outside "
+            "[0, 1]; scores are numbers from 0 to 1 (null or NaN for a row that failed to "
+            "score). Fix or rescale the column (a 0-10 score: divide it by 10), or leave it out"
+        )
+
+
+def first_non_number(lazy: pl.LazyFrame, name: str) -> str:
+    """For a refusal of a text column as scores: " (row N: 'high' is not a number)" naming its
+    first value that is no number, or "" when every value is one or null (read only then)."""
+    try:
+        values = lazy.select(pl.col(name).cast(pl.String)).collect().get_column(name)
+    except (pl.exceptions.PolarsError, OSError):
+        return ""
+    bad = values.is_not_null() & values.cast(pl.Float64, strict=False).is_null()
+    if not bad.any():
+        return ""
+    row = int(bad.arg_max() or 0)
+    return f" (row {row}, counting from 0: {values[row]!r} is not a number)"
 
 
 def load_scored(data: Any) -> tuple[pl.LazyFrame, dict[str, Any], str]:
@@ -197,6 +246,7 @@ def score_columns(schema: pl.Schema, meta: Mapping[str, Any]) -> list[str]:
 
 
 def _metric_names(
+    lazy: pl.LazyFrame,
     schema: pl.Schema,
     metrics: Sequence[str] | None,
     meta: Mapping[str, Any],
@@ -217,9 +267,10 @@ def _metric_names(
             raise InputError(f"no column {name!r} to summarize; the columns are {list(schema)}")
         dtype = schema[name]
         if not (dtype.is_numeric() or dtype == pl.Boolean) or name in groups:
+            text = first_non_number(lazy, name) if dtype == pl.String else ""
             raise InputError(
-                f"column {name!r} is {dtype}, not scores; summarize numbers (Float64 scores, "
-                "or Booleans such as a pass column), or cast it first"
+                f"column {name!r} is {dtype}, not scores{text}; summarize numbers (Float64 "
+                "scores, or Booleans such as a pass column), or cast it first"
             )
     return list(dict.fromkeys(metrics))
 
@@ -266,7 +317,7 @@ class PassRule:
         """Boolean per row: passed (null where the row has no score)."""
         if self.threshold is None:
             return pl.col(f"{self.metric}{PASS_SUFFIX}").cast(pl.Boolean)
-        return self.threshold.passes(pl.col(self.metric).cast(pl.Float64).fill_nan(None))
+        return self.threshold.passes(score_values(self.metric))
 
     def describe(self) -> str:
         """'score >= 0.7', 'score <= 0.3', 'score = 1 (strict)', or 'column m_pass'."""
@@ -439,17 +490,14 @@ def _cell_intervals(
     seed: int,
     method: Method,
 ) -> list[Interval]:
-    """Each cell's `mean_interval`, on that cell's scores only (bounded to [0, 1] unless a
-    score lies outside)."""
+    """Each cell's `mean_interval`, on that cell's scores only, bounded to [0, 1] (`_read`
+    refused any score outside)."""
     values = _cell_values(frame, long, groups, list(range(long.height)))
     found: list[Interval] = []
     for i in range(long.height):
         *key, metric = long.row(i)[: len(groups) + 1]
         x = values.get((metric, *key), np.empty(0))
-        inside = not x.size or (x.min() >= 0 and x.max() <= 1)
-        chosen: Method = method if inside or method != "score" else "auto"
-        bounds = (0.0, 1.0) if inside else None
-        found.append(mean_interval(x, level, seed=seed, method=chosen, bounds=bounds))
+        found.append(mean_interval(x, level, seed=seed, method=method, bounds=(0.0, 1.0)))
     return found
 
 
