@@ -115,15 +115,41 @@ def test_the_jury_score_equals_its_own_detail(tmp_path: Path) -> None:
 
 
 def test_agreement_is_measured_and_printed(tmp_path: Path) -> None:
+    """24 claims: alpha with its interval; 18 (fewer than MIN_UNITS): alpha, n and why there
+    is no interval (one that covered about 90 % would be printed as 95 %)."""
+    from ragframe.stats.alpha import MIN_UNITS
+
     with FakeServer(handler=scripted) as server:
         judges = jury(server, tmp_path)
-        result = ragframe.run(rows(6), ["faithfulness"], judges=judges)
-    jury_figures = result.extra["jury"]["metrics"]["faithfulness"]
-    items = jury_figures["items"]
-    assert items["n"] == 18 and items["alpha"] is not None and items["alpha"] < 0.5
+        result = ragframe.run(rows(8), ["faithfulness"], judges=judges)
+        few = ragframe.run(rows(6), ["faithfulness"], judges=judges)
+    items = result.extra["jury"]["metrics"]["faithfulness"]["items"]
+    assert items["n"] == 24 and items["alpha"] is not None and items["alpha"] < 0.5
     assert -1 <= items["ci_low"] <= items["alpha"] <= items["ci_high"] <= 1
     text = str(result)
-    assert "jury of 3: honest-a, honest-b, liar-c" in text and "alpha over claims" in text
+    assert "jury of 3: honest-a, honest-b, liar-c" in text
+    assert f"alpha over claims {items['alpha']:.3f} [{items['ci_low']:.3f}, " in text
+    withheld = few.extra["jury"]["metrics"]["faithfulness"]["items"]
+    assert withheld["n"] == 18 < MIN_UNITS and withheld["alpha"] is not None
+    assert withheld["ci_low"] is None and withheld["ci_high"] is None
+    assert (
+        f"alpha over claims {withheld['alpha']:.3f} (n=18; no interval below {MIN_UNITS} units)"
+        in str(few)
+    )
+
+
+def test_a_tie_is_not_a_majority(tmp_path: Path) -> None:
+    """Two judges that disagree on every claim: each claim's vote is a tie, and a tie does
+    not show the claim holds: every verdict False, the jury's score 0 (not 1)."""
+    with FakeServer(handler=scripted) as server:
+        pair = [judge_for(server, tmp_path, m) for m in ("honest-a", "liar-b")]
+        scored = ragframe.evaluate(rows(2), ["faithfulness"], judges=pair)
+    assert scored["faithfulness@honest-a"].to_list() == pytest.approx([2 / 3] * 2)
+    assert scored["faithfulness"].to_list() == [0.0, 0.0]
+    for detail in scored["faithfulness_detail"]:
+        claims = detail["claims"]
+        assert [c["votes"] for c in claims] == [[True, False], [True, False], [False, True]]
+        assert [c["supported"] for c in claims] == [False, False, False]
 
 
 def test_a_jury_resumes_from_its_judges_caches(tmp_path: Path) -> None:
@@ -183,7 +209,7 @@ def test_summarize_shows_the_judges_agreement(tmp_path: Path, capsys: Any) -> No
     printed = capsys.readouterr().out
     assert "jury of 3: honest-a, honest-b, liar-c" in printed
     items = result.extra["jury"]["metrics"]["faithfulness"]["items"]
-    assert f"alpha over claims {items['alpha']:.3f}" in printed and f"(n={items['n']})" in printed
+    assert f"alpha over claims {items['alpha']:.3f} (n={items['n']}; no interval" in printed
 
 
 def test_a_calibration_maps_the_jurys_score(tmp_path: Path) -> None:
