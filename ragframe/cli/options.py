@@ -40,9 +40,9 @@ LEVEL_HELP = "confidence level (default: 0.95)"
 _JUDGE_SPECS: dict[str, dict[str, Any]] = {
     "model": {
         "help": "judge model (default $RAGFRAME_MODEL, else gpt-4o-mini when $OPENAI_API_KEY "
-        "is set); 'local' for the embedded judge, which also runs when no judge is named "
-        "(no --model, --base-url, $RAGFRAME_MODEL or API key). A model named with no API key "
-        "and no --base-url is refused (exit 2)"
+        "is set). With no --model, --base-url, $RAGFRAME_MODEL or API key, the embedded local "
+        "judge runs; 'local' asks for it by name. A model named with no API key and no "
+        "--base-url is refused (exit 2)"
     },
     "base-url": {"help": "OpenAI-compatible endpoint (default $OPENAI_BASE_URL)"},
     "embedding-model": {
