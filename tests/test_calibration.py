@@ -21,8 +21,6 @@ from ragframe.decide.human import human_estimate
 from ragframe.errors import InputError
 from ragframe.inputs.io import write_parquet
 
-sklearn = pytest.importorskip("sklearn")
-
 
 def _labelled(n: int, seed: int = 0, shape: float = 2.0) -> pl.DataFrame:
     rng = np.random.default_rng(seed)
@@ -32,6 +30,7 @@ def _labelled(n: int, seed: int = 0, shape: float = 2.0) -> pl.DataFrame:
 
 
 def test_isotonic_matches_scikit_learn() -> None:
+    # scikit-learn is a declared test dependency: missing, this test fails rather than skips.
     from sklearn.isotonic import IsotonicRegression
 
     frame = _labelled(400, seed=1)
@@ -155,3 +154,38 @@ def test_errors() -> None:
         calibrate(_labelled(8))
     with pytest.raises(InputError, match="no column 'ok'"):
         calibrate(_labelled(50), label="ok")
+
+
+def test_held_out_figures_are_not_judged_on_the_fitted_rows() -> None:
+    """A score unrelated to the labels cannot beat the base rate on rows it was not fitted on;
+    fitted and judged on the same rows, a logistic curve would (in-sample Brier below the
+    base rate every time). Small data: the logistic fit, 40 labels."""
+    gaps = []
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        frame = pl.DataFrame(
+            {"faithfulness": rng.uniform(size=40), "faithful": rng.uniform(size=40) < 0.4}
+        )
+        cal = calibrate(frame, folds=5, seed=seed)
+        assert cal.method == "logistic"
+        gaps.append(cal.brier - cal.brier_base)
+    assert np.mean(gaps) > 0.005
+    assert sum(g > 0 for g in gaps) >= 15
+
+
+def test_human_estimate_checks_the_calibrations_provenance(tmp_path: Path) -> None:
+    meta = {
+        "judge": {"model": "judge-a"},
+        "metrics": {"faithfulness": {"direction": "higher", "prompt_hashes": {"v": "abc"}}},
+    }
+    path = tmp_path / "labelled.parquet"
+    write_parquet(_labelled(200), path, meta)
+    cal = calibrate(path)
+    other = tmp_path / "other.parquet"
+    write_parquet(_labelled(300, seed=4), other, {**meta, "judge": {"model": "judge-b"}})
+    labels = _labelled(300, seed=4).head(60).select("id", "faithful")
+    with pytest.warns(CalibrationWarning, match="judge-b"):
+        human_estimate(other, labels, calibration=cal)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        human_estimate(path, _labelled(200).head(60).select("id", "faithful"), calibration=cal)

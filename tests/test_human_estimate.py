@@ -389,3 +389,20 @@ def test_stratified_draws_cover(rates: tuple[float, ...]) -> None:
             cover = _covers(r.low, r.high, truth)
             assert cover >= 0.93, (method, n, cover)
         assert abs(float(found.ppi.estimate.mean()) - truth) < 0.01
+
+
+def test_labels_needed_is_bounded() -> None:
+    """Never more than labels alone need, never more rows than there are (then out of reach:
+    None), and never 0 for a judge that matched every label of a small batch."""
+    rng = np.random.default_rng(5)
+    f = rng.uniform(size=60)
+    y = (rng.uniform(size=60) < 0.2 + 0.6 * f).astype(float)
+    big = labels_needed(0.05, y, f, n_scored=100_000)
+    assert big["n_floor"] <= big["n_needed"] <= big["n_labels_only"]
+    small = labels_needed(0.05, y, f, n_scored=770)  # labels-only needs 1,530 > 770 rows
+    assert small["n_labels_only"] > 770 and small["n_needed"] is None
+    same = (rng.uniform(size=30) < 0.5).astype(float)
+    identical = labels_needed(0.1, same, same, n_scored=10_000)
+    assert identical["n_needed"] == identical["n_labels_only"] > 0
+    zeros = labels_needed(0.1, np.zeros(10), rng.uniform(size=10), n_scored=10_000)
+    assert zeros["n_needed"] >= zeros["n_floor"] >= 110  # 10 of the rarer kind at rate <= 1/11

@@ -46,7 +46,14 @@ import numpy as np
 import polars as pl
 
 from ragframe.decide.labels import labelled, weight_column
-from ragframe.decide.ppi import MIN_EACH, Quantile, human_intervals, normal_quantile, quantile
+from ragframe.decide.ppi import (
+    MIN_EACH,
+    Quantile,
+    human_intervals,
+    normal_quantile,
+    off_mode,
+    quantile,
+)
 from ragframe.decide.summarize import direction_of, load_scored
 from ragframe.errors import ConfigError, InputError
 
@@ -105,6 +112,8 @@ def _scores(
         raise InputError(f"score column {score!r} in {where} is {schema[score]}, not a number")
     frame = lazy.select(on, *groups, pl.col(score).cast(pl.Float64).fill_nan(None)).collect()
     if calibration is not None:
+        # The check `apply_calibration` makes: a map fitted to another judge or prompt warns.
+        calibration.check_provenance(meta, where)
         frame = frame.with_columns(
             pl.Series(score, calibration.predict(frame.get_column(score).to_numpy()))
         )
@@ -438,7 +447,15 @@ def labels_needed(
     al. 2024). So n = z^2 var(Y) (1 - rho^2) / (h^2 - z^2 lam^2 var(f) / N), h = width / 2;
     labels-only needs z^2 var(Y) / h^2. These are planning figures: rho and var(Y) come from a
     small batch and carry its error (quote the batch's n beside them). `n_needed` is None when
-    N scored rows cannot reach the width however many are labelled."""
+    N scored rows cannot reach the width however many are labelled (or would need more labels
+    than there are rows).
+
+    Bounds: `n_needed` is never more than labels-only's figure (lam = 0 is one of PPI++'s
+    choices), nor below `n_floor`: 2 * MIN_EACH, and enough rows for MIN_EACH labels of the
+    rarer kind and MIN_EACH rows where the judge's error departs from its most common value, at
+    the batch's rates (below that the PPI++ interval is widened to the labels-only one,
+    `ragframe.decide.ppi`): a judge that matched every label of a small batch is not taken to
+    make labels unnecessary (it was planned at 0 labels)."""
     y = np.asarray(y, dtype=np.float64)
     f = np.asarray(f, dtype=np.float64)
     keep = ~(np.isnan(y) | np.isnan(f))
@@ -455,11 +472,23 @@ def labels_needed(
     rho = min(max(rho, 0.0), 1 - 1 / y.size)  # a negative correlation: lam clips to 0
     lam = cov / var_f if var_f > 0 and rho > 0 else 0.0
     lam = min(max(lam, 0.0), 1.0)
+    # A batch whose labels all agree says little of var(Y): take at least the variance of a
+    # rate one label off the batch's (the rule-of-three idea), so the figure is not 0.
+    rate = min(max(float(y.mean()), 1 / (y.size + 1)), y.size / (y.size + 1))
+    var_y = max(var_y, rate * (1 - rate))
     only = math.ceil(z * z * var_y / (half * half))
-    floor = z * z * lam * lam * var_f / n_scored if n_scored else 0.0
-    room = half * half - floor
+    # Rows where the judge's error y - lam * f departs from its most common value: a judge that
+    # matched every label of the batch has none, and PPI++ then never narrows (its interval is
+    # held to the labels-only one), so it needs what labels alone need.
+    off = int(off_mode(y - lam * f))
+    floor_ = math.ceil(max(2 * MIN_EACH, MIN_EACH / min(rate, 1 - rate)))
+    floor_ = max(floor_, math.ceil(MIN_EACH * y.size / off)) if off else max(floor_, only)
+    spare = z * z * lam * lam * var_f / n_scored if n_scored else 0.0
+    room = half * half - spare
     resid = var_y - (2 * lam * cov - lam * lam * var_f)
-    needed = math.ceil(z * z * resid / room) if room > 0 else None
+    needed = min(max(math.ceil(z * z * resid / room), floor_), only) if room > 0 else None
+    if needed is not None and n_scored is not None and needed > n_scored:
+        needed = None
     return {
         "width": float(width),
         "level": float(level),
@@ -468,6 +497,7 @@ def labels_needed(
         "lam": lam,
         "n_needed": needed,
         "n_labels_only": only,
+        "n_floor": floor_,
         "n_scored": n_scored,
     }
 

@@ -66,6 +66,7 @@ __all__ = [
     "human_intervals",
     "labels_only_interval",
     "normal_quantile",
+    "off_mode",
     "ppi_mean",
     "quantile",
     "too_few_events",
@@ -258,7 +259,7 @@ def too_few_events(y: np.ndarray, rect: np.ndarray, w: np.ndarray | None = None)
     measure (at a 5 % rate, ten labels are all 0 six times in ten, and the normal interval has
     zero width). With weights, also where some stratum's labels (rows of one weight) all agree:
     its variance then reads 0 whatever the stratum's rate."""
-    few = (_off_mode(y) < MIN_EACH) | (_off_mode(rect) < MIN_EACH)
+    few = (off_mode(y) < MIN_EACH) | (off_mode(rect) < MIN_EACH)
     if w is None:
         return few
     y2 = y.reshape(-1, y.shape[-1])
@@ -271,7 +272,7 @@ def too_few_events(y: np.ndarray, rect: np.ndarray, w: np.ndarray | None = None)
     return few | agree.reshape(y.shape[:-1])
 
 
-def _off_mode(x: np.ndarray) -> np.ndarray:
+def off_mode(x: np.ndarray) -> np.ndarray:
     """How many values along the last axis differ from the most common one (to 1e-12)."""
     n = x.shape[-1]
     ordered = np.sort(np.round(x, 12), axis=-1)
