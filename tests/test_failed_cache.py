@@ -1,10 +1,12 @@
-"""Deterministic failures remembered in the cache, so an unchanged rerun does not pay again.
+"""Deterministic failures remembered in the cache, so an unchanged rerun does not pay again;
+transient ones sent again by a plain rerun.
 
-At temperature 0 an answer cut off at max_tokens, or one that still does not fit its schema
-after its repairs, would fail the same way if sent again: the cache keeps the failure by the
-request's key, a rerun gives the row the same error (marked as remembered) without a request,
-and `retry_failed` sends it again. Timeouts, 5xx and failures at temperature > 0 are sent
-again on every rerun. The scripted server counts every request.
+At temperature 0 an answer cut off at max_tokens would be cut off the same way if sent again:
+the cache keeps the failure by the request's key, a rerun gives the row the same error (marked
+as remembered) without a request, and `retry_failed` sends it again. Answers that were not
+JSON or did not fit their schema after their repairs, timeouts, 5xx and failures at
+temperature > 0 are transient: sent again on every rerun. `kept_failures` counts the failures
+a plain rerun will not send. The scripted server counts every request.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ragframe.engine.batch import BatchJob
 from ragframe.errors import JudgeError
 from ragframe.judge.cache import AnswerCache
 from ragframe.judge.store import REMEMBERED
-from ragframe.testing.server import FakeServer, Reply
+from ragframe.testing.server import FakeServer, Faults, Reply
 
 METRIC = "context_recall"
 TASK = "context_recall_attribute"  # the json_schema name of its one task
@@ -64,12 +66,13 @@ def test_a_cut_off_answer_is_not_paid_for_twice(server: FakeServer, tmp_path: Pa
     assert sent == 4  # two rows, each asked and repaired once
     assert all("cut off at max_tokens" in e for e in errors(first))
     assert first.stats.failures["invalid_length"] == 2 and first.stats.remembered_failures == 0
+    assert first.stats.kept_failures == 2  # a plain rerun will not send them
 
     again = scored(server, tmp_path)
     assert server.count() == sent  # nothing sent
     assert errors(again) == [e + REMEMBERED for e in errors(first)]
     assert "--retry-failed" in errors(again)[0] and "retry_failed=True" in errors(again)[0]
-    assert again.stats.remembered_failures == 2
+    assert again.stats.remembered_failures == again.stats.kept_failures == 2
     assert again.stats.requests == 0 and dict(again.stats.failures) == {}
     assert again.summary()["remembered_failures"] == 2
 
@@ -90,20 +93,70 @@ def test_a_cut_off_answer_is_not_paid_for_twice(server: FakeServer, tmp_path: Pa
         assert db.execute("SELECT COUNT(*) FROM failures").fetchone() == (0,)
 
 
-def test_an_answer_that_never_fits_its_schema_is_remembered(
-    server: FakeServer, tmp_path: Path
+@pytest.mark.parametrize(
+    "garbled",
+    ["I cannot answer that in JSON.", '{"verdicts": [{"index": 1, "attri', '{"verdicts": 3}'],
+    ids=["prose", "cut_json", "wrong_shape"],
+)
+def test_an_answer_that_never_fits_its_schema_is_sent_again_by_a_rerun(
+    server: FakeServer, tmp_path: Path, garbled: str
 ) -> None:
-    server.handler = router(**{TASK: "I cannot answer that in JSON."})
+    """A garbled answer is transient (a server or proxy that garbled it once may not again):
+    it is not remembered, and a plain rerun sends it, and scores it when it comes back."""
+    server.handler = router(**{TASK: garbled})
     first = scored(server, tmp_path)
     sent = server.count()
     assert sent == 4 and first.stats.repairs == 2
     assert all("unusable answer" in e for e in errors(first))
+    assert first.stats.kept_failures == 0 and first.summary()["kept_failures"] == 0
     again = scored(server, tmp_path)
-    assert server.count() == sent and again.stats.remembered_failures == 2
-    assert errors(again) == [e + REMEMBERED for e in errors(first)]
-    # More repair attempts than it had: it might succeed, so it is sent again.
-    more = scored(server, tmp_path, repair_attempts=2)
-    assert server.count() == sent + 6 and more.stats.remembered_failures == 0
+    assert server.count() == 2 * sent and again.stats.remembered_failures == 0
+    assert errors(again) == errors(first)
+    server.handler = None  # the server answers now: the rerun scores every row
+    fixed = scored(server, tmp_path)
+    assert server.count() == 2 * sent + 2 and errors(fixed) == [None, None]
+
+
+def test_a_garbled_failure_an_older_version_remembered_is_sent_again(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """A cache written when garbled answers were remembered: those failures are not given
+    back (sent again, and answered); a cut-off one still is."""
+    server.handler = router(**{TASK: cut_off})
+    scored(server, tmp_path)
+    path = tmp_path / "cache.sqlite3"
+    with sqlite3.connect(path) as db:
+        (first,) = db.execute("SELECT key FROM failures ORDER BY key LIMIT 1").fetchone()
+        db.execute("UPDATE failures SET kind = 'schema' WHERE key = ?", (first,))
+    sent = server.count()
+    server.handler = None
+    again = scored(server, tmp_path)
+    assert server.count() == sent + 1  # the 'schema' one sent again, the cut-off one not
+    assert again.stats.remembered_failures == again.stats.kept_failures == 1
+    assert sorted(e is None for e in errors(again)) == [False, True]
+
+
+def test_at_40_percent_malformed_answers_a_rerun_retries_all_but_the_cut_off(
+    tmp_path: Path,
+) -> None:
+    """The issue's run: 40% of answers malformed (prose, cut JSON, wrong shape or count,
+    empty, cut off at max_tokens, in turn). A plain rerun sends again every failed request
+    except those cut off at max_tokens, which `kept_failures` counts, and the two runs'
+    figures agree: what the first kept is what the second gave back unsent."""
+    frame = rows(60)
+    with FakeServer(faults=Faults(rate_malformed=0.4), seed=3) as server:
+        first = ragframe.run(frame, [METRIC], judge=judge_for(server, tmp_path, cache=True))
+        failed = sum(first.stats.failures.values())
+        kept = first.stats.kept_failures
+        assert failed >= 5 and 0 < kept < failed
+        assert kept == first.stats.failures["invalid_length"]
+        sent = server.count()
+        again = ragframe.run(frame, [METRIC], judge=judge_for(server, tmp_path, cache=True))
+    assert again.stats.remembered_failures == kept == again.stats.kept_failures
+    assert again.stats.cache_hits == len(frame) - failed
+    resent = server.count() - sent
+    assert failed - kept <= resent <= 2 * (failed - kept)  # each sent again (and repaired)
+    assert again.frame[METRIC].null_count() < first.frame[METRIC].null_count()
 
 
 @pytest.mark.parametrize(

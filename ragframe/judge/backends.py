@@ -307,7 +307,7 @@ class LiveBackend(RemoteEmbeddings):
                     ]
                     continue
                 self.stats.failures[cause] += 1
-                try:  # the same request would fail the same way at temperature 0
+                try:  # remembered when it would fail the same way (store.REMEMBERED_KINDS)
                     await self.store.save_failure(key, answer, err.kind)
                 except CacheWriteError as error:
                     self.not_cached(error)

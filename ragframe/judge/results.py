@@ -52,6 +52,11 @@ class RunStats:
     #: Requests the cache remembers as failed for good (at temperature 0): their rows get
     #: the same error again, unsent (`Judge(retry_failed=True)` sends them).
     remembered_failures: int = 0
+    #: Requests of this run that failed for good in a way a plain rerun will not send again
+    #: (remembered in the cache: those given again from it, and those remembered now; only
+    #: answers cut off at max_tokens at temperature 0). `--retry-failed` sends them. Every
+    #: other failure (a garbled answer, a timeout, a 5xx...) a rerun sends again.
+    kept_failures: int = 0
     # What the requests sent cost.
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -83,6 +88,7 @@ class RunStats:
             "cache_hits": self.cache_hits,
             "deduplicated": self.deduplicated,
             "remembered_failures": self.remembered_failures,
+            "kept_failures": self.kept_failures,
             "embedding_requests": self.embedding_requests,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,

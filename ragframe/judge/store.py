@@ -6,15 +6,21 @@ answers (the memo: a stage that several metrics share is paid for once even with
 off), the requests in flight (asked twice at once, sent once), and reads and writes the
 SQLite cache (`AnswerCache`, whose reads and writes run off the event loop).
 
-Remembered failures. At temperature 0 a request whose answer was cut off at max_tokens, or
-never fit its schema after its repairs, would fail the same way if sent again: the store
-keeps that failure in the cache by the request's key (`save_failure`), and a rerun gives its
-rows the same error, marked as remembered, without sending it (`RunStats.remembered_failures`).
-`Judge(retry_failed=True)` (`--retry-failed`) sends such requests again, once a run, and an
-answer then replaces the failure. A failure is remembered only under the settings it
-happened with (`failure_conditions`): more repair attempts, other output bounds or another
-structured mode send it again. Transient failures (timeouts, 5xx, 429, connections) are
-never remembered: they are not saved here at all.
+Remembered failures. At temperature 0 a request whose answer was cut off at max_tokens
+would be cut off the same way if sent again: the store keeps that failure in the cache by
+the request's key (`save_failure`), and a rerun gives its rows the same error, marked as
+remembered, without sending it (`RunStats.remembered_failures`; `RunStats.kept_failures`
+counts every failure of a run that a plain rerun will not send). `Judge(retry_failed=True)`
+(`--retry-failed`) sends such requests again, once a run, and an answer then replaces the
+failure. A failure is remembered only under the settings it happened with
+(`failure_conditions`): more repair attempts, other output bounds or another structured mode
+send it again. Every other failure is transient and sent again by a plain rerun: an answer
+that was not JSON or did not fit its schema after its repairs (servers and proxies garble
+answers now and then: at 40% malformed replies 90 of 500 requests failed both tries, and
+remembering them kept a third of the rows null for good), timeouts, 5xx, 429s, refused connections,
+replies over their size bound; a 400 (a prompt too long) costs nothing to send again. Only
+`REMEMBERED_KINDS` are saved here, and only those are given back from a cache that holds
+others (written by an older ragframe).
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ from ragframe.judge.results import Answer, RunStats, dumps
 from ragframe.judge.task import Task
 
 Count = int | tuple[int, ...] | None
+#: The `AnswerError` kinds a request at temperature 0 would fail with again, sent again
+#: unchanged: an answer cut off at max_tokens. Raising max_tokens (or the repairs) sends it.
+REMEMBERED_KINDS = frozenset({"length"})
 #: What a remembered failure's row error adds to the reason it failed with.
 REMEMBERED = (
     " [remembered: this request failed this way before at temperature 0, with the same "
@@ -179,7 +188,9 @@ class AnswerStore:
             if judge.retry_failed:
                 self._retried.add(key)
                 continue
-            if not _still_holds(failure["conditions"], now):
+            if failure["kind"] not in REMEMBERED_KINDS or not _still_holds(
+                failure["conditions"], now
+            ):
                 continue
             usage = failure["usage"]
             out[key] = Answer(
@@ -190,6 +201,7 @@ class AnswerStore:
             )
         fresh = {k: a for k, a in out.items() if k not in self._failures}
         self.stats.remembered_failures += len(fresh)
+        self.stats.kept_failures += len(fresh)
         self._failures.update(fresh)
         if fresh and judge.fail_fast:
             raise JudgeError(next(iter(fresh.values())).error)
@@ -235,15 +247,17 @@ class AnswerStore:
             self._retried.discard(key)
 
     async def save_failure(self, key: str, answer: Answer, kind: str) -> None:
-        """Remember in the cache that `key` failed for good with `answer.error` (an answer cut
-        off at max_tokens, or one that never fit its schema): only at temperature 0, where
-        sending it again would fail the same way."""
+        """Remember in the cache that `key` failed for good with `answer.error`, when its
+        `kind` would repeat (`REMEMBERED_KINDS`: an answer cut off at max_tokens): only at
+        temperature 0, where sending it again would fail the same way. Other kinds are
+        transient: a rerun sends them again."""
         judge = self.judge
         cache = judge.cache
-        if judge.temperature != 0 or answer.error is None:
+        if judge.temperature != 0 or answer.error is None or kind not in REMEMBERED_KINDS:
             return
         if cache is not None:
             self._failures[key] = answer
+            self.stats.kept_failures += 1
             stored = {
                 "kind": kind,
                 "reason": answer.error,
