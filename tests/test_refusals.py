@@ -152,3 +152,54 @@ def test_a_score_outside_0_1_is_surfaced_alike_in_memory_and_streamed(tmp_path: 
     assert streamed.summary()["metrics"] == result.summary()["metrics"]
     assert streamed.summary()["metrics"]["combo"]["failed"] == 1
     pl.testing.assert_frame_equal(pl.read_parquet(tmp_path / "out.parquet"), result.frame)
+
+
+# ------------------------------------------------------------ texts cut before judging
+
+
+def long_answer_frame() -> pl.DataFrame:
+    """Row 0's answer is 2,000 characters (over a 100-character limit); row 1 is short."""
+    data = frame(2)
+    return data.with_columns(
+        pl.when(pl.int_range(pl.len()) == 0)
+        .then(pl.col("answer") + " " + "x" * 2000)
+        .otherwise(pl.col("answer"))
+        .alias("answer")
+    )
+
+
+def test_a_text_cut_before_judging_is_marked_counted_and_said(
+    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    judge = judge_for(server, tmp_path, max_text_chars=100)
+    data = long_answer_frame()
+    result = ragframe.run(data, ["faithfulness", "context_recall"], judge=judge)
+    cut = {
+        name: result.frame.get_column(f"{name}_detail").struct.field("inputs_cut").to_list()
+        for name in ("faithfulness", "context_recall")
+    }
+    # faithfulness read the cut answer in row 0; context_recall does not read the answer.
+    assert cut == {"faithfulness": [["answer"], []], "context_recall": [[], []]}
+    assert any("truncated" in b["messages"][-1]["content"] for b in server.chat_requests)
+    expected = {"rows": 1, "by_input": {"answer": 1}, "max_text_chars": 100}
+    assert result.summary()["inputs_cut"] == expected
+    assert "texts cut before judging: 1 rows" in str(result)
+    # The streamed run counts them alike, into the file's metadata.
+    data.write_parquet(tmp_path / "in.parquet")
+    streamed = score_file(
+        tmp_path / "in.parquet", tmp_path / "s.parquet", ["faithfulness"], judge=judge
+    )
+    assert streamed.summary()["inputs_cut"] == expected
+    assert ragframe.read_metadata(tmp_path / "s.parquet")["summary"]["inputs_cut"] == expected
+    # The command line takes the limit, and says so on stderr too.
+    out = tmp_path / "cli.parquet"
+    command = argv(tmp_path / "in.parquet", out, server, tmp_path / "c.sqlite3", [])
+    assert main([*command, "--metrics", "faithfulness", "--max-text-chars", "100"]) == 0
+    assert "warning: texts cut before judging: 1 rows" in capsys.readouterr().err
+    assert ragframe.read_metadata(out)["summary"]["inputs_cut"] == expected
+    # Under the limit nothing is cut, and the summary says nothing of it.
+    assert main([*command, "--metrics", "faithfulness"]) == 0
+    assert "cut" not in capsys.readouterr().err
+    assert "inputs_cut" not in ragframe.read_metadata(out)["summary"]
+    written = pl.read_parquet(out).get_column("faithfulness_detail")
+    assert written.struct.field("inputs_cut").to_list() == [[], []]

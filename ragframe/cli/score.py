@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     score.add_argument("--columns", help="rename inputs: question=my_prompt,answer=my_output")
     _add_run_options(score)
-    options.add_judge_options(score.add_argument_group("the judge"))
+    judge_group = score.add_argument_group("the judge")
+    options.add_judge_options(judge_group)
+    judge_group.add_argument(
+        "--max-text-chars",
+        type=common.positive_int,
+        metavar="N",
+        help="cut every input text (and list item) longer than N characters before judging "
+        "(default: 50000, about 12k tokens); a cut row says so in {metric}_detail.inputs_cut, "
+        "and the run counts them",
+    )
     gate_cli.add_gate_options(score)
     add_ray_options(score)
     return score
@@ -111,8 +121,12 @@ def _add_run_options(score: argparse.ArgumentParser) -> None:
     )
 
 
-_judge = options.judge_from_args
-"""The judge the options describe (the name tests build their reference run's judge by)."""
+def _judge(args: argparse.Namespace, **given: Any) -> Any:
+    """The judge the options describe (the name tests build their reference run's judge by):
+    the shared judge options, and --max-text-chars when given."""
+    limit = getattr(args, "max_text_chars", None)
+    cut = {} if limit is None else {"max_text_chars": limit}
+    return options.judge_from_args(args, **{**cut, **given})
 
 
 def run_spec(args: argparse.Namespace) -> RunSpec:
@@ -147,7 +161,7 @@ def jury(args: argparse.Namespace) -> list[Any]:
     for seat in seats:
         model, _, url = seat.partition("@")
         endpoint = {"base_url": url} if url else {}
-        judges.append(options.judge_from_args(args, model=model, **endpoint, **share))
+        judges.append(_judge(args, model=model, **endpoint, **share))
     return judges
 
 
@@ -170,7 +184,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     if spec.judges:  # what a jury cannot do (a judge seated twice...), before any estimate
         check_jury(spec, None)
     # A jury's first judge leads it (and names the endpoint in an error); else the one judge.
-    judge = spec.judges[0] if spec.judges else options.judge_from_args(args)
+    judge = spec.judges[0] if spec.judges else _judge(args)
     with common.endpoint_named(judge):
         if path == "ray":  # a directory or glob of Parquet files, one output per file
             return _score_on_ray(args, spec, judge)
@@ -241,10 +255,21 @@ def _score(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> in
     result = score_file(
         args.input, args.output, spec.metrics, judge=judge, overwrite=args.overwrite, spec=spec
     )
-    print(common.format_summary(result.summary(), result.judge.local))
+    _print_summary(result.summary(), result.judge.local)
     print(f"wrote {args.output}")
     failed = failed_metrics(pl.scan_parquet(args.output), result.metrics, result.stats)
     return exit_status(args, spec, failed, args.output)
+
+
+def _print_summary(summary: dict[str, Any], local: bool) -> None:
+    """The run summary on stdout; texts cut before judging said on stderr too, where a
+    pipeline's log shows it."""
+    from ragframe.engine.summary import cut_line
+
+    print(common.format_summary(summary, local))
+    cut = cut_line(summary)
+    if cut:
+        print(f"ragframe: warning: {cut}", file=sys.stderr)
 
 
 def exit_status(
@@ -278,7 +303,7 @@ def _score_in_memory(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int
 
     result = run_sync(execute(args.input, spec, None if spec.judges else judge))
     result.write_parquet(args.output, overwrite=args.overwrite)
-    print(common.format_summary(result.summary(), result.judge.local))
+    _print_summary(result.summary(), result.judge.local)
     print(f"wrote {args.output}")
     sample = result.extra.get("sample")
     if sample and sample["rows"] < sample["of"]:

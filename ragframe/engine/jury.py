@@ -199,12 +199,27 @@ def combine(
         else:
             jury = scores_jury(scores, names, aggregate)
         score = jury.get_column("score").alias(metric.name)
-        jury_columns += [score, jury.get_column("detail").alias(f"{metric.name}_detail")]
+        detail = _with_lead_cut(jury.get_column("detail"), scored[0], metric.name)
+        jury_columns += [score, detail.alias(f"{metric.name}_detail")]
         rule = getattr(metric, "pass_rule", None)
         if rule is not None:
             passed = pl.DataFrame([score]).select(rule.passes(pl.col(metric.name)))
             jury_columns.append(passed.to_series().alias(metric.name + PASS_SUFFIX))
     return frame.hstack([*jury_columns, *own_columns])
+
+
+def _with_lead_cut(detail: pl.Series, lead: pl.DataFrame, metric: str) -> pl.Series:
+    """The jury's detail with the lead's `inputs_cut` (every judge read the same inputs, cut
+    alike), when the lead's detail has it."""
+    from ragframe.engine.prepare import CUT_FIELD
+
+    dtype = lead.schema.get(f"{metric}_detail")
+    if not isinstance(dtype, pl.Struct) or CUT_FIELD not in {f.name for f in dtype.fields}:
+        return detail
+    cut = lead.get_column(f"{metric}_detail").struct.field(CUT_FIELD)
+    return pl.DataFrame([detail.alias("detail"), cut.alias("_cut")]).select(
+        pl.col("detail").struct.with_fields(pl.col("_cut").alias(CUT_FIELD))
+    )["detail"]
 
 
 def scores_jury(scores: pl.DataFrame, names: list[str], aggregate: Aggregate) -> pl.DataFrame:

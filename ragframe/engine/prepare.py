@@ -16,7 +16,14 @@ import polars as pl
 
 from ragframe.engine.spec import RunSpec
 from ragframe.errors import ConfigError
-from ragframe.inputs.columns import ROW_ID, load_frame, select_inputs
+from ragframe.inputs.columns import (
+    CANONICAL,
+    ID_COLUMNS,
+    ROW_ID,
+    canonical_names,
+    load_frame,
+    select_inputs,
+)
 from ragframe.judge.client import Judge, JudgeSession, RunStats
 from ragframe.metrics import (
     Context,
@@ -157,6 +164,7 @@ async def score_frame(
 
     A metric whose `reasons` is unset asks for reasons as the judge says (`Judge.reasons`)."""
     scorers = [m for m in with_reasons(metrics, session.judge.reasons) if isinstance(m, Metric)]
+    flags = cut_flags(frame, scorers, columns, session.judge.max_text_chars)
     inputs = select_inputs(
         frame,
         {m.name: m.requires for m in scorers},
@@ -167,9 +175,65 @@ async def score_frame(
     ctx = Context(session, {})
     results = await asyncio.gather(*(m.run(inputs, ctx.view()) for m in scorers))
     scored = frame.hstack([col for result in results for col in result.drop(ROW_ID).get_columns()])
+    scored = mark_cut(scored, scorers, flags)
     for aggregate in (m for m in metrics if isinstance(m, RagasScore)):
         scored = scored.hstack(aggregate_columns(scored, aggregate).get_columns())
     return out_of_range(scored, metrics)
+
+
+#: The detail field (List(String)) naming the metric's inputs that were cut to
+#: `Judge.max_text_chars` before judging, empty when none was: the verdicts read only the kept
+#: part. (A detail's `truncated` says something else: the judge's list of statements reached
+#: its cap.)
+CUT_FIELD = "inputs_cut"
+_CUT = "__ragframe_cut:"
+
+
+def cut_flags(
+    frame: pl.DataFrame,
+    scorers: Iterable[Metric],
+    columns: Mapping[str, str] | None,
+    max_chars: int | None,
+) -> pl.DataFrame:
+    """Per row and text input the metrics read, whether `select_inputs` cuts it (a text, or
+    any item of a list, longer than `max_chars`; IDs are never cut), from the lengths before
+    the cut. One Boolean column per input; none when nothing is cut (`max_chars` None)."""
+    if max_chars is None:
+        return pl.DataFrame()
+    mapping = canonical_names(frame.columns, columns)
+    used = dict.fromkeys(c for m in scorers for c in (*m.requires, *m.optional))
+    flags = []
+    for name in used:
+        source = mapping.get(name)
+        if source is None or name in ID_COLUMNS:
+            continue
+        dtype = CANONICAL[name]
+        text = pl.col(source).cast(dtype)
+        if isinstance(dtype, pl.List):
+            long = text.list.eval(pl.element().str.len_chars() > max_chars).list.any()
+        else:
+            long = text.str.len_chars() > max_chars
+        flags.append(long.fill_null(False).alias(_CUT + name))
+    return frame.select(flags) if flags else pl.DataFrame()
+
+
+def mark_cut(scored: pl.DataFrame, scorers: Iterable[Metric], flags: pl.DataFrame) -> pl.DataFrame:
+    """Each metric's detail with CUT_FIELD: the names of its inputs that `flags` (`cut_flags`)
+    says were cut in the row (every metric has the field, so every chunk has one schema)."""
+    marked = scored.hstack(flags.get_columns())
+    exprs = []
+    for metric in scorers:
+        cut = [c for c in (*metric.requires, *metric.optional) if _CUT + c in flags.columns]
+        names = (
+            pl.concat_list([pl.when(pl.col(_CUT + c)).then(pl.lit(c)) for c in cut])
+            .list.drop_nulls()
+            .cast(pl.List(pl.String))
+            if cut
+            else pl.lit([], dtype=pl.List(pl.String))
+        )
+        detail = pl.col(f"{metric.name}_detail")
+        exprs.append(detail.struct.with_fields(names.alias(CUT_FIELD)))
+    return marked.with_columns(exprs).drop(flags.columns)
 
 
 #: How far past [0, 1] rounding may carry a score (a harmonic mean of ones at 1 + 2e-16): such

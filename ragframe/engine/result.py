@@ -34,7 +34,7 @@ class RunResult:
     def summary(self) -> dict[str, Any]:
         """Per metric: mean with its interval, rows scored, rows failed; then requests and
         tokens (and, for a sample, how many of the log's rows it holds)."""
-        from ragframe.engine.summary import metric_summary
+        from ragframe.engine.summary import cut_rows, metric_summary
 
         per_metric = {
             m.name: metric_summary(
@@ -42,13 +42,22 @@ class RunResult:
             )
             for m in self.metrics
         }
+        cut = cut_rows(self.frame, [f"{m.name}_detail" for m in self.metrics])
         return {
             "rows": self.frame.height,
             "seconds": round(self.seconds, 3),
             "metrics": per_metric,
             **self.stats.as_dict(),
             **self.extra,
+            **self.cut_summary(cut),
         }
+
+    def cut_summary(self, cut: dict[str, Any]) -> dict[str, Any]:
+        """The summary's `inputs_cut` entry (rows whose texts were cut before judging, by
+        input, and the limit), absent when no text was cut."""
+        if not cut:
+            return {}
+        return {"inputs_cut": {**cut, "max_text_chars": self.judge.max_text_chars}}
 
     def metadata(self) -> dict[str, Any]:
         """What the output Parquet file records: version, judge, prompts, time. No API key."""

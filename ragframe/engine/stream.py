@@ -32,7 +32,7 @@ from ragframe._sync import run_sync
 from ragframe.engine.prepare import prepare_run, score_frame, work_plan
 from ragframe.engine.result import RunResult
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
-from ragframe.engine.summary import Tally
+from ragframe.engine.summary import Tally, add_cut, cut_rows
 from ragframe.errors import ConfigError
 from ragframe.inputs.columns import list_columns
 from ragframe.inputs.io import AtomicParquetWriter, InputFile, check_writable, open_input
@@ -68,6 +68,8 @@ class StreamResult(RunResult):
     chunks: int = 0
     #: Per metric: its scores so far, folded in bounded memory.
     tallies: dict[str, Tally] = field(default_factory=dict)
+    #: The rows whose texts were cut before judging so far (`ragframe.engine.summary.cut_rows`).
+    cut: dict[str, Any] = field(default_factory=dict)
 
     def add_chunk(self, scored: pl.DataFrame) -> None:
         """Fold one scored chunk into the running tallies."""
@@ -75,6 +77,7 @@ class StreamResult(RunResult):
             rule = getattr(metric, "pass_rule", None)
             tally = self.tallies.setdefault(metric.name, Tally(metric.direction, rule))
             tally.add(scored.get_column(metric.name))
+        self.cut = add_cut(self.cut, cut_rows(scored, [f"{m.name}_detail" for m in self.metrics]))
         self.rows += scored.height
         self.chunks += 1
 
@@ -91,6 +94,7 @@ class StreamResult(RunResult):
             "metrics": per_metric,
             **self.stats.as_dict(),
             **self.extra,
+            **self.cut_summary(self.cut),
         }
 
     def write_parquet(self, path: str | Path, *, overwrite: bool = False) -> None:

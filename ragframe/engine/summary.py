@@ -153,6 +153,56 @@ class Tally:
         return line
 
 
+def cut_rows(frame: pl.DataFrame, details: list[str]) -> dict[str, Any]:
+    """The rows whose texts were cut to `Judge.max_text_chars` before judging, read from the
+    details' `inputs_cut` (`ragframe.engine.prepare.CUT_FIELD`): {"rows": n, "by_input":
+    {input: rows}}; {} when no text was cut."""
+    from ragframe.engine.prepare import CUT_FIELD
+
+    present = [
+        d
+        for d in details
+        if isinstance(frame.schema.get(d), pl.Struct)
+        and CUT_FIELD in {f.name for f in frame.schema[d].fields}  # type: ignore[union-attr]
+    ]
+    if not present:
+        return {}
+    cut = pl.concat_list([pl.col(d).struct.field(CUT_FIELD) for d in present]).list.unique()
+    lists = frame.select(cut.alias("cut")).get_column("cut")
+    rows = int((lists.list.len() > 0).sum())
+    if not rows:
+        return {}
+    counts = lists.explode().drop_nulls().value_counts()
+    by_input = {str(name): int(n) for name, n in sorted(counts.iter_rows())}
+    return {"rows": rows, "by_input": by_input}
+
+
+def add_cut(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """Two `cut_rows` counts of distinct rows (chunks, partitions) added up."""
+    if not more:
+        return total
+    if not total:
+        return {"rows": more["rows"], "by_input": dict(more["by_input"])}
+    by_input = dict(total["by_input"])
+    for name, n in more["by_input"].items():
+        by_input[name] = by_input.get(name, 0) + n
+    return {"rows": total["rows"] + more["rows"], "by_input": dict(sorted(by_input.items()))}
+
+
+def cut_line(summary: dict[str, Any]) -> str | None:
+    """The summary's line (also printed on stderr) when texts were cut before judging."""
+    cut = summary.get("inputs_cut")
+    if not cut:
+        return None
+    which = ", ".join(f"{name} {n}" for name, n in cut["by_input"].items())
+    return (
+        f"texts cut before judging: {cut['rows']} rows ({which}) had a text longer than "
+        f"{cut['max_text_chars']:,} characters, judged on its first {cut['max_text_chars']:,} "
+        "only ({metric}_detail.inputs_cut names them); raise --max-text-chars "
+        "(Judge(max_text_chars=)) to judge them whole"
+    )
+
+
 def _pass_text(m: dict[str, Any]) -> str:
     """`pass rate 90.0% (threshold 0.8, strict False)` for a metric with a threshold."""
     if m.get("threshold") is None:
@@ -252,6 +302,9 @@ def run_notes(summary: dict[str, Any]) -> list[str]:
         from ragframe.engine.jury_text import format_jury
 
         lines.extend(format_jury(summary["jury"]))
+    cut = cut_line(summary)
+    if cut:
+        lines.append(cut)
     for name, why in (summary.get("skipped_metrics") or {}).items():
         lines.append(f"skipped {name}: {why}")
     if summary.get("cost_usd") is not None:
