@@ -9,7 +9,9 @@ on frees its slot), HTTP/1.1 keep-alive, Content-Length and chunked request bodi
 What it serves (under ``/v1``): chat completions, embeddings, models, files and batches; and
 two control endpoints, ``GET /stats`` and ``POST /reset``, for use from another process.
 Faults (429/500/503, resets, timeouts, malformed answers) are drawn from a seeded RNG so that
-reliability tests are deterministic.
+reliability tests are deterministic. Two misbehaviours of real servers can be switched on:
+``echo_credentials`` repeats the request's credentials in error replies and raw 200 bodies,
+``reply_bytes`` pads every answer's reasons to that size whatever the request's max_tokens.
 
 Run ``python -m ragframe.testing.server --port 0`` to serve in the foreground; it prints one
 ``READY http://127.0.0.1:PORT/v1`` line once listening.
