@@ -397,10 +397,10 @@ def test_labels_needed_is_bounded() -> None:
     rng = np.random.default_rng(5)
     f = rng.uniform(size=60)
     y = (rng.uniform(size=60) < 0.2 + 0.6 * f).astype(float)
+    small = labels_needed(0.05, y, f, n_scored=770)  # labels-only needs 1,530 > 770 rows
+    assert small["n_labels_only"] > 770 and small["n_needed"] is None  # was 1,694
     big = labels_needed(0.05, y, f, n_scored=100_000)
     assert big["n_floor"] <= big["n_needed"] <= big["n_labels_only"]
-    small = labels_needed(0.05, y, f, n_scored=770)  # labels-only needs 1,530 > 770 rows
-    assert small["n_labels_only"] > 770 and small["n_needed"] is None
     same = (rng.uniform(size=30) < 0.5).astype(float)
     identical = labels_needed(0.1, same, same, n_scored=10_000)
     assert identical["n_needed"] == identical["n_labels_only"] > 0
