@@ -49,13 +49,18 @@ def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
 # --------------------------------------------------------------------------- Python
 
 
-@pytest.mark.parametrize("key", [None, ""])
-def test_a_named_model_with_no_endpoint_is_refused(bare: pytest.MonkeyPatch, key: Any) -> None:
-    """`Judge("gpt-4o-mini")` with no key (or the empty one a missing CI secret gives)."""
+@pytest.mark.parametrize(
+    ("key", "given"), [(None, None), ("", None), (" ", None), (None, ""), (None, "  ")]
+)
+def test_a_named_model_with_no_endpoint_is_refused(
+    bare: pytest.MonkeyPatch, key: Any, given: Any
+) -> None:
+    """`Judge("gpt-4o-mini")` with no key, the empty one a missing CI secret gives, or an
+    empty `api_key=` (`os.environ.get("MY_KEY", "")`)."""
     if key is not None:
         bare.setenv("OPENAI_API_KEY", key)
     with pytest.raises(ConfigError) as err:
-        Judge("gpt-4o-mini", cache=False)
+        Judge("gpt-4o-mini", api_key=given, cache=False)
     text = str(err.value)
     assert "\n" not in text and "'gpt-4o-mini'" in text
     assert "set OPENAI_API_KEY" in text and "--base-url" in text and "--model local" in text

@@ -122,7 +122,7 @@ class JudgeConfig:
             (model, "--model (model=...)") if model else (_env("RAGFRAME_MODEL"), "$RAGFRAME_MODEL")
         )
         url = base_url if base_url is not None else _env("OPENAI_BASE_URL")
-        key = api_key or _env("OPENAI_API_KEY")
+        key = api_key if api_key and api_key.strip() else _env("OPENAI_API_KEY")
         embedded = named == EMBEDDED or (named == LOCAL_MODEL and url is None)
         if embedded and base_url is not None:
             raise ConfigError(
