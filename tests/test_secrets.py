@@ -8,6 +8,7 @@ reach ragframe only through the URL or the key, both covered here.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import html
 import json
@@ -31,7 +32,8 @@ from ragframe.errors import ConfigError
 from ragframe.judge import Judge
 from ragframe.judge.cache import AnswerCache, SharedAnswerCache
 from ragframe.judge.config import JudgeConfig, public_url
-from ragframe.judge.transport import Secrets, scrub
+from ragframe.judge.results import Failure, RunStats
+from ragframe.judge.transport import Secrets, Transport, scrub
 from ragframe.testing.server import FakeServer, Reply, auto_answer
 
 URL_SECRET = "S3CRET-URL-pw"
@@ -316,3 +318,27 @@ def test_every_form_of_every_credential_is_scrubbed() -> None:
         assert secrets.scrub(html.escape(value)) == "***", value
     assert secrets.scrub("api-version=2024 x=ab") == "api-version=2024 x=ab"
     assert scrub(f"no {key}", None) == f"no {key}" and scrub(f"a {key}", key) == "a ***"
+
+
+def test_a_failure_leaving_the_transport_is_scrubbed_whoever_wrote_it() -> None:
+    """The transport's exit is the one place a request's failure leaves the talk with the
+    endpoint: a message carrying a credential, however it was written, is scrubbed there."""
+    url = f"http://{ECHO_USER}:{quote(ECHO_PASSWORD, safe='')}@127.0.0.1:1/v1"
+    judge = Judge("m", base_url=url, api_key=KEY_SECRET, cache=False, progress=False)
+
+    async def fail() -> None:
+        raise Failure("bad_request", f"echoed {ECHO_PASSWORD} and {KEY_SECRET}")
+
+    async def go() -> Failure:
+        transport = Transport(judge, RunStats())
+        await transport.open()
+        try:
+            await transport.send(fail, 1, "probe")
+        except Failure as failure:
+            return failure
+        finally:
+            await transport.close()
+        raise AssertionError("no failure")
+
+    failure = asyncio.run(go())
+    assert failure.message == str(failure) == "echoed *** and ***"

@@ -303,7 +303,20 @@ class Transport:
         with backoff, `max_attempts` tries in all; a 429 pauses the pool (`AdaptiveLimiter`)
         and the request waits with the others, for up to `rate_limit_wait` seconds in all: a
         pause it cannot wait out fails it before it sleeps, and one it waited out sends it.
+
+        Every request's failure leaves the judge's talk with the endpoint here: its message
+        is scrubbed of every credential (`Secrets`) on the way out, whoever wrote it.
         """
+        try:
+            return await self._send(call, tokens, label, model)
+        except Failure as failure:
+            failure.message = self.secrets.scrub(failure.message)
+            failure.args = (failure.message,)
+            raise
+
+    async def _send(
+        self, call: Callable[[], Awaitable[T]], tokens: int, label: str, model: str | None
+    ) -> T:
         assert self._limiter is not None and self._rate is not None
         judge = self.judge
         model = model or judge.model
