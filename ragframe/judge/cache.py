@@ -5,9 +5,9 @@ nothing it had been answered. Several processes may share one file: SQLite's loc
 consistent and `INSERT OR IGNORE` makes concurrent writers of the same key harmless.
 
 Answers live in `answers`. Requests that failed for good in a way a rerun would repeat (cut
-off at max_tokens, or never fitting their schema, at temperature 0) live apart, by the same
-key, in `failures`: a ragframe that predates that table never reads it, so it cannot take a
-failure for an answer, and an answer for the key (written by any version) wins over it.
+off at max_tokens at temperature 0; `store.REMEMBERED_KINDS`) live apart, by the same key, in
+`failures`: a ragframe that predates that table never reads it, so it cannot take a failure
+for an answer, and an answer for the key (written by any version) wins over it.
 
 Off the event loop: writes go to one writer thread that commits whatever is queued in one
 transaction, and the async reads run on a reader thread, so a slow disk or another process
