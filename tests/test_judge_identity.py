@@ -119,6 +119,8 @@ def test_no_judge_named_is_the_embedded_judge(bare: pytest.MonkeyPatch) -> None:
 
 def test_a_named_model_is_the_model_that_answers(bare: pytest.MonkeyPatch) -> None:
     bare.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    bare.setenv("RAGFRAME_EMBEDDING_MODEL", " ")  # blank: unset, OpenAI's default
+    assert Judge(cache=False).embedding_model == "text-embedding-3-small"
     judge = Judge("gpt-4o-mini", cache=False)
     assert not judge.local and judge.price == (0.15, 0.60)
     assert judge.describe()["model"] == "gpt-4o-mini"

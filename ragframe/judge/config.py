@@ -151,7 +151,7 @@ class JudgeConfig:
     def _pick_embedding_model(self, embedding_model: str | None) -> str | None:
         """The embedding model: given, else $RAGFRAME_EMBEDDING_MODEL, else OpenAI's default
         on OpenAI itself; None leaves the choice to `embedding_choice`."""
-        chosen = embedding_model or os.environ.get("RAGFRAME_EMBEDDING_MODEL") or None
+        chosen = embedding_model or _env("RAGFRAME_EMBEDDING_MODEL")
         if chosen is None and self.endpoint_host == "api.openai.com":
             return OPENAI_DEFAULT_EMBEDDING
         return chosen
