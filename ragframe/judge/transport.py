@@ -62,8 +62,8 @@ REPLY_BYTES_PER_TOKEN = 64
 LOGPROB_BYTES_PER_TOKEN = 256
 #: ... plus this much for the JSON envelope (ids, usage, whatever fields a server adds).
 REPLY_ENVELOPE_BYTES = 64 * 1024
-#: Request options for the SDK's raw, unread response (its RAW_RESPONSE_HEADER = "stream").
-_STREAMED: dict[str, Any] = {"headers": {"X-Stainless-Raw-Response": "stream"}}
+#: The header asking the SDK for its raw, unread response (its RAW_RESPONSE_HEADER, "stream").
+_STREAMED = ("X-Stainless-Raw-Response", "stream")
 
 
 def reply_limit(body: dict[str, Any]) -> int:
@@ -274,7 +274,7 @@ class Transport:
         # HTTP library it is built on (httpx, httpx2): no response model is built, and the
         # body is read chunk by chunk, no further than `reply_limit` (see `_read_capped`).
         response = await self._client.post(
-            "/chat/completions", body=body, cast_to=bytes, options=_STREAMED
+            "/chat/completions", body=body, cast_to=bytes, options={"headers": dict([_STREAMED])}
         )
         return _read_completion(await _read_capped(response, reply_limit(body)))
 
