@@ -612,9 +612,16 @@ def test_cli_writes_the_report(scored_file: Path, tmp_path: Path, capsys: Any) -
     # Through `ragframe` itself: an error is one line and exit status 2.
     from ragframe.cli import main
 
-    assert main(["report", str(scored_file), "--by", "nope", "-o", str(out)]) == 2
+    assert main(["report", str(scored_file), "--by", "nope", "-o", str(out), "--overwrite"]) == 2
     assert "by= names ['nope']" in capsys.readouterr().err
-    assert main(["report", str(scored_file), "-o", str(out)]) == 0
+    # An existing report is replaced only with --overwrite, as every writer does.
+    out.write_text("kept", encoding="utf-8")
+    assert main(["report", str(scored_file), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "exists; add --overwrite to replace it" in err
+    assert out.read_text(encoding="utf-8") == "kept"
+    assert main(["report", str(scored_file), "-o", str(out), "--overwrite"]) == 0
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
 # ------------------------------------------------------------------------------ comparison

@@ -10,7 +10,8 @@ from ragframe.cli import common, labels, options
 
 EXIT_STATUSES = (
     "exit status: 0 written; 2 a configuration or input error (one line says what to fix: "
-    "a missing column, a file that is not a scored Parquet file, the report extra not installed)"
+    "a missing column, a file that is not a scored Parquet file, an existing -o without "
+    "--overwrite, the report extra not installed)"
 )
 HELP = "write one self-contained HTML report of a scored Parquet file (opens offline)"
 
@@ -27,7 +28,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `report` to the `ragframe` parser's subparsers."""
     report = options.subcommand(subparsers, "report", cmd_report, HELP, EXIT_STATUSES)
     report.add_argument("scored", help="scored Parquet file (from `ragframe score`)")
-    options.add_output(report, "the HTML file to write", overwrite=None)
+    options.add_output(report, "the HTML file to write", overwrite="replace an existing report")
     report.add_argument(
         "--by", help="group columns, comma-separated: means with intervals per group"
     )
@@ -64,6 +65,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     from ragframe.report import report
 
+    common.refuse_existing_output(args.overwrite, args.output)  # before reading anything
     report(
         args.scored,
         by=_columns(args.by),
