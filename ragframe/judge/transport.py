@@ -594,10 +594,12 @@ class Secrets:
     refused key in); the user and the password of each base URL, as written in the URL and
     decoded, and the Basic token they are sent as; the value of each credential-like query
     parameter (`config.public_url` names them). Each in the forms a reply may carry it:
-    raw, percent-encoded, JSON-, Python- and HTML-escaped. `scrub` takes them all out of a
-    text; the transport applies it to everything an endpoint says (`Transport._classify`
-    and the replies of `Transport.chat`) before any of it can reach a row error, the stats,
-    a log, the cache or a manifest. Values shorter than `MIN_CHARS` are left alone: taking
+    raw, percent-encoded, JSON-, Python- and HTML-escaped (matched whatever the case, so
+    %2f and %2F alike). `scrub` takes them all out of a text; the transport applies it to
+    everything an endpoint says before any of it can reach a row error, the stats, a log,
+    the cache or a manifest: to every failure leaving `Transport.send` (and before an
+    error's text is cut short, so no part of a credential survives the cut), and to every
+    answer `Transport.chat` returns. Values shorter than `MIN_CHARS` are left alone: taking
     out every "ab" would wreck the message and hide nothing worth hiding.
     """
 
