@@ -137,8 +137,10 @@ def reference(command: list[str]) -> tuple[Any, RunSpec]:
     args = build_parser().parse_args(command)
     spec = score_cli.run_spec(args)
     judge = None if spec.judges else score_cli._judge(args)
-    # In memory the rows are one piece: the streamed run's chunk size is only recorded.
-    result = run_sync(execute(args.input, replace(spec, chunk_rows=None), judge))
+    # In memory the rows are one piece: the streamed run's chunk size is only recorded, and
+    # a Ray run's actors and batches are not part of the record.
+    unsized = replace(spec, chunk_rows=None, actors=None, batch_rows=None)
+    result = run_sync(execute(args.input, unsized, judge))
     result.run["chunk_rows"] = spec.chunk_rows
     return result, spec
 
