@@ -14,6 +14,7 @@ import pytest
 from ragframe.cli import calibrate as cli_calibrate
 from ragframe.cli import human as cli_human
 from ragframe.cli import label_sheet as cli_sheet
+from ragframe.decide.calibration import CalibrationWarning
 from ragframe.decide.human import human_estimate
 from ragframe.decide.label_sheet import draw_labels, format_contexts, label_sheet
 from ragframe.errors import ConfigError, InputError
@@ -152,6 +153,12 @@ def test_cli_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert json.loads(calib.read_text())["judge"] == {"model": "j"}
     argv = ["human-estimate", str(scored), "--labels", str(sheet_path), "--calibration", str(calib)]
     assert _run(cli_human, argv) == 0
+    # Scores from another judge: the map was not fitted for them, and the command says so.
+    other = tmp_path / "other.parquet"
+    write_parquet(frame.drop("truth"), other, {"judge": {"model": "k"}})
+    argv[1] = str(other)
+    with pytest.warns(CalibrationWarning, match="judge {'model': 'k'}"):
+        assert _run(cli_human, argv) == 0
 
 
 def test_cli_errors_say_what_to_do(tmp_path: Path) -> None:
