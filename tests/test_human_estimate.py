@@ -406,3 +406,22 @@ def test_labels_needed_is_bounded() -> None:
     assert identical["n_needed"] == identical["n_labels_only"] > 0
     zeros = labels_needed(0.1, np.zeros(10), rng.uniform(size=10), n_scored=10_000)
     assert zeros["n_needed"] >= zeros["n_floor"] >= 110  # 10 of the rarer kind at rate <= 1/11
+
+
+def test_paired_difference_covers_when_changes_are_rare() -> None:
+    """human_estimate_difference's estimates (PPI++ on per-row label differences) at n >= 10
+    when system b changes the label of 2 % or 5 % of rows: both hold the log's difference."""
+    s, big_n = 1000, 2000
+    rng = np.random.default_rng(3)
+    for base, change in ((0.3, 0.02), (0.5, 0.05)):
+        q = rng.beta(4 * base, 4 * (1 - base), size=(s, big_n))
+        ya = (rng.random((s, big_n)) < q).astype(float)
+        flip = rng.random((s, big_n)) < change
+        yb = np.where(flip, (rng.random((s, big_n)) < 0.8).astype(float), ya)
+        dy, truth = yb - ya, (yb - ya).mean(1)
+        df = np.where(flip, 0.5, 0.0) + 0.05 * rng.standard_normal((s, big_n))
+        for n in (10, 50, 200):
+            found = human_intervals(dy[:, :n], df[:, :n], df)
+            for method, r in (("ppi++", found.ppi), ("labels_only", found.labels_only)):
+                cover = _covers(r.low, r.high, truth)
+                assert cover >= 0.93, (method, base, change, n, cover)
