@@ -13,7 +13,7 @@ from ragframe.decide.human import (
 )
 from ragframe.decide.label_sheet import draw_labels
 from ragframe.decide.labels import read_labels
-from ragframe.decide.ppi import human_intervals, ppi_mean
+from ragframe.decide.ppi import clopper_pearson, human_intervals, ppi_mean
 from ragframe.errors import InputError
 from ragframe.stats import t_quantile
 
@@ -297,7 +297,7 @@ def test_labels_needed_reaches_the_width() -> None:
     assert labels_needed(0.08, y[:60], f[:60], n_scored=50)["n_needed"] is None
 
 
-RARE_S, RARE_N = 2000, 2000
+RARE_S, RARE_N = 2000, 1000
 
 
 def _rare_logs(rng: np.random.Generator, rate: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -425,3 +425,21 @@ def test_paired_difference_covers_when_changes_are_rare() -> None:
             for method, r in (("ppi++", found.ppi), ("labels_only", found.labels_only)):
                 cover = _covers(r.low, r.high, truth)
                 assert cover >= 0.93, (method, base, change, n, cover)
+
+
+def test_clopper_pearson_matches_scipy() -> None:
+    from scipy import stats  # a declared test dependency (the package has no scipy)
+
+    for n in (10, 57, 300):
+        k = np.arange(n + 1)
+        low, high = clopper_pearson(k, np.full(k.shape, n), 0.95)
+        ref_low = np.where(k == 0, 0.0, stats.beta.ppf(0.025, np.maximum(k, 1), n - k + 1))
+        ref_high = np.where(k == n, 1.0, stats.beta.ppf(0.975, k + 1, np.maximum(n - k, 1)))
+        np.testing.assert_allclose(low, ref_low, atol=1e-12)
+        np.testing.assert_allclose(high, ref_high, atol=1e-12)
+    rng = np.random.default_rng(0)
+    k = rng.uniform(0.5, 30, 200)
+    n = k + rng.uniform(1, 100, 200)  # an effective n: real numbers
+    low, high = clopper_pearson(k, n, 0.9)
+    np.testing.assert_allclose(low, stats.beta.ppf(0.05, k, n - k + 1), atol=1e-12)
+    np.testing.assert_allclose(high, stats.beta.ppf(0.95, k + 1, n - k), atol=1e-12)

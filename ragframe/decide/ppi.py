@@ -336,22 +336,36 @@ def _differences_only(y: np.ndarray, w: np.ndarray | None, level: float) -> PPIR
 
 def clopper_pearson(k: np.ndarray, n: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
     """The Clopper-Pearson interval of k successes in n (arrays; real k and n allowed for an
-    effective sample size): beta quantiles, computed by bisection on the incomplete beta."""
-    k = np.asarray(k, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    tail = (1 - level) / 2
-    low = np.where(k <= 0, 0.0, _beta_quantile(tail, np.maximum(k, 1e-9), n - k + 1))
-    high = np.where(k >= n, 1.0, _beta_quantile(1 - tail, k + 1, np.maximum(n - k, 1e-9)))
-    return low, high
+    effective sample size): beta quantiles, computed by bisection on the incomplete beta, once
+    per distinct (k, n) and level (kept: simulations ask for the same few again and again)."""
+    k, n = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(n, np.float64))
+    pairs, back = np.unique(np.stack([k.ravel(), n.ravel()], axis=1), axis=0, return_inverse=True)
+    keys = [(float(a), float(b), float(level)) for a, b in pairs]
+    todo = [key for key in dict.fromkeys(keys) if key not in _CP_CACHE]
+    if todo:
+        if len(_CP_CACHE) + len(todo) > _CP_CACHE_SIZE:
+            _CP_CACHE.clear()
+        kk = np.array([t[0] for t in todo])
+        nn = np.array([t[1] for t in todo])
+        tail = (1 - level) / 2
+        low = np.where(kk <= 0, 0.0, _beta_quantile(tail, np.maximum(kk, 1e-9), nn - kk + 1))
+        high = np.where(kk >= nn, 1.0, _beta_quantile(1 - tail, kk + 1, np.maximum(nn - kk, 1e-9)))
+        _CP_CACHE.update(zip(todo, zip(low.tolist(), high.tolist(), strict=True), strict=True))
+    found = np.array([_CP_CACHE[key] for key in keys]).reshape(-1, 2)[np.ravel(back)]
+    return found[:, 0].reshape(k.shape), found[:, 1].reshape(k.shape)
+
+
+_CP_CACHE: dict[tuple[float, float, float], tuple[float, float]] = {}
+_CP_CACHE_SIZE = 100_000
 
 
 def _beta_quantile(q: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The q-quantile of Beta(a, b), elementwise: bisection on `_beta_cdf` (60 halvings of
+    """The q-quantile of Beta(a, b), elementwise: bisection on `_beta_cdf` (50 halvings of
     [0, 1]: below 1e-15), over the distinct (a, b) pairs only."""
     a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
     pairs, back = np.unique(np.stack([a.ravel(), b.ravel()], axis=1), axis=0, return_inverse=True)
     lo, hi = np.zeros(len(pairs)), np.ones(len(pairs))
-    for _ in range(60):
+    for _ in range(50):
         mid = (lo + hi) / 2
         below = _beta_cdf(mid, pairs[:, 0], pairs[:, 1]) < q
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
