@@ -17,7 +17,7 @@ theta +- q * sqrt(var(lam * f over N) / N + var(Y - lam * f over n) / n), both v
 divisor n (numpy's default, as ppi_py). q is Student's t(n - 1) quantile by default
 (`interval="t"`): the rectifier's variance rests on n rows, and at n = 50 the normal quantile
 covers 93 % for a 95 % interval in the tests' simulations, t about 94 %; `interval="normal"`
-takes the normal quantile and is ppi_py's interval exactly.
+takes the normal quantile and is ppi_py's interval exactly (unweighted; weights below).
 
 Weights `w` (a stratified draw's 1 / inclusion probability) are normalised to mean 1 (ppi_py's
 `w`; a Hajek-normalised Horvitz-Thompson weight) and enter the labelled term and lam as in
@@ -113,7 +113,8 @@ def ppi_mean(
     """The PPI++ mean (module docstring) over the last axis; leading axes are independent
     problems (a batch of simulations). `y`, `f_labelled` (and `w`): shape (..., n); `f_all`:
     (..., N). `lam=None` power-tunes; `lam=1` is classical PPI, `lam=0` the labels-only mean.
-    `interval`: "t" (t(n - 1) quantile) or "normal" (ppi_py's `ppi_mean_ci`)."""
+    `interval`: "t" (t(n - 1) quantile) or "normal" (ppi_py's `ppi_mean_ci`, unweighted).
+    This is the plain normal interval; `human_intervals` adds the small-n rule to it."""
     y = np.asarray(y, dtype=np.float64)
     fl = np.asarray(f_labelled, dtype=np.float64)
     fa = np.asarray(f_all, dtype=np.float64)
