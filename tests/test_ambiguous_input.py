@@ -118,6 +118,17 @@ def test_a_mapped_column_is_not_also_read_under_its_own_name() -> None:
     frame = pl.DataFrame({"question": ["q"], "answer": ["gold"], "response": ["model says"]})
     mapping = canonical_names(frame.columns, {"ground_truth": "answer"})
     assert mapping == {"ground_truth": "answer", "question": "question", "answer": "response"}
+    # An alias mapped to another input is not read as its own input either, and the refusal
+    # says where it went.
+    frame = pl.DataFrame({"response": ["what is asked"], "contexts": [["c"]]})
+    assert canonical_names(frame.columns, {"question": "response"}) == {
+        "question": "response",
+        "contexts": "contexts",
+    }
+    with pytest.raises(InputError) as caught:
+        select_inputs(frame, {"m": ["question", "answer"]}, {"question": "response"})
+    message = _one_line(str(caught.value))
+    assert "needs a 'answer' column" in message and "'response' is read as 'question'" in message
 
 
 # ------------------------------------------------------------ scores outside [0, 1]

@@ -321,10 +321,16 @@ def select_inputs(
             source = mapping.get(canonical)
             if source is None:
                 aliases = [a for a, c in ALIASES.items() if c == canonical]
+                taken = [
+                    f"{name!r} is read as {other!r}"
+                    for other, name in mapping.items()
+                    if name == canonical or ALIASES.get(name) == canonical
+                ]
+                why = f", as columns= says: {', '.join(taken)}" if taken else ""
                 raise InputError(
-                    f"metric {metric!r} needs a {canonical!r} column, and the frame has none "
-                    f"(its columns: {frame.columns}). Rename a column to {canonical!r}, use one "
-                    f"of {aliases}, or pass columns={{{canonical!r}: 'your_column'}}"
+                    f"metric {metric!r} needs a {canonical!r} column, and the frame has none"
+                    f"{why} (its columns: {frame.columns}). Rename a column to {canonical!r}, "
+                    f"use one of {aliases}, or pass columns={{{canonical!r}: 'your_column'}}"
                 )
             _check_type(frame, metric, canonical, source)
             if canonical not in wanted:
