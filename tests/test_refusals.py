@@ -16,6 +16,8 @@ from test_one_run import argv, frame
 
 import ragframe
 from ragframe.cli import main
+from ragframe.engine.arrow import score_arrow
+from ragframe.engine.prepare import choose_metrics
 from ragframe.engine.repeats import check_repeats
 from ragframe.engine.spec import MAX_REPEATS, RunSpec
 from ragframe.engine.stream import score_file
@@ -38,6 +40,10 @@ def test_a_single_string_is_one_metric_name_or_a_comma_separated_list(
     two = ragframe.evaluate(frame(2), metrics="context_recall, faithfulness", judge=judge)
     assert {"context_recall", "faithfulness"} <= set(two.columns)
     assert ragframe.estimate(frame(2), "context_recall", judge=judge)["requests"] == 2
+    arrow = score_arrow(frame(2).to_arrow(), "context_recall", judge)
+    assert "context_recall" in arrow.column_names and "faithfulness" not in arrow.column_names
+    chosen = choose_metrics("context_recall,faithfulness", (), None)  # score_arrow without judge
+    assert [m.name for m in chosen] == ["context_recall", "faithfulness"]
     assert RunSpec(metrics="faithfulness").metrics == ("faithfulness",)
     assert RunSpec(metrics="all").metrics == "all"
 
@@ -52,6 +58,8 @@ def test_an_option_evaluate_does_not_take_is_refused_not_dropped(
     for option in ({"fail_under": {"faithfulness": 0.9}}, {"dry_run": True}, {"chunk_rows": 2}):
         with pytest.raises(ConfigError, match=next(iter(option))):
             ragframe.run(frame(2), ["faithfulness"], judge=judge, **option)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="no such option 'fail_under'"):
+        ragframe.estimate(frame(2), ["faithfulness"], judge=judge, fail_under={"faithfulness": 1})
     assert server.count() == 0
 
 
@@ -110,7 +118,7 @@ def test_repeats_share_one_max_cost_as_a_single_run_does(
     server.reset()
     cap = 1.5 * one_run  # above one repeat, well below three
     judge = judge_for(server, tmp_path, price=PRICE, max_cost=cap, concurrency=1)
-    with pytest.raises(BudgetExceeded):
+    with pytest.raises(BudgetExceeded, match="stopped in repeat 2 of 3: the repeats have spent"):
         ragframe.run(frame(4), ["context_recall"], judge=judge, repeats=3)
     assert server.count() < 3 * once.stats.requests
 

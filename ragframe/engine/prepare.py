@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.engine.spec import RunSpec
+from ragframe.engine.spec import RunSpec, metric_names
 from ragframe.errors import ConfigError
 from ragframe.inputs.columns import (
     CANONICAL,
@@ -293,7 +293,7 @@ def choose_metrics(
     from ragframe.metrics.catalog import all_metrics, is_all
 
     if not is_all(metrics):
-        return resolve(metrics)  # type: ignore[arg-type]
+        return resolve(metric_names(metrics))  # type: ignore[arg-type]
     chosen, skipped = all_metrics(present, columns)
     if extra is not None:
         extra["skipped_metrics"] = skipped

@@ -56,7 +56,7 @@ import numpy as np
 import polars as pl
 
 from ragframe.engine.spec import check_repeats
-from ragframe.errors import ConfigError
+from ragframe.errors import BudgetExceeded, ConfigError
 from ragframe.judge.client import Judge, RunStats
 from ragframe.metrics.thresholds import PASS_SUFFIX, Threshold
 from ragframe.stats import RESAMPLES, expanded_tail
@@ -348,17 +348,27 @@ async def score_repeats(
                 f"drop or rename it before scoring with repeats (e.g. df.drop({clash[0]!r}))"
             )
     runs, stats = [], []
-    for one in judges:
+    for r, one in enumerate(judges):
+        spent = sum(s.cost or 0.0 for s in stats)
         if judge.max_cost is not None and stats:  # one budget for the whole run, as k = 1
-            spent = sum(s.cost or 0.0 for s in stats)
             one.max_cost = max(judge.max_cost - spent, 0.0)
         session = one.session()
         session.plan(work_plan(metrics, frame.height))
-        if needs_judge(metrics):
-            async with session:
+        try:
+            if needs_judge(metrics):
+                async with session:
+                    runs.append(await score_frame(frame, list(metrics), session, columns))
+            else:
                 runs.append(await score_frame(frame, list(metrics), session, columns))
-        else:
-            runs.append(await score_frame(frame, list(metrics), session, columns))
+        except BudgetExceeded as stop:
+            if k == 1 or judge.max_cost is None:
+                raise
+            total = spent + (session.stats.cost or 0.0)
+            raise BudgetExceeded(
+                f"stopped in repeat {r + 1} of {k}: the repeats have spent ${total:.4f}, "
+                f"reaching max_cost ${judge.max_cost:.4f}; answers so far are cached, so "
+                "rerunning with a higher max_cost resumes without paying for them again"
+            ) from stop
         stats.append(session.stats)
     if k == 1:
         return Repeated(runs[0], stats[0], None)

@@ -45,15 +45,21 @@ class RunOptions(TypedDict, total=False):
 def spec_of(metrics: Any, options: RunOptions) -> RunSpec:
     """The run specification of `evaluate(data, metrics, **options)`; an option `evaluate`
     does not take (a gate, a dry run: the command line's) is refused, never dropped."""
-    known = RunOptions.__optional_keys__ | RunOptions.__required_keys__
+    _refuse_unknown(options, RunOptions, "evaluate / run")
+    return RunSpec.of(metrics, **{k: v for k, v in options.items() if k != "judge"})
+
+
+def _refuse_unknown(options: Mapping[str, Any], taken: Any, who: str) -> None:
+    """A ConfigError for an option `who` does not take (a TypedDict of `taken` ones): the
+    keyword is accepted by `**options`, so it would otherwise be dropped without a word."""
+    known = taken.__optional_keys__ | taken.__required_keys__
     unknown = sorted(set(options) - known)
     if unknown:
         raise ConfigError(
-            f"evaluate / run take no option {unknown[0]!r}; they take {sorted(known)} "
-            "(gates: ragframe.check_gates(frame, ...); a dry run: ragframe.estimate(...); "
-            "a cost cap: Judge(max_cost=...))"
+            f"{who}: no such option {unknown[0]!r} (the options: {sorted(known)}); for gates "
+            "use ragframe.check_gates(frame, ...), for a dry run ragframe.estimate(...), for a "
+            "cost cap Judge(max_cost=...)"
         )
-    return RunSpec.of(metrics, **{k: v for k, v in options.items() if k != "judge"})
 
 
 async def execute(
@@ -140,6 +146,7 @@ async def aestimate(
     """
     from ragframe.engine.repeats import check_repeats, repeat_judges
 
+    _refuse_unknown(options, EstimateOptions, "estimate")
     judges = options.pop("judges", ())
     if judges:
         if options.pop("judge", None) is not None:
