@@ -19,6 +19,7 @@ import ragframe
 from ragframe.judge.task import Task
 from ragframe.judge.transport import (
     REPLY_ENVELOPE_BYTES,
+    _http_library,
     _read_capped,
     _TooLong,
     reply_limit,
@@ -123,3 +124,30 @@ def test_a_run_against_a_flooding_server_keeps_every_row(tmp_path: Path) -> None
     assert result.frame["context_recall"].null_count() == 2
     assert all("max_tokens" in e for e in errors)
     assert result.stats.failures["reply_too_long"] == 2
+
+
+class Broken(Endless):
+    """A streamed response whose body stalls (a read timeout) or breaks off (a reset)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    async def iter_bytes(self) -> AsyncIterator[bytes]:
+        yield b'{"choices": '
+        raise self.error
+
+
+@pytest.mark.parametrize("kind", ["timeout", "reset"])
+def test_a_body_that_stalls_or_breaks_is_the_sdks_timeout_or_connection_error(kind: str) -> None:
+    """Read by the SDK, a body that stalls or breaks raised its APITimeoutError or
+    APIConnectionError (retried as such): read chunk by chunk here, it still does."""
+    import openai
+
+    http = _http_library()
+    error = http.ReadTimeout("stalled") if kind == "timeout" else http.RemoteProtocolError("gone")
+    broken = Broken(error)
+    expected = openai.APITimeoutError if kind == "timeout" else openai.APIConnectionError
+    with pytest.raises(expected):
+        asyncio.run(_read_capped(broken, 100_000))
+    assert broken.closed
