@@ -36,6 +36,7 @@ import decimal
 import json
 import re
 import tempfile
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,10 +80,17 @@ ALIASES_OF = {
     "reference_context_ids": (),
 }
 
-#: What Python's str.strip() strips (str.isspace): Unicode White_Space plus \x1c-\x1f. A text of
-#: only these is blank to ragframe (no judge or embedding endpoint has anything to read in it),
-#: so the oracle computes the set itself rather than importing ragframe's.
-WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+#: What ragframe counts as blank: what Python's str.strip() strips (str.isspace: Unicode
+#: White_Space plus \x1c-\x1f), control characters (Cc) and invisible format characters (Cf:
+#: zero-width spaces, BOM). A text of only these is blank to ragframe (no judge or embedding
+#: endpoint has anything to read in it), so the oracle computes the set itself rather than
+#: importing ragframe's. 0x13430-0x1343F are Cf in Unicode 15 (Polars' regex) but not in Python
+#: 3.11's Unicode 14 tables.
+WHITESPACE = "".join(
+    chr(c)
+    for c in range(0x110000)
+    if chr(c).isspace() or unicodedata.category(chr(c)) in ("Cc", "Cf") or 0x13430 <= c < 0x13440
+)
 
 #: Texts chosen to break things: blanks, controls, every plane, bidi, fences, JSON lookalikes.
 WEIRD = (
