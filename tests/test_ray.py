@@ -38,7 +38,7 @@ import ragframe
 from ragframe import Judge
 from ragframe.judge.cache import SharedAnswerCache
 from ragframe.judge.limits import Reservations, share
-from ragframe.testing.server import FakeServer, Faults, auto_answer
+from ragframe.testing.server import FakeServer, Faults, Reply, auto_answer
 
 METRICS = ["faithfulness", "context_recall"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -303,7 +303,12 @@ sys.exit(score_with_ray(args, score._judge(args), metrics, common.parse_columns(
 
 
 def ray_command(
-    source: Path, out: Path, server: FakeServer, cache: Path, address: str
+    source: Path,
+    out: Path,
+    server: FakeServer,
+    cache: Path,
+    address: str,
+    metrics: list[str] = METRICS,
 ) -> list[str]:
     from ragframe.cli import build_parser
 
@@ -311,7 +316,7 @@ def ray_command(
     code = DRIVER if wired else DRIVER_PARTS
     return [
         sys.executable, "-c", code, "score", str(source), "-o", str(out),
-        "--metrics", ",".join(METRICS), "--model", "fake-judge", "--base-url", server.base_url,
+        "--metrics", ",".join(metrics), "--model", "fake-judge", "--base-url", server.base_url,
         "--ray", address, "--actors", "2", "--concurrency", "2", "--batch-rows", "3",
         "--cache", str(cache), "--no-progress",
     ]  # fmt: skip
@@ -409,3 +414,62 @@ def released(cache: Path) -> bool:
                 return False
             fcntl.flock(handle, fcntl.LOCK_UN)
     return True
+
+
+def refused(body: dict[str, Any]) -> Reply:
+    """A server handler refusing every request for good (a 400 is not retried)."""
+    return Reply(status=400, content="refused: this test's server takes no request")
+
+
+def test_fail_fast_on_ray_stops_with_the_one_line_of_one_process(
+    cluster: str, tmp_path: Path
+) -> None:
+    """`score --ray --fail-fast`, every request refused: the line and exit status of the
+    same command without Ray. (Ray wraps an actor's error in its own, whose text is the
+    worker's traceback with Ray's retry advice appended; that used to escape as a traceback,
+    exit status 1, which means a failed gate.) Nothing is written."""
+    files = partitions(tmp_path / "in", rows(6), 3)
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key", "RAY_ADDRESS": ""}
+    metrics = ["faithfulness"]  # one first stage: whichever row fails first, the same line
+    with FakeServer(refused) as server:
+        plain = [sys.executable, "-c", DRIVER, "score", str(files[0]), "-o", str(tmp_path / "a.pq")]
+        plain += ["--metrics", "faithfulness", "--model", "fake-judge"]
+        plain += ["--base-url", server.base_url, "--no-cache", "--no-progress", "--fail-fast"]
+        one = subprocess.run(plain, env=env, cwd=ROOT, capture_output=True, text=True)
+        on_ray = ray_command(
+            tmp_path / "in", tmp_path / "out", server, tmp_path / "c", cluster, metrics
+        )
+        got = subprocess.run(
+            [*on_ray, "--fail-fast"], env=env, cwd=ROOT, capture_output=True, text=True
+        )
+    assert one.returncode == 2, one.stderr[-3000:]
+    line = one.stderr.strip().splitlines()[-1]
+    assert line.startswith("ragframe: error: ") and "refused: this test's server" in line
+    assert got.returncode == 2, got.stderr[-3000:]
+    assert got.stderr.strip().splitlines()[-1] == line
+    assert "Traceback" not in got.stderr
+    assert not list((tmp_path / "out").rglob("*.parquet"))
+
+
+def test_fail_fast_on_ray_raises_the_error_as_raised(cluster: str, tmp_path: Path) -> None:
+    """`score_partitions` with fail_fast raises the actor's ragframe error itself: the class
+    and message one process raises, without Ray's wrapper or the advice it appends."""
+    from ragframe.ray import score_partitions
+
+    frame = rows(4)
+    partitions(tmp_path / "in", frame, 4)
+    with FakeServer(refused) as server:
+        judge = judge_for(server, tmp_path, fail_fast=True, concurrency=2)
+        with pytest.raises(ragframe.JudgeError) as alone:
+            ragframe.run(frame, ["faithfulness"], judge=judge)
+        with pytest.raises(ragframe.JudgeError) as on_ray:
+            score_partitions(
+                tmp_path / "in", tmp_path / "out", ["faithfulness"], judge, actors=1,
+                num_cpus=0.5,
+            )  # fmt: skip
+    import ray.exceptions
+
+    assert type(on_ray.value) is type(alone.value)
+    assert not isinstance(on_ray.value, ray.exceptions.RayError)
+    assert str(on_ray.value) == str(alone.value)
+    assert "refused: this test's server" in str(alone.value)

@@ -17,7 +17,7 @@ from typing import Any
 from ragframe.cli import common
 from ragframe.cli import gate as gate_cli
 from ragframe.engine.spec import RunSpec
-from ragframe.errors import ConfigError, RagframeError
+from ragframe.errors import ConfigError
 
 #: `--ray` given alone: Ray's own choice (`$RAY_ADDRESS`, else a cluster already running on
 #: this machine, else a new local one).
@@ -124,19 +124,17 @@ def _default_actors(ray: Any, judge: Any) -> int:
 
 def _unwrapped(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Call `fn`; a ragframe error raised inside a Ray worker is raised as itself (Ray wraps
-    it), so the command line prints its one line and exits 2."""
+    it in a `RayTaskError`, which is also a subclass of it but whose text is the worker's
+    whole traceback), so the command line prints its one line and exits 2, as without Ray."""
+    from ragframe.ray.dataset import original_error
+
     try:
         return fn(*args, **kwargs)
-    except RagframeError:
-        raise
     except Exception as exc:
-        cause: BaseException | None = exc
-        while cause is not None:
-            inner = getattr(cause, "cause", None) or cause.__cause__
-            if isinstance(inner, RagframeError):
-                raise inner from None
-            cause = inner if inner is not cause else None
-        raise
+        original = original_error(exc)
+        if original is None or original is exc:
+            raise
+        raise original from exc
 
 
 def written_outputs(result: Any) -> list[str]:

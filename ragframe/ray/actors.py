@@ -4,6 +4,7 @@ the driver adds up (`STATS_COLUMN`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ import pyarrow as pa
 import ray
 
 from ragframe.engine.arrow import ArrowSession, Metrics, prepare, to_frame
+from ragframe.errors import RagframeError
 from ragframe.judge.client import Judge, RunStats
 from ragframe.metrics import Metric, RagasScore
 from ragframe.ray.limits import Limits, RemoteRate, actor_judge
@@ -30,11 +32,13 @@ _REGISTRIES: list[tuple[str, Any]] = []
 @ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
 class _Registry:
     """Gives each scoring actor its slot: its share of the limits, its endpoint and its cache
-    file. A restarted actor keeps its actor id, so it gets its old slot back."""
+    file. A restarted actor keeps its actor id, so it gets its old slot back. It also keeps
+    the first ragframe error an actor raised, for the driver (see `batch_error`)."""
 
     def __init__(self) -> None:
         self._slots: dict[str, int] = {}
         self._members: dict[str, dict[str, Any]] = {}
+        self._failure: RagframeError | None = None
 
     def join(self, actor_id: str, pid: int, node: str, handle: Any = None) -> int:
         slot = self._slots.setdefault(actor_id, len(self._slots))
@@ -52,6 +56,13 @@ class _Registry:
     def members(self) -> list[dict[str, Any]]:
         return list(self._members.values())
 
+    def fail(self, error: RagframeError) -> None:
+        if self._failure is None:
+            self._failure = error
+
+    def failure(self) -> RagframeError | None:
+        return self._failure
+
 
 def start_registry() -> Any:
     """A new run's registry (kept for `scorer_actors`; those of earlier clusters are dropped)."""
@@ -66,6 +77,21 @@ def _current_job() -> str:
     """This driver's job in this cluster (a job id alone repeats across `ray.init` calls)."""
     context = ray.get_runtime_context()
     return f"{context.get_session_name()}/{context.get_job_id()}"
+
+
+def batch_error(registry: Any) -> RagframeError | None:
+    """The first ragframe error a scoring actor of this run raised (a judge that gave up
+    under `fail_fast`, say), as it was raised; None if none did.
+
+    Why through the registry: Ray Data wraps an exception raised in a batch in its own
+    `UserCodeException`, which reaches the driver without what it wraps (Python does not
+    pickle `__cause__`) and with Ray's advice appended to its text. The actor hands the
+    error to the registry before raising, so the driver can raise it as one process does:
+    its one line, its exit status."""
+    try:
+        return ray.get(registry.failure.remote())
+    except Exception:  # the cluster went with the failure: nothing more to tell
+        return None
 
 
 def scorer_actors() -> list[dict[str, Any]]:
@@ -105,6 +131,7 @@ class RayScorer:
         context = ray.get_runtime_context()
         me = (context.get_actor_id(), os.getpid(), context.get_node_id(), context.current_actor)
         slot = ray.get(registry.join.remote(*me))
+        self.registry = registry
         own = actor_judge(judge, slot, actors, Path(cache_dir) if cache_dir else None, limits)
         self.session = ArrowSession(own)
         if limiter is not None:
@@ -118,6 +145,14 @@ class RayScorer:
         self._prepared: dict[tuple[tuple[str, str], ...], list[Metric | RagasScore]] = {}
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        try:
+            return self._score(batch)
+        except RagframeError as err:
+            with contextlib.suppress(Exception):  # kept for the driver (`batch_error`)
+                ray.get(self.registry.fail.remote(err))
+            raise
+
+    def _score(self, batch: pa.Table) -> pa.Table:
         carried = [batch.column(name) for name in self.carry]
         frame = to_frame(batch.drop_columns(list(self.carry)) if self.carry else batch)
         chosen = self._metrics_for(frame)

@@ -3,8 +3,9 @@ partitioned command-line run calls too), with the batch size and the checks they
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,9 @@ import ray
 import ray.data
 
 from ragframe.engine.arrow import Metrics, prepare, to_frame
-from ragframe.errors import ConfigError
+from ragframe.errors import ConfigError, RagframeError
 from ragframe.judge.client import Judge
-from ragframe.ray.actors import RayScorer, start_registry
+from ragframe.ray.actors import RayScorer, batch_error, start_registry
 from ragframe.ray.limits import Limits, check_limits, start_limiter
 
 #: Rows per batch for each request slot of an actor (see `batch_rows`).
@@ -127,10 +128,12 @@ def map_scores(
     ray_remote_args: Mapping[str, Any] | None = None,
     carry: tuple[str, ...] = (),
     report_stats: bool = False,
+    registry: Any = None,
 ) -> ray.data.Dataset:
     """`evaluate`, with the CLI's pass-through columns and per-batch figures (`report_stats`:
     then each block is scored as one batch, so a batch never straddles two partitions and its
-    requests are counted in the partition they were sent for)."""
+    requests are counted in the partition they were sent for) and the run's `registry`
+    (`start_registry()`; a new one if None), which `raising_batch_errors` asks."""
     check_actors(judge, actors)
     check_limits(limits)
     if isinstance(metrics, str) and metrics != "all":
@@ -144,7 +147,7 @@ def map_scores(
         RayScorer,
         fn_constructor_args=(metric_list, judge),
         fn_constructor_kwargs={
-            "registry": start_registry(),
+            "registry": registry if registry is not None else start_registry(),
             "actors": actors,
             "options": dict(options),
             "cache_dir": None if where is None else str(where),
@@ -163,6 +166,38 @@ def map_scores(
         num_cpus=num_cpus,
         **(ray_remote_args or {}),
     )
+
+
+@contextlib.contextmanager
+def raising_batch_errors(registry: Any) -> Iterator[None]:
+    """Consume a scored dataset so that a ragframe error raised in a batch reaches the caller
+    as itself (its one line, its class), not as Ray's wrapper of it (see `batch_error`)."""
+    try:
+        yield
+    except Exception as exc:
+        error = batch_error(registry)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def original_error(exc: BaseException) -> RagframeError | None:
+    """The ragframe error under Ray's wrappers of `exc`, or None. A Ray task's exception
+    arrives as a `RayTaskError` holding it as `cause` (and subclassing its class, with the
+    worker's whole traceback as its text); Python's chain (`__cause__`) is followed too."""
+    from ray.exceptions import RayTaskError
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, RayTaskError):
+            current = current.cause
+        elif isinstance(current, RagframeError):
+            return current
+        else:
+            current = current.__cause__
+    return None
 
 
 def _batch_for(ds: ray.data.Dataset, judge: Judge, actors: int) -> int:

@@ -22,7 +22,8 @@ from ragframe.errors import RagframeError
 from ragframe.inputs.io import check_writable
 from ragframe.judge.client import Judge, RunStats
 from ragframe.metrics import Metric, RagasScore
-from ragframe.ray.dataset import batch_rows, check_actors, map_scores
+from ragframe.ray.actors import start_registry
+from ragframe.ray.dataset import batch_rows, check_actors, map_scores, raising_batch_errors
 from ragframe.ray.limits import Limits, check_limits
 from ragframe.ray.outputs import PartitionOutput, PartitionsResult, route
 from ragframe.ray.partitions import (
@@ -167,13 +168,16 @@ def _drive(
     context = ray.data.DataContext.get_current()
     keep_order = context.execution_options.preserve_order
     context.execution_options.preserve_order = True  # each partition's rows come in order
+    registry = start_registry()
     try:
         ds = map_scores(
             partition_dataset(pending, rows), metrics, judge, batch_size=rows, options=options,
-            carry=(PART_COLUMN, ROW_COLUMN), report_stats=True, **how,
+            carry=(PART_COLUMN, ROW_COLUMN), report_stats=True, registry=registry, **how,
         )  # fmt: skip
-        for table in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-            route(table, outputs, stats)
+        # A batch's ragframe error (fail_fast) is raised here as itself, as one process's is.
+        with raising_batch_errors(registry):
+            for table in ds.iter_batches(batch_format="pyarrow", batch_size=None):
+                route(table, outputs, stats)
     finally:
         context.execution_options.preserve_order = keep_order
     unfinished = [o.part for o in outputs.values() if o.written < o.part.rows]
