@@ -515,34 +515,6 @@ def test_worst_rows_and_failures_from_a_file_of_many_row_groups(tmp_path: Path) 
     ]
 
 
-def test_the_vega_bundle_is_kept_and_rebuilt_when_cut(tmp_path: Path, monkeypatch: Any) -> None:
-    import vl_convert
-
-    from ragframe.report import _page
-
-    built: list[str | None] = []
-
-    def bundle(vl_version: str | None = None) -> str:
-        built.append(vl_version)
-        return "/* vega */" + "x" * 200_000 + "window.vegaEmbed=e;"
-
-    monkeypatch.setenv("RAGFRAME_CACHE", str(tmp_path / "cache" / "cache.sqlite3"))
-    monkeypatch.setattr(vl_convert, "javascript_bundle", bundle)
-    _page.vega_bundle.cache_clear()
-    try:
-        first = _page.vega_bundle()
-        kept = list((tmp_path / "cache").glob("vega-bundle-*.js"))
-        assert len(built) == 1 and len(kept) == 1 and kept[0].read_text() == first
-        _page.vega_bundle.cache_clear()
-        assert _page.vega_bundle() == first and len(built) == 1  # read, not rebuilt
-        kept[0].write_text(first[:5000])  # cut short
-        _page.vega_bundle.cache_clear()
-        assert _page.vega_bundle() == first and len(built) == 2
-        assert kept[0].read_text() == first
-    finally:
-        _page.vega_bundle.cache_clear()
-
-
 def test_many_groups_keep_the_largest(tmp_path: Path) -> None:
     n = 2_000
     groups = [i % 100 if i < 1000 else 0 for i in range(n)]

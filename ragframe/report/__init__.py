@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from ragframe.errors import ConfigError
-from ragframe.report import _charts, _comparison, _data, _page, _people, _shell
+from ragframe.report import _bundle, _charts, _comparison, _data, _page, _people, _shell
 from ragframe.report._deps import need
 from ragframe.report._source import Source, check_output, direction, group_columns, load, pass_rules
 
@@ -76,7 +76,7 @@ def report(
     extra, links = _people_sections(figs, source, people, label_score, level)
     sections[1:1], nav[1:1] = extra, links
     name = title or f"ragframe report: {source.label}"
-    document = _shell.page(name, lines, nav, sections, figs.specs, _page.vega_bundle())
+    document = _shell.page(name, lines, nav, sections, figs.specs, _bundle.vega_bundle())
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(document, encoding="utf-8")

@@ -1,19 +1,16 @@
-"""The page: its sections, the inlined Vega bundle and the script that draws every figure.
+"""The page's sections and their figures (Vega's script is `_bundle`'s, the page's frame
+`_shell`'s).
 Nothing in it is loaded from a URL: one file that opens offline and can be sent around."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from ragframe.report import _charts
 from ragframe.report._data import IDX, Light
-from ragframe.report._deps import need
 from ragframe.report._html import (
     Safe,
     clip,
@@ -27,58 +24,6 @@ from ragframe.report._html import (
 )
 from ragframe.report._source import PassRule
 from ragframe.stats import format_interval
-
-
-@lru_cache(maxsize=1)
-def vega_bundle() -> str:
-    """Vega, Vega-Lite and vega-embed as one script (from vl-convert, no network), for the
-    Vega-Lite version Altair writes. Bundling takes seconds, so the script is kept beside
-    ragframe's cache (keyed by the versions) and read from there next time."""
-    alt = need("altair")
-    vlc = need("vl_convert")
-    version = ".".join(str(alt.SCHEMA_VERSION).lstrip("v").split(".")[:2])
-    if version not in vlc.get_vegalite_versions():
-        version = None  # vl-convert's latest
-    kept = _kept_bundle(version)
-    if kept is not None and kept.is_file():
-        text = kept.read_text(encoding="utf-8")
-        if _looks_whole(text):
-            return text
-    # Inline in a <script> element: a literal "</script" would end it early.
-    bundle = str(vlc.javascript_bundle(vl_version=version)).replace("</script", "<\\/script")
-    if kept is not None:
-        _keep(kept, bundle)
-    return bundle
-
-
-def _kept_bundle(version: str | None) -> Path | None:
-    """Where the bundle for this vl-convert and Vega-Lite version is kept (None: unknown)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    from ragframe.judge.cache import default_cache_path
-
-    try:
-        tool = installed("vl-convert-python")
-    except PackageNotFoundError:
-        return None
-    return default_cache_path().parent / f"vega-bundle-{tool}-vl{version or 'latest'}.js"
-
-
-def _looks_whole(text: str) -> bool:
-    """A kept bundle cut short (a full disk) is rebuilt, not inlined."""
-    return len(text) > 100_000 and "window.vegaEmbed" in text[-2000:]
-
-
-def _keep(path: Path, bundle: str) -> None:
-    """Write the bundle atomically; a cache that cannot be written is not an error."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(bundle, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 class Figures:
