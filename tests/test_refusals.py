@@ -211,3 +211,22 @@ def test_a_text_cut_before_judging_is_marked_counted_and_said(
     assert "inputs_cut" not in ragframe.read_metadata(out)["summary"]
     written = pl.read_parquet(out).get_column("faithfulness_detail")
     assert written.struct.field("inputs_cut").to_list() == [[], []]
+
+
+def test_the_batch_api_path_marks_and_says_a_cut_text_too(
+    server: FakeServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    source, out = tmp_path / "log.parquet", tmp_path / "out.parquet"
+    data = frame(2)
+    data.with_columns(pl.col("answer") + " " + "y" * 60_000).write_parquet(source)
+    command = ["batch", "run", str(source), "-o", str(out), "--manifest", str(tmp_path / "m")]
+    command += ["--metrics", "faithfulness", "--model", "fake-judge", "--base-url", server.base_url]
+    command += ["--cache", str(tmp_path / "b.sqlite3"), "--poll-interval", "0.05", "--wait", "60"]
+    assert main(command) == 0
+    assert "warning: texts cut before judging: 2 rows" in capsys.readouterr().err
+    expected = {"rows": 2, "by_input": {"answer": 2}, "max_text_chars": 50_000}
+    assert ragframe.read_metadata(out)["summary"]["inputs_cut"] == expected

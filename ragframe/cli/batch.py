@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -247,8 +248,13 @@ def _print_done(progress: Any) -> int:
 
     if progress.result is None:
         return common.EXIT_OK
+    from ragframe.engine.summary import cut_line
+
     summary = progress.result.summary()
     print(common.format_summary(summary, local=False))
+    cut = cut_line(summary)
+    if cut:  # verdicts on cut texts are said on stderr too, as `ragframe score` says them
+        print(f"ragframe: warning: {cut}", file=sys.stderr)
     info = summary["batch"]
     print(
         f"batches {len(info['batch_ids'])} over {info['stages']} stage(s): "
