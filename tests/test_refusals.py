@@ -191,7 +191,7 @@ def test_a_text_cut_before_judging_is_marked_counted_and_said(
     assert any("truncated" in b["messages"][-1]["content"] for b in server.chat_requests)
     expected = {"rows": 1, "by_input": {"answer": 1}, "max_text_chars": 100}
     assert result.summary()["inputs_cut"] == expected
-    assert "texts cut before judging: 1 rows" in str(result)
+    assert "texts cut before judging: 1 row (" in str(result)
     # The streamed run counts them alike, into the file's metadata.
     data.write_parquet(tmp_path / "in.parquet")
     streamed = score_file(
@@ -203,7 +203,7 @@ def test_a_text_cut_before_judging_is_marked_counted_and_said(
     out = tmp_path / "cli.parquet"
     command = argv(tmp_path / "in.parquet", out, server, tmp_path / "c.sqlite3", [])
     assert main([*command, "--metrics", "faithfulness", "--max-text-chars", "100"]) == 0
-    assert "warning: texts cut before judging: 1 rows" in capsys.readouterr().err
+    assert "warning: texts cut before judging: 1 row (" in capsys.readouterr().err
     assert ragframe.read_metadata(out)["summary"]["inputs_cut"] == expected
     # Under the limit nothing is cut, and the summary says nothing of it.
     assert main([*command, "--metrics", "faithfulness"]) == 0

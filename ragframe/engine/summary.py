@@ -195,8 +195,9 @@ def cut_line(summary: dict[str, Any]) -> str | None:
     if not cut:
         return None
     which = ", ".join(f"{name} {n}" for name, n in cut["by_input"].items())
+    rows = f"{cut['rows']} row{'' if cut['rows'] == 1 else 's'}"
     return (
-        f"texts cut before judging: {cut['rows']} rows ({which}) had a text longer than "
+        f"texts cut before judging: {rows} ({which}) had a text longer than "
         f"{cut['max_text_chars']:,} characters, judged on its first {cut['max_text_chars']:,} "
         "only ({metric}_detail.inputs_cut names them); raise --max-text-chars "
         "(Judge(max_text_chars=)) to judge them whole"
