@@ -21,6 +21,7 @@ import ragframe
 from ragframe import cli
 from ragframe.cli import compare as compare_cli
 from ragframe.decide.compare import EXACT_MAX_N, PERMUTATIONS, compare
+from ragframe.decide.compare._cells import better_side
 from ragframe.errors import ConfigError, InputError
 from ragframe.inputs.io import write_parquet
 from ragframe.testing.server import auto_answer
@@ -188,16 +189,20 @@ TRIALS = 200
 def test_p_values_are_calibrated_under_no_effect() -> None:
     """200 paired data sets with no effect (b and a exchangeable): p < 0.05 in about 5 %."""
     rng = np.random.default_rng(7)
-    small = []
+    small, declared = [], []
     for trial in range(TRIALS):
         base = rng.uniform(0, 1, 30)
         a = np.clip(base + rng.normal(0, 0.15, 30), 0, 1)
         b = np.clip(base + rng.normal(0, 0.15, 30), 0, 1)
         found = compare(*paired_frames(a, b), on="id", seed=trial).table
         small.append(found["p_value"][0] < 0.05)
+        declared.append(found["better"][0] is not None)
         assert found["p_value"][0] > 0
     lo, hi = binomial_range(TRIALS, 0.05)
     assert lo <= sum(small) <= hi, (sum(small), (lo, hi))
+    # The decision a user reads: "better" only where p < 0.05 too, so at most that often.
+    assert all(p or not d for p, d in zip(small, declared, strict=True))
+    assert sum(declared) <= hi, (sum(declared), hi)
 
 
 def test_intervals_cover_a_known_shift() -> None:
@@ -212,11 +217,33 @@ def test_intervals_cover_a_known_shift() -> None:
         fa, fb = paired_frames(a, a + 0.1 + rng.uniform(-0.1, 0.1, 25))
         row = compare(fa, fb, on="id", seed=trial).table.row(0, named=True)
         paired += row["ci_low"] <= 0.1 <= row["ci_high"]
+        # A shift of 1.7 standard deviations of d over 25 pairs (t about 8.7): always found.
+        assert row["better"] == "b" and row["p_value"] < 0.001
         fb = pl.DataFrame({"faithfulness": rng.beta(2, 5, 40) + 0.1})
         row = compare(fa, fb, seed=trial).table.row(0, named=True)
         unpaired += row["ci_low"] <= 2 / 7 + 0.1 - 0.4 <= row["ci_high"]
     lo, hi = binomial_range(TRIALS, 0.95)
     assert lo <= paired <= hi and lo <= unpaired <= hi, (paired, unpaired, (lo, hi))
+
+
+@pytest.mark.parametrize(
+    ("diff", "low", "high", "p", "direction", "better"),
+    [
+        (0.1, 0.02, 0.18, 0.01, "higher", "b"),  # both agree: b is better
+        (-0.1, -0.18, -0.02, 0.01, "higher", "a"),
+        (-0.1, -0.18, -0.02, 0.01, "lower", "b"),  # lower is better: a lower b wins
+        (0.1, -0.01, 0.21, 0.01, "higher", None),  # p small, the interval holds 0
+        (0.1, 0.0, 0.2, 0.01, "higher", None),  # 0 on the interval's edge: held
+        (0.1, 0.02, 0.18, 0.05, "higher", None),  # the interval clear, p not below 1 - level
+        (0.1, 0.02, 0.18, 0.2, "higher", None),
+        (0.1, None, None, 0.01, "higher", None),  # no interval (one pair)
+        (0.1, 0.02, 0.18, None, "higher", None),  # no p-value
+    ],
+)
+def test_better_needs_the_interval_to_exclude_0_and_p_below_1_minus_level(
+    diff, low, high, p, direction, better
+) -> None:
+    assert better_side(diff, low, high, p, 0.95, direction) == better
 
 
 def test_the_paired_design_finds_what_the_unpaired_one_misses() -> None:

@@ -8,9 +8,10 @@ listed. With `on=None` the two logs are compared as independent samples.
 Methods (n: the pairs, or each side's scores; nulls and NaN left out):
 
 - Paired interval: the mean of the differences d = b - a with `ragframe.stats.mean_interval`
-  (bounds [-1, 1]): the expanded percentile bootstrap of d (RESAMPLES resamples, vectorised,
-  seeded) up to BOOTSTRAP_MAX_N pairs, Student's t past it, the exact binomial bound when every
-  d sits at -1 or 1.
+  (bounds [-1, 1], mapped onto [0, 1]): the quasi-binomial score interval with its continuity
+  correction (no resampling: a closed form of n, the sums, the minimum and maximum of d) up to
+  BOOTSTRAP_MAX_N pairs, Student's t past it, the exact bound when every d is equal (the
+  `method` column says which: "score", "t", "exact-bound").
 - Paired p-value: the sign-flip permutation test (under "no effect" each d is as likely to be
   -d). Exact, over all 2**n sign vectors, up to EXACT_MAX_N pairs; past it PERMUTATIONS random
   sign vectors, p = (1 + #{|mean*| >= |mean|}) / (1 + PERMUTATIONS), so p is never 0 (the

@@ -116,8 +116,9 @@ def better_side(
     level: float,
     direction: str | None,
 ) -> str | None:
-    """ "b" or "a" when the interval excludes 0 and p < 1 - level; None otherwise."""
-    if diff is None or low is None or high is None or p is None or p >= 1 - level:
+    """ "b" or "a" when the interval excludes 0 and p < 1 - level; None otherwise. (1 - level
+    rounded: 1 - 0.95 is 0.05000000000000004 in floats, which a p of 0.05 is below.)"""
+    if diff is None or low is None or high is None or p is None or p >= round(1 - level, 12):
         return None
     if low <= 0 <= high:
         return None
