@@ -1,7 +1,8 @@
 """One figure, one value: the same scores give the same mean and interval, printed with the
 same decimals, wherever ragframe prints them: the run summary (in memory, and streamed chunk
-by chunk through `Tally`), `ragframe.summarize`, the `ragframe summarize` command and the
-report's tables, whatever the row order and the chunking."""
+by chunk through `Tally`), `ragframe.summarize`, the `ragframe summarize` command, the gates
+(`ragframe.check_gates` and the `ragframe gate` command) and the report's tables, whatever the
+row order and the chunking."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import ragframe
 from ragframe.cli import main
 from ragframe.cli.summarize import format_table
+from ragframe.decide.gates import check_gates
 from ragframe.engine.summary import Tally, format_summary, metric_summary
 from ragframe.inputs.io import write_parquet
 from ragframe.report import _data, _source
@@ -85,6 +87,14 @@ def test_every_place_prints_the_same_interval(
     assert _printed(format_table(table)) == expected
     assert main(["summarize", str(path)]) == 0
     assert _printed(capsys.readouterr().out) == expected
+    # The gates, passing and failing: "mean 0.947 ≥ 0.000 (n=20; 95% interval [0.789, 1.000])".
+    mean, interval = expected.split(" ", 1)
+    gated = str(check_gates(str(path), fail_under={"faithfulness": 0.0}))
+    assert f"mean {mean} ≥ 0.000 (n={n}; 95% interval {interval})" in gated
+    below = values.mean() < 1 - 1e-9  # all 1.0 (it happens at n = 3) meets the gate
+    assert main(["gate", str(path), "--fail-under", "faithfulness=1"]) == (1 if below else 0)
+    assert f"mean {mean} " in (out := capsys.readouterr().out)
+    assert f"(n={n}; 95% interval {interval})" in out
     source = _source.load(str(path))
     light = _data.light_frame(source, ["faithfulness"], [], {})
     row = _data.group_means(light, ["faithfulness"], {"faithfulness": "higher"}, 0.95).row(
