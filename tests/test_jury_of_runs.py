@@ -90,11 +90,13 @@ def test_a_jury_of_batch_runs_equals_the_jury_of_one_run(
     assert summarized["mean"].item() == pytest.approx(combined["faithfulness"].mean(), abs=5e-4)
 
 
-def two_runs(tmp_path: Path, handler: Any) -> list[Path]:
+def two_runs(
+    tmp_path: Path, handler: Any, models: tuple[str, str] = ("first", "second")
+) -> list[Path]:
     """The same rows scored by two judges, each run written as `ragframe score` writes it."""
     paths = []
     with FakeServer(handler=handler) as server:
-        for model in ("first", "second"):
+        for model in models:
             judge = judge_for(server, tmp_path, model)
             result = ragframe.run(rows(3), ["faithfulness"], judge=judge)
             path = tmp_path / f"{model}.parquet"
@@ -121,6 +123,18 @@ def test_items_that_differ_are_never_voted_on_together(tmp_path: Path) -> None:
     )
     assert jury_of.frame["faithfulness"].to_list() == pytest.approx([2 / 3] * 3)
     assert jury_of.summary["jury"]["metrics"]["faithfulness"]["items"]["n"] == 0
+
+
+def test_a_tie_between_runs_is_not_a_majority(tmp_path: Path) -> None:
+    """An honest run and a liar's over the same claims: every claim's vote is a tie, so no
+    claim is shown to hold and the jury's score is 0, not 1."""
+    honest, liar = two_runs(tmp_path, scripted, ("honest-x", "liar-y"))
+    frame = combine_runs([honest, liar]).frame
+    assert frame["faithfulness@honest-x"].to_list() == pytest.approx([2 / 3] * 3)
+    assert frame["faithfulness"].to_list() == [0.0] * 3
+    claims = frame["faithfulness_detail"][0]["claims"]
+    assert [c["votes"] for c in claims] == [[True, False], [True, False], [False, True]]
+    assert [c["supported"] for c in claims] == [False] * 3
 
 
 def test_runs_of_other_rows_are_refused(tmp_path: Path) -> None:
