@@ -2,7 +2,8 @@
 
 A judge's score is worth what its agreement with human labels is worth, and that depends on
 the judge model as much as on the metric. `agreement` measures it on rows people labelled, one
-table row per figure, each with its n and a seeded bootstrap interval:
+table row per figure, each with its n and an interval (a seeded bootstrap; for the figures that
+are means, the score interval of `ragframe.stats.mean_interval`: "Intervals" below):
 
 - `kind="binary"` (a Boolean, or 0 / 1, label; true is the positive class):
   - `positive_rate`: the share of true labels (the baseline average precision is read against).
