@@ -60,6 +60,7 @@ OPTIONS: dict[str, tuple[str, list[str]]] = {
     ),
     "timeout": ("", ["--timeout", "30", "--temperature", "0.5"]),
     "retry_failed": ("", ["--retry-failed"]),
+    "max_text_chars": ("", ["--max-text-chars", "12"]),
     "calibration": ("calibration", ["--calibration", "CALIBRATION"]),
     "jury": ("judges", ["--jury", "JURY"]),
     "jury_aggregate": ("aggregate", ["--jury", "JURY", "--jury-aggregate", "median"]),
