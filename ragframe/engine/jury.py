@@ -44,6 +44,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from ragframe.engine.prepare import CUT_FIELD
 from ragframe.engine.repeats import merge_stats
 from ragframe.engine.result import RunResult
 from ragframe.engine.spec import RunSpec
@@ -211,8 +212,6 @@ def combine(
 def _with_lead_cut(detail: pl.Series, lead: pl.DataFrame, metric: str) -> pl.Series:
     """The jury's detail with the lead's `inputs_cut` (every judge read the same inputs, cut
     alike), when the lead's detail has it."""
-    from ragframe.engine.prepare import CUT_FIELD
-
     dtype = lead.schema.get(f"{metric}_detail")
     if not isinstance(dtype, pl.Struct) or CUT_FIELD not in {f.name for f in dtype.fields}:
         return detail

@@ -71,10 +71,10 @@ async def execute(
 
     refuse_unsupported(spec, path)
     repeats = check_repeats(spec.repeats)
+    judges = check_jury(spec, judge) if spec.judges else []
     frame, extra = sampled_frame(data, spec.sample, spec.seed, spec.columns)
-    if spec.judges:  # a jury: each judge runs this function, then the verdicts are combined
+    if judges:  # a jury: each judge runs this function, then the verdicts are combined
         # Every judge's checks (and the calibrations') before the lead sends its first request.
-        judges = check_jury(spec, judge)
         ready = [
             prepare_run(frame, spec, j, extra if i == 0 else None) for i, j in enumerate(judges)
         ]
