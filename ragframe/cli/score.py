@@ -10,7 +10,6 @@ from typing import Any
 from ragframe.cli import common, options
 from ragframe.cli import gate as gate_cli
 from ragframe.cli.ray_score import add_ray_options
-from ragframe.engine.jury import check_jury
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, MAX_REPEATS, RunSpec, refuse_unsupported
 from ragframe.errors import RagframeError
 from ragframe.inputs.traces import FORMATS as TRACE_FORMATS
@@ -182,6 +181,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     path = run_path(args, spec)
     refuse_unsupported(spec, path)  # an option this path cannot honour: exit 2, nothing sent
     if spec.judges:  # what a jury cannot do (a judge seated twice...), before any estimate
+        from ragframe.engine.jury import check_jury
+
         check_jury(spec, None)
     # A jury's first judge leads it (and names the endpoint in an error); else the one judge.
     judge = spec.judges[0] if spec.judges else _judge(args)
