@@ -170,3 +170,19 @@ def test_the_pins_are_vl_converts_bundles() -> None:
         pytest.skip(f"vl-convert-python {tool} (Vega-Lite {vl}) has no pinned digest yet")
     real = vl_convert.javascript_bundle(vl_version=None if vl == "latest" else vl)
     assert sha256(real) == pinned
+
+
+def test_the_command_line_says_it_on_one_line(
+    built: list[str | None], tmp_path: Path, capsys: Any
+) -> None:
+    from ragframe.cli import main
+
+    fresh()
+    kept_file().parent.chmod(0o775)
+    _bundle.vega_bundle.cache_clear()
+    scored = tmp_path / "scored.parquet"
+    pl.DataFrame({"faithfulness": [0.2, 0.9]}).write_parquet(scored)
+    assert main(["report", str(scored), "-o", str(tmp_path / "report.html")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("ragframe: warning: Vega's script kept in")
+    assert "can be written by others" in err[0] and len(built) == 2

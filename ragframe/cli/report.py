@@ -60,23 +60,33 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """`ragframe report`: write the report, say where and how large."""
+    """`ragframe report`: write the report, say where and how large (a warning on the way,
+    such as a kept Vega script that was not used, as one line of its own)."""
+    import sys
+    import warnings
     from pathlib import Path
 
     from ragframe.report import report
 
     common.refuse_existing_output(args.overwrite, args.output)  # before reading anything
-    report(
-        args.scored,
-        by=_columns(args.by),
-        against=args.against,
-        on=_columns(args.on),
-        output=args.output,
-        worst=args.worst,
-        level=args.level,
-        label=args.label_column,
-        **options.pick(args, "calibration", "labels", "label_on", "label_score"),
-    )
+    with warnings.catch_warnings(record=True) as said:  # the filters in force decide
+        try:
+            report(
+                args.scored,
+                by=_columns(args.by),
+                against=args.against,
+                on=_columns(args.on),
+                output=args.output,
+                worst=args.worst,
+                level=args.level,
+                label=args.label_column,
+                **options.pick(args, "calibration", "labels", "label_on", "label_score"),
+            )
+        finally:
+            for warning in said:
+                print(
+                    f"ragframe: warning: {common.one_line(str(warning.message))}", file=sys.stderr
+                )
     size = Path(args.output).stat().st_size
     print(f"wrote {args.output} ({size / 1e6:.1f} MB)")
     return common.EXIT_OK

@@ -104,9 +104,9 @@ class Kept:
         except OSError:
             return None  # nothing kept yet
         try:
-            problem = _unsafe(os.fstat(folder), "its folder")
+            problem = _unsafe(os.fstat(folder), "it")
             if problem:  # said even with no file yet: nothing will be kept there either
-                return self._ignored(problem, _PRIVATE)
+                return self._ignored(problem, _PRIVATE, f"the folder {self.folder}")
             try:
                 fd = os.open(self.name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder)
             except FileNotFoundError:
@@ -153,11 +153,12 @@ class Kept:
         finally:
             os.close(folder)
 
-    def _ignored(self, why: str, fix: str) -> None:
-        """Say (one line) why the kept bundle is not used, and what to do."""
+    def _ignored(self, why: str, fix: str, where: str | None = None) -> None:
+        """Say (one line) why no kept bundle is used, and what to do."""
+        subject = f"Vega's script kept in {where}" if where else f"the kept Vega script {self.path}"
         warnings.warn(
-            f"the kept Vega script {self.path} is not used: {why}; the report inlines "
-            f"vl-convert's, rebuilt (seconds); {fix}",
+            f"{subject} is not used: {why}; the report inlines vl-convert's, rebuilt "
+            f"(seconds); {fix}",
             stacklevel=4,
         )
 
