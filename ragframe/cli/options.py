@@ -81,9 +81,9 @@ _JUDGE_SPECS: dict[str, dict[str, Any]] = {
     },
     "retry-failed": {
         "action": "store_true",
-        "help": "send again the requests the cache remembers as failed for good (cut off at "
-        "max_tokens, or never fitting their schema); by default a rerun does not pay for "
-        "them",
+        "help": "send again the requests the cache remembers as failed for good (answers cut "
+        "off at max_tokens); by default a rerun does not pay for them (every other failure, a "
+        "garbled answer included, is sent again by a plain rerun)",
     },
     "no-reasons": {
         "action": "store_true",

@@ -123,14 +123,14 @@ class Judge(JudgeConfig):
         Default True, except for the embedded judge (False: its reasons cost most of its
         completion tokens and say little). Without reasons the detail keeps its reason fields,
         null, and the requests are cached apart from those with reasons.
-    retry_failed : send again the requests the cache remembers as failed for good (cut off at
-        max_tokens, or an answer that never fit its schema after its repairs, both at
-        temperature 0). By default such a request is not paid for twice: a rerun gives its rows
-        the same error, marked as remembered, and counts it in `remembered_failures`; one
-        asked with more `repair_attempts`, other `output_bounds` or another `structured` is
-        sent again. An answer to a request sent again replaces its failure. Transient failures
-        (timeouts, 5xx, 429, refused connections), and any at temperature > 0, are never
-        remembered.
+    retry_failed : send again the requests the cache remembers as failed for good (an answer
+        cut off at max_tokens at temperature 0). By default such a request is not paid for
+        twice: a rerun gives its rows the same error, marked as remembered, and counts it in
+        `remembered_failures` (the run summary says how many a plain rerun will not send). An
+        answer to a request sent again replaces its failure. Every other failure is transient
+        and a plain rerun sends it again: a garbled answer (not JSON, or never fitting its
+        schema after its repairs), timeouts, 5xx, 429, refused connections, replies over their
+        size bound, and any failure at temperature > 0.
     logprobs : False when the endpoint is known not to return token logprobs, so a metric
         that cannot score without them (`GEval(require_logprobs=True)`) is refused before any
         request; None (default) assumes it does, unless its host is known to ignore them.
