@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ragframe.decide.ppi import ppi_mean
+from ragframe.decide.ppi import human_intervals
 
 
 def score_set(name: str, rows: int, base_url: str | None, model: str | None) -> pl.DataFrame:
@@ -56,8 +56,8 @@ def splits(frame: pl.DataFrame, n: int, repeats: int, seed: int, level: float) -
     idx = np.argsort(rng.random((repeats, big_n)), axis=1)[:, :n]
     y, f = y_all[idx], f_all[idx]
     out: dict[str, Any] = {"n": n, "N": big_n, "splits": repeats, "truth": truth}
-    for name, lam in (("ppi++", None), ("labels_only", 0.0)):
-        r = ppi_mean(y, f, np.broadcast_to(f_all, (repeats, big_n)), lam=lam, level=level)
+    both = human_intervals(y, f, np.broadcast_to(f_all, (repeats, big_n)), level=level)
+    for name, r in (("ppi++", both.ppi), ("labels_only", both.labels_only)):
         out[name] = {
             "coverage": float(((r.low <= truth) & (truth <= r.high)).mean()),
             "mean_width": float((r.high - r.low).mean()),
@@ -84,8 +84,8 @@ def simulate(seed: int = 20, sims: int = 500, big_n: int = 10_000) -> list[dict[
             idx = order[:, :n]
             yl, fl = np.take_along_axis(y, idx, 1), np.take_along_axis(f, idx, 1)
             row: dict[str, Any] = {"judge": name, "n": n, "N": big_n, "sims": sims}
-            for method, lam in (("ppi++", None), ("labels_only", 0.0)):
-                r = ppi_mean(yl, fl, f, lam=lam)
+            both = human_intervals(yl, fl, f)
+            for method, r in (("ppi++", both.ppi), ("labels_only", both.labels_only)):
                 row[f"{method}_coverage"] = float(((r.low <= truth) & (truth <= r.high)).mean())
                 row[f"{method}_width"] = float((r.high - r.low).mean())
             row["judge_only_coverage"] = float(judge)
