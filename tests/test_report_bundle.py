@@ -113,10 +113,14 @@ def test_the_right_script_others_can_write_is_not_used(built: list[str | None], 
     kept = kept_file()
     target = kept.parent if where == "folder" else kept
     target.chmod(0o770 if where == "folder" else 0o664)  # group-writable, content intact
+    inode = kept.stat().st_ino
     assert kept.read_text() == VEGA
     with pytest.warns(UserWarning, match="can be written by others"):
         assert fresh() == VEGA
     assert len(built) == 2  # rebuilt from vl-convert, not read
+    # A file that failed is replaced by a private one; a folder others write keeps nothing.
+    assert (kept.stat().st_ino != inode) is (where == "file")
+    assert kept.stat().st_mode & 0o777 == 0o644 and kept.read_text() == VEGA
 
 
 def test_a_bundle_of_another_user_is_not_used(built: list[str | None], monkeypatch: Any) -> None:
@@ -138,6 +142,7 @@ def test_a_symbolic_link_is_not_followed(built: list[str | None], tmp_path: Path
     with pytest.warns(UserWarning, match="cannot be opened as a plain file"):
         assert fresh() == VEGA
     assert len(built) == 2
+    assert not kept.is_symlink() and kept.read_text() == VEGA  # replaced by the user's own
 
 
 def test_a_version_without_a_pin_is_rebuilt_every_time(

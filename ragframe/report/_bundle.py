@@ -144,20 +144,20 @@ class Kept:
                 return None
             except OSError as exc:  # a symbolic link (ELOOP), unreadable
                 why = f"it cannot be opened as a plain file ({exc.strerror})"
-                return self._ignored(why, f"remove {self.path}")
+                return self._ignored(why, _REPLACED)
             with os.fdopen(fd, "rb") as handle:
                 problem = _unsafe(os.fstat(handle.fileno()), "the file")
                 data = b"" if problem else handle.read()
         finally:
             os.close(folder)
         if problem:
-            return self._ignored(problem, _PRIVATE)
+            return self._ignored(problem, _REPLACED)
         if hashlib.sha256(data).hexdigest() != self.digest:
             why = (
                 "its SHA-256 is not the one ragframe pins for this vl-convert and Vega-Lite "
                 "version (cut short, or not vl-convert's script)"
             )
-            return self._ignored(why, "it is replaced by vl-convert's")
+            return self._ignored(why, _REPLACED)
         return data.decode("utf-8")
 
     def write(self, bundle: str) -> None:
@@ -194,11 +194,13 @@ class Kept:
         )
 
 
-#: What to do about a kept bundle others could have written.
+#: What to do about a folder others could write: nothing is read or kept there.
 _PRIVATE = (
-    "keep it where only you can write (chmod go-w on the folder and file), or point "
-    "$RAGFRAME_CACHE at such a folder"
+    "make the folder writable by you alone (chmod go-w), or point $RAGFRAME_CACHE at a "
+    "folder that is"
 )
+#: What happens to a file that failed a check in a folder that passed: it is replaced.
+_REPLACED = "the file is replaced by vl-convert's"
 
 
 def _unsafe(info: os.stat_result, what: str) -> str | None:
