@@ -372,6 +372,7 @@ def test_contract_types_and_direction(server, judge):
             "error": pl.String,
             "prompt_tokens": pl.Int64,
             "completion_tokens": pl.Int64,
+            "inputs_cut": pl.List(pl.String),
         }
     )
     for score, detail in zip(

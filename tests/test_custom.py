@@ -359,6 +359,7 @@ def test_g_eval_detail_types_and_score_matches_detail(server, judge):
             "error": pl.String,
             "prompt_tokens": pl.Int64,
             "completion_tokens": pl.Int64,
+            "inputs_cut": pl.List(pl.String),
         }
     )
     detail = out["g_eval_detail"].struct.unnest()
@@ -412,6 +413,7 @@ def test_rubric_score_worked_example_level_4_of_5_is_075(server, judge):
             "error": pl.String,
             "prompt_tokens": pl.Int64,
             "completion_tokens": pl.Int64,
+            "inputs_cut": pl.List(pl.String),
         }
     )
     assert server.count() == 2  # one request per row

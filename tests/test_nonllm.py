@@ -185,6 +185,7 @@ def test_text_detail_types_and_consistency(judge: Judge) -> None:
             "error": pl.String,
             "prompt_tokens": pl.Int64,
             "completion_tokens": pl.Int64,
+            "inputs_cut": pl.List(pl.String),
         }
     )
     assert out.schema["context_recall_nonllm_detail"].to_schema()["references"] == pl.List(

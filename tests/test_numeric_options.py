@@ -39,6 +39,7 @@ TABLE: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {
     (("score",), "--seed"): SEEDS,
     (("score",), "--repeats"): COUNTS,
     (("score",), "--chunk-rows"): COUNTS,
+    (("score",), "--max-text-chars"): COUNTS,
     (("score",), "--max-cost"): NON_NEGATIVE,
     (("score",), "--actors"): COUNTS,
     (("score",), "--batch-rows"): COUNTS,

@@ -136,6 +136,7 @@ def test_contextual_relevancy_detail_is_typed_and_implies_the_score(server, judg
             "error": pl.String,
             "prompt_tokens": pl.Int64,
             "completion_tokens": pl.Int64,
+            "inputs_cut": pl.List(pl.String),
         }
     )
     implied = out.select(
@@ -253,6 +254,7 @@ def test_answer_relevancy_llm_counts_idk_as_relevant(server, judge):
             "error": pl.String,
             "prompt_tokens": pl.Int64,
             "completion_tokens": pl.Int64,
+            "inputs_cut": pl.List(pl.String),
         }
     )
     implied = sum(s["verdict"] != "no" for s in detail["statements"]) / len(detail["statements"])
@@ -333,6 +335,7 @@ def test_hallucination_one_of_two_contradicted_and_lower_is_better(server, judge
             "error": pl.String,
             "prompt_tokens": pl.Int64,
             "completion_tokens": pl.Int64,
+            "inputs_cut": pl.List(pl.String),
         }
     )
     detail = out["hallucination_detail"][0]
