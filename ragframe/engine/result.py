@@ -50,7 +50,13 @@ class RunResult:
             **self.stats.as_dict(),
             **self.extra,
             **self.cut_summary(cut),
+            **self.judge_summary(),
         }
+
+    def judge_summary(self) -> dict[str, Any]:
+        """The summary's `judge` entry: the model that answered and where (`local` for the
+        embedded judge), so that no figure is read as another judge's."""
+        return {"judge": {"model": self.judge.model, "endpoint_host": self.judge.endpoint_host}}
 
     def cut_summary(self, cut: dict[str, Any]) -> dict[str, Any]:
         """The summary's `inputs_cut` entry (rows whose texts were cut before judging, by

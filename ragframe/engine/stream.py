@@ -95,6 +95,7 @@ class StreamResult(RunResult):
             **self.stats.as_dict(),
             **self.extra,
             **self.cut_summary(self.cut),
+            **self.judge_summary(),
         }
 
     def write_parquet(self, path: str | Path, *, overwrite: bool = False) -> None:

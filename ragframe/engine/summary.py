@@ -268,12 +268,23 @@ def _footer(summary: dict[str, Any], local: bool, sep: str) -> list[str]:
             f"{summary['seconds']:.1f} s",
         )
     )
+    answered = judge_line(summary)
     return [
         *([sampled] if sampled else []),
+        *([answered] if answered else []),
         totals,
         *run_notes(summary),
         *([LOCAL_WARNING] if local else []),
     ]
+
+
+def judge_line(summary: dict[str, Any]) -> str | None:
+    """ "judge MODEL at HOST": the judge that answered (a jury names its judges itself)."""
+    judge = summary.get("judge")
+    if not judge or summary.get("jury"):
+        return None
+    where = "this machine (the embedded judge)" if judge["endpoint_host"] == "local" else None
+    return f"judge {judge['model']} at {where or judge['endpoint_host']}"
 
 
 def format_summary(summary: dict[str, Any], local: bool) -> str:
@@ -319,6 +330,11 @@ def run_notes(summary: dict[str, Any]) -> list[str]:
         )
     if summary.get("failures"):
         lines.append(f"failed requests by cause: {_by_cause(summary['failures'])}")
+    if summary.get("kept_failures"):
+        lines.append(
+            f"failed requests a plain rerun will not send again: {summary['kept_failures']} "
+            "(answers cut off at max_tokens, remembered; --retry-failed sends them)"
+        )
     for change in summary.get("structured_downgrades") or []:
         reason = " ".join(str(change["reason"]).split())[:160]
         lines.append(
