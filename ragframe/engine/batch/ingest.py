@@ -9,7 +9,7 @@ with what the retry needs to repair it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from ragframe.judge.batch.manifest import Manifest
 from ragframe.judge.client import Judge
 from ragframe.judge.parse import AnswerError, parse_answer
 from ragframe.judge.task import Task
-from ragframe.judge.transport import scrub
+from ragframe.judge.transport import Secrets
 
 
 @dataclass
@@ -63,8 +63,15 @@ def ingest(
     bodies: Mapping[str, dict[str, Any]],
     judge: Judge,
     tasks: Mapping[str, Task],
+    secrets: Secrets | None = None,
 ) -> Ingested:
-    """Validate each result line against its request and store the good ones."""
+    """Validate each result line against its request and store the good ones.
+
+    Every credential of the judge (`secrets`, default `Secrets.of(judge)`) is scrubbed from
+    a line's error and its answer before either is kept, as `Transport.chat` does live: a
+    batch's output file is the endpoint speaking, and may quote what it was sent.
+    """
+    secrets = secrets if secrets is not None else Secrets.of(judge)
     out = Ingested()
     for line in lines:
         cid, completion, reason = read_result_line(line)
@@ -76,18 +83,13 @@ def ingest(
             continue
         out.seen.add(cid)
         if completion is None:
-            m.fail(cid, reason or "no answer", scrub=_scrubber(judge))
+            m.fail(cid, reason or "no answer", scrub=secrets.scrub)
             out.failed += 1
-        elif _store(m, cid, completion, body, judge, tasks):
+        elif _store(m, cid, completion, body, judge, tasks, secrets):
             out.answered += 1
         else:
             out.failed += 1
     return out
-
-
-def _scrubber(judge: Judge) -> Callable[[str], str]:
-    secret = judge._api_key
-    return lambda text: scrub(text, secret)
 
 
 def _store(
@@ -97,10 +99,11 @@ def _store(
     body: dict[str, Any],
     judge: Judge,
     tasks: Mapping[str, Task],
+    secrets: Secrets,
 ) -> bool:
     """Cache a usable answer (True), or count the attempt as failed with its repair."""
     choice = completion["choices"][0]
-    content = (choice.get("message") or {}).get("content") or ""
+    content = secrets.scrub((choice.get("message") or {}).get("content") or "")
     usage = completion.get("usage") or {}
     tokens = (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
     try:
@@ -109,7 +112,7 @@ def _store(
         m.fail(
             cid,
             f"unusable answer ({err.kind}): {err.message}",
-            scrub=_scrubber(judge),
+            scrub=secrets.scrub,
             content=content,
             repair=err.message,
             usage=tokens,

@@ -48,7 +48,7 @@ from ragframe.judge.batch.manifest import (
 from ragframe.judge.batch.report import describe, waiting_note
 from ragframe.judge.client import REPAIR_PROMPT, Answer, Judge, JudgeSession, RunStats
 from ragframe.judge.task import Task
-from ragframe.judge.transport import scrub
+from ragframe.judge.transport import Secrets
 
 
 @dataclass
@@ -129,6 +129,8 @@ class BatchJob:
         if judge is None:
             judge = default_judge(stored)
         self.judge = judge
+        #: Every credential of the judge, scrubbed from all a batch says (`Secrets`).
+        self._secrets = Secrets.of(judge)
         self._max_attempts = max_attempts
         if max_attempts is not None and max_attempts < 1:
             raise ConfigError(f"max_attempts must be at least 1, got {max_attempts}")
@@ -317,7 +319,7 @@ class BatchJob:
             for entry in m.batches:  # later requests (retries with repairs) win
                 bodies.update(remote.bodies_of(entry))
             text = source.read_text(encoding="utf-8")
-            got = ingest(m, read_jsonl(text), bodies, self.judge, self._tasks(m))
+            got = ingest(m, read_jsonl(text), bodies, self.judge, self._tasks(m), self._secrets)
             for entry in m.batches:
                 answered_here = bool(got.seen & set(entry.custom_ids))
                 if entry.kind is Mode.FILE and not entry.collected and answered_here:
@@ -450,9 +452,7 @@ class BatchJob:
     def _finish_submissions(self, m: Manifest, progress: BatchProgress) -> None:
         """Upload and create the batches recorded but not yet created (also after a crash)."""
         if m.uncreated():
-            created = remote.create_batches(
-                self._api(), m, lambda: self._save(m), self.judge._api_key
-            )
+            created = remote.create_batches(self._api(), m, lambda: self._save(m), self._secrets)
             progress.submitted.extend(created)
 
     def _api_errors(self) -> contextlib.AbstractContextManager[None]:
@@ -467,10 +467,7 @@ class BatchJob:
     def _refresh(self, m: Manifest) -> None:
         running = remote.running(m)
         if running:
-            remote.refresh(self._api(), running, self.judge._api_key)
-
-    def _scrub(self, text: str) -> str:
-        return scrub(text, self.judge._api_key)
+            remote.refresh(self._api(), running, self._secrets)
 
     def _tasks(self, m: Manifest) -> dict[str, Task]:
         return tasks_for(list(self._inputs[1]) if self._inputs is not None else [], m)
@@ -482,10 +479,10 @@ class BatchJob:
         lines = remote.result_lines(client, entry)
         mine = set(entry.custom_ids)
         mine_only = (x for x in lines if x.get("custom_id") in mine)
-        got = ingest(m, mine_only, bodies, self.judge, self._tasks(m))
+        got = ingest(m, mine_only, bodies, self.judge, self._tasks(m), self._secrets)
         why = entry.errors or "no result line"
         for cid in sorted(mine - got.seen):
-            m.fail(cid, f"batch {entry.status}: {why}", scrub=self._scrub)
+            m.fail(cid, f"batch {entry.status}: {why}", scrub=self._secrets.scrub)
             got.failed += 1
         entry.mark_collected()
         entry.result = Collected(answered=got.answered, failed=got.failed)
