@@ -132,8 +132,9 @@ def test_agreement_is_measured_and_printed(tmp_path: Path) -> None:
     withheld = few.extra["jury"]["metrics"]["faithfulness"]["items"]
     assert withheld["n"] == 18 < MIN_UNITS and withheld["alpha"] is not None
     assert withheld["ci_low"] is None and withheld["ci_high"] is None
+    assert withheld["note"] == f"18 units with 2 values or more; an interval needs {MIN_UNITS}"
     assert (
-        f"alpha over claims {withheld['alpha']:.3f} (n=18; no interval below {MIN_UNITS} units)"
+        f"alpha over claims {withheld['alpha']:.3f} (n=18; no interval: {withheld['note']})"
         in str(few)
     )
 

@@ -29,14 +29,16 @@ each judge's own score and detail are kept as `{metric}@{judge}` and `{metric}@{
 
 How much the judges agree (`RunResult.extra["jury"]`, printed in the summary): per metric,
 Krippendorff's alpha over rows (interval scale, on the judges' scores) and, for the voted
-metrics, over items (nominal, on the votes), each with n and a bootstrap interval over units
-(`ragframe.stats.alpha`); and the rows where the judges split most (the widest spread of
+metrics, over items (nominal, on the votes), each with n and an interval over units (jackknife
+t on scores, BCa on votes; none below 20 units or when a verdict is in under 8 items, with the
+reason: `ragframe.stats.alpha`); and the rows where the judges split most (the widest spread of
 scores).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -406,9 +408,9 @@ def _alpha(matrix: np.ndarray, scale: Literal["interval", "nominal"]) -> dict[st
     except (ConfigError, ValueError) as err:  # every verdict alike: no disagreement to measure
         return {"alpha": None, "ci_low": None, "ci_high": None, "n": pairable, "note": str(err)}
     return {
-        "alpha": found.alpha,
+        "alpha": None if math.isnan(found.alpha) else found.alpha,
         "ci_low": found.low,
         "ci_high": found.high,
         "n": pairable,
-        "note": None,
+        "note": found.note,  # why the interval is withheld (too few units, a rare verdict)
     }
