@@ -26,6 +26,7 @@ from ragframe.engine.repeats import (
 from ragframe.errors import ConfigError
 from ragframe.inputs.io import read_metadata
 from ragframe.judge.client import RunStats
+from ragframe.judge.config import SEED_MAX
 from ragframe.metrics import Faithfulness
 from ragframe.testing.server import Reply
 
@@ -233,6 +234,19 @@ def test_repeat_judges_and_merged_stats(make_judge):
     assert (merged.requests, merged.prompt_tokens, merged.by_task["a"]) == (5, 15, 5)
     assert merged.lowest_concurrency == 4 and merged.structured_mode == "prompt"
     assert one.by_task["a"] == 3  # the inputs are left as they were
+
+
+def test_repeat_seeds_past_the_largest_seed_are_refused_up_front(server, make_judge):
+    """A judge seed near 2**63 - 1 with k repeats: seeds up to SEED_MAX are sent, one past it
+    is refused on one line (run and dry run alike) before any request."""
+    assert [j.seed for j in repeat_judges(make_judge(seed=SEED_MAX - 2), 3)][-1] == SEED_MAX
+    judge = make_judge(seed=SEED_MAX - 1)
+    for attempt in (ragframe.run, ragframe.estimate):
+        with pytest.raises(ConfigError, match="up to 9223372036854775808") as refused:
+            attempt(frame(2), [Faithfulness()], judge=judge, repeats=3)
+        message = str(refused.value)
+        assert "\n" not in message and f"at most {SEED_MAX - 2}" in message
+    assert server.count("") == 0
 
 
 def test_run_with_repeats_reports_them(scripted, make_judge, tmp_path):

@@ -58,6 +58,7 @@ import polars as pl
 from ragframe.engine.spec import check_repeats
 from ragframe.errors import BudgetExceeded, ConfigError
 from ragframe.judge.client import Judge, RunStats
+from ragframe.judge.config import SEED_MAX
 from ragframe.metrics.thresholds import PASS_SUFFIX, Threshold
 from ragframe.stats import RESAMPLES, expanded_tail
 
@@ -71,10 +72,17 @@ _BLOCK_ELEMENTS = 1 << 22
 def repeat_judges(judge: Judge, k: int, *, temperature: float | None = None) -> list[Judge]:
     """k copies of `judge`, copy r with seed = the judge's seed + r (0 + r when it has none),
     at `temperature` when given (else the judge's). k == 1 (and no temperature): the judge
-    itself, so a single repeat is exactly a normal run."""
+    itself, so a single repeat is exactly a normal run. Seeds past SEED_MAX are refused
+    before any copy is made: a server would reject (or wrap) them request by request."""
     if check_repeats(k) == 1 and temperature is None:
         return [judge]
     base = judge.seed if judge.seed is not None else 0
+    if base + k - 1 > SEED_MAX:
+        raise ConfigError(
+            f"the judge's seed {base} with {k} repeats would send seeds up to {base + k - 1}, "
+            f"past the largest seed 2**63 - 1 (a signed 64-bit integer); use Judge(seed=...) "
+            f"at most {SEED_MAX - k + 1}, or fewer repeats"
+        )
     _ = judge.cache  # opened once, before copying: every copy shares it (one writer thread)
     judges = []
     for r in range(k):
