@@ -204,10 +204,10 @@ def measure(argv: list[str]) -> int:
     parser.add_argument("--against")
     parser.add_argument("--on")
     args = parser.parse_args(argv)
-    from ragframe.report import _page, report
+    from ragframe.report import _bundle, report
 
     start = time.perf_counter()
-    _page.vega_bundle()
+    _bundle.vega_bundle()
     bundle = time.perf_counter() - start
     start = time.perf_counter()
     report(args.scored, by=args.by, against=args.against, on=args.on, output=args.output)

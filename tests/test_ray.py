@@ -473,3 +473,21 @@ def test_fail_fast_on_ray_raises_the_error_as_raised(cluster: str, tmp_path: Pat
     assert not isinstance(on_ray.value, ray.exceptions.RayError)
     assert str(on_ray.value) == str(alone.value)
     assert "refused: this test's server" in str(alone.value)
+
+
+def test_every_additive_count_of_a_session_is_carried_from_the_actors() -> None:
+    """A partition's stats add up its batches' `stats_counts`: a count left out of that list
+    (kept_failures was) reads 0 in a Ray run's summary whatever the actors saw. The figures
+    that do not add up across actors (the pool's lowest limit, its pauses) are listed apart."""
+    import dataclasses
+
+    from ragframe.judge.results import RunStats
+    from ragframe.ray.actors import stats_counts
+
+    not_additive = {"lowest_concurrency", "rate_limit_pauses", "rate_limit_paused_s"}
+    counts = {
+        f.name
+        for f in dataclasses.fields(RunStats)
+        if f.type in ("int", int) and f.name not in not_additive
+    }
+    assert counts <= set(stats_counts(RunStats()))

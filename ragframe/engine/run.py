@@ -260,7 +260,7 @@ def evaluate(
     keyword-only (`RunOptions`):
 
     judge : the `Judge` (default: `Judge()`, from the environment; the embedded judge when
-        no endpoint or key is set).
+        no model, endpoint or key is named, or when asked for as `Judge("local")`).
     columns : rename inputs, {"question": "my_prompt", ...}.
     sample : score a uniform random sample of this many rows of `data` instead of all of it,
         drawn while streaming (a file is never loaded whole) and reproducible for `seed`. The

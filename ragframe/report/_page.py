@@ -10,7 +10,6 @@ from typing import Any
 import polars as pl
 
 from ragframe.report import _charts
-from ragframe.report._bundle import vega_bundle  # noqa: F401  (bench/bench_report.py times it here)
 from ragframe.report._data import IDX, Light
 from ragframe.report._html import (
     Safe,
