@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 import pytest
 from conftest import DATA
+from test_local import stand_in_conversion
 
 import ragframe
 from ragframe import Judge
@@ -279,21 +280,8 @@ def test_the_reviewers_command_in_a_fresh_process(tmp_path: Path) -> None:
 
 @pytest.fixture
 def conversion(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
-    """`_weights` with a stand-in source and a conversion writing known bytes (no gguf), the
-    temporary folder under `tmp_path`: the list of conversions made."""
-    source = tmp_path / "source.gguf"
-    source.write_bytes(b"source weights")
-    made: list[Path] = []
-
-    def convert(src: Path, target: Path, quant: str = "Q4_0") -> None:
-        target.write_bytes(b"CONVERTED " + src.read_bytes())
-        made.append(target)
-
-    monkeypatch.setattr(local, "_gguf_path", lambda: source)
-    monkeypatch.setattr(local, "_requantize", convert)
-    monkeypatch.setattr(local.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    return made
+    """`_weights` with a stand-in source and conversion (`test_local.stand_in_conversion`)."""
+    return stand_in_conversion(monkeypatch, tmp_path)
 
 
 def plant(folder: Path, mode: int) -> Path:

@@ -189,10 +189,9 @@ def test_weights_are_converted_once_to_q4_0(
     assert stat.S_IMODE(fallback.stat().st_mode) == 0o700
 
 
-@pytest.fixture
-def fake_conversion(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
+def stand_in_conversion(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
     """`_weights` with a stand-in source and a conversion that writes known bytes (no gguf,
-    no 4 s): the list of conversions made."""
+    no 4 s), the temporary folder under `tmp_path`: the list of conversions made."""
     source = tmp_path / "source.gguf"
     source.write_bytes(b"source weights")
     made: list[Path] = []
@@ -205,6 +204,13 @@ def fake_conversion(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Pat
     monkeypatch.setattr(local, "_requantize", convert)
     monkeypatch.setattr(local.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
+    return made
+
+
+@pytest.fixture
+def fake_conversion(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[Path]:
+    """`stand_in_conversion` with the cache folder under `tmp_path`."""
+    made = stand_in_conversion(monkeypatch, tmp_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     return made
 

@@ -5,34 +5,14 @@ says so (issue 26)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import polars as pl
 from conftest import judge_for, router
+from test_failed_cache import METRIC, TASK, cut_off, rows
 
 import ragframe
 from ragframe.engine.stream import score_file
 from ragframe.engine.summary import format_summary
-from ragframe.testing.server import FakeServer, Reply
-
-METRIC = "context_recall"
-TASK = "context_recall_attribute"
-
-
-def rows(n: int = 2) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "question": [f"What is topic {i}?" for i in range(n)],
-            "answer": [f"Topic {i} is blue." for i in range(n)],
-            "contexts": [[f"Topic {i} is a blue thing."] for i in range(n)],
-            "ground_truth": [f"Topic {i} is blue." for i in range(n)],
-        },
-        schema_overrides={"contexts": pl.List(pl.String)},
-    )
-
-
-def cut_off(body: dict[str, Any]) -> Reply:
-    return Reply(content='{"verdicts": [{"index": 1, "attri', finish_reason="length")
+from ragframe.testing.server import FakeServer
 
 
 def test_the_summary_names_the_model_and_endpoint_that_answered(
