@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -95,14 +96,23 @@ def test_save_load_apply(tmp_path: Path) -> None:
         Calibration.load(tmp_path / "bad.json")
 
 
-def test_provenance_from_the_file_and_warning(tmp_path: Path) -> None:
-    meta = {
-        "judge": {"model": "judge-a"},
-        "metrics": {"faithfulness": {"direction": "higher", "prompt_hashes": {"v": "abc"}}},
-    }
+#: What a scored file of judge-a records about its judge and prompts.
+JUDGE_A = {
+    "judge": {"model": "judge-a"},
+    "metrics": {"faithfulness": {"direction": "higher", "prompt_hashes": {"v": "abc"}}},
+}
+
+
+def _calibrated_on_judge_a(tmp_path: Path) -> tuple[Path, dict[str, Any], Calibration]:
+    """200 labelled rows scored by judge-a (the file), judge-a's metadata, and the calibration
+    fitted on them."""
     path = tmp_path / "labelled.parquet"
-    write_parquet(_labelled(200), path, meta)
-    cal = calibrate(path)
+    write_parquet(_labelled(200), path, JUDGE_A)
+    return path, JUDGE_A, calibrate(path)
+
+
+def test_provenance_from_the_file_and_warning(tmp_path: Path) -> None:
+    path, meta, cal = _calibrated_on_judge_a(tmp_path)
     assert cal.judge == {"model": "judge-a"} and cal.prompt_hashes == {"v": "abc"}
     other = tmp_path / "other.parquet"
     write_parquet(
@@ -174,13 +184,7 @@ def test_held_out_figures_are_not_judged_on_the_fitted_rows() -> None:
 
 
 def test_human_estimate_checks_the_calibrations_provenance(tmp_path: Path) -> None:
-    meta = {
-        "judge": {"model": "judge-a"},
-        "metrics": {"faithfulness": {"direction": "higher", "prompt_hashes": {"v": "abc"}}},
-    }
-    path = tmp_path / "labelled.parquet"
-    write_parquet(_labelled(200), path, meta)
-    cal = calibrate(path)
+    path, meta, cal = _calibrated_on_judge_a(tmp_path)
     other = tmp_path / "other.parquet"
     write_parquet(_labelled(300, seed=4), other, {**meta, "judge": {"model": "judge-b"}})
     labels = _labelled(300, seed=4).head(60).select("id", "faithful")
