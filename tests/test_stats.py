@@ -388,3 +388,19 @@ def test_summarize_pass_rules_from_metadata_a_pass_column_and_strict(tmp_path: P
         summarize(path, thresholds={"relevancy": 0.5})
     with pytest.raises(ConfigError, match="between 0 and 1"):
         summarize(path, thresholds={"faithfulness": 2})
+
+
+def test_the_incomplete_beta_matches_scipy_in_both_forms() -> None:
+    """`beta_cdf` (arrays: Clopper-Pearson's quantiles) and `_betainc` (one value: Student's
+    t) are one continued fraction written twice for speed: both must equal scipy's."""
+    from scipy.special import betainc
+
+    from ragframe.stats import _betainc, beta_cdf, beta_quantile
+
+    a, b, x = np.meshgrid([0.5, 1.0, 3.0, 10.0, 50.0], [0.5, 2.0, 7.0, 40.0], np.linspace(0, 1, 41))
+    want = betainc(a, b, x)
+    assert np.allclose(beta_cdf(x, a, b), want, rtol=0, atol=1e-12)
+    one = np.vectorize(_betainc)(a, b, x)
+    assert np.allclose(one, want, rtol=0, atol=1e-12)
+    q = beta_quantile(0.025, a[..., 0], b[..., 0])
+    assert np.allclose(betainc(a[..., 0], b[..., 0], q), 0.025, rtol=0, atol=1e-12)

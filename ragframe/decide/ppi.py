@@ -46,7 +46,6 @@ n = 20 / 40, at least 0.95, and at n = 100 / 200 (3,000 draws, a smooth rate ove
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal
@@ -54,7 +53,7 @@ from typing import Literal
 import numpy as np
 
 from ragframe.errors import ConfigError, InputError
-from ragframe.stats import mean_interval, t_quantile
+from ragframe.stats import beta_quantile, mean_interval, t_quantile
 
 Quantile = Literal["t", "normal"]
 
@@ -349,8 +348,8 @@ def clopper_pearson(k: np.ndarray, n: np.ndarray, level: float) -> tuple[np.ndar
         kk = np.array([t[0] for t in todo])
         nn = np.array([t[1] for t in todo])
         tail = (1 - level) / 2
-        low = np.where(kk <= 0, 0.0, _beta_quantile(tail, np.maximum(kk, 1e-9), nn - kk + 1))
-        high = np.where(kk >= nn, 1.0, _beta_quantile(1 - tail, kk + 1, np.maximum(nn - kk, 1e-9)))
+        low = np.where(kk <= 0, 0.0, beta_quantile(tail, np.maximum(kk, 1e-9), nn - kk + 1))
+        high = np.where(kk >= nn, 1.0, beta_quantile(1 - tail, kk + 1, np.maximum(nn - kk, 1e-9)))
         _CP_CACHE.update(zip(todo, zip(low.tolist(), high.tolist(), strict=True), strict=True))
     found = np.array([_CP_CACHE[key] for key in keys]).reshape(-1, 2)[np.ravel(back)]
     return found[:, 0].reshape(k.shape), found[:, 1].reshape(k.shape)
@@ -358,50 +357,3 @@ def clopper_pearson(k: np.ndarray, n: np.ndarray, level: float) -> tuple[np.ndar
 
 _CP_CACHE: dict[tuple[float, float, float], tuple[float, float]] = {}
 _CP_CACHE_SIZE = 100_000
-
-
-def _beta_quantile(q: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The q-quantile of Beta(a, b), elementwise: bisection on `_beta_cdf` (50 halvings of
-    [0, 1]: below 1e-15), over the distinct (a, b) pairs only."""
-    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
-    pairs, back = np.unique(np.stack([a.ravel(), b.ravel()], axis=1), axis=0, return_inverse=True)
-    lo, hi = np.zeros(len(pairs)), np.ones(len(pairs))
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        below = _beta_cdf(mid, pairs[:, 0], pairs[:, 1]) < q
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return ((lo + hi) / 2)[np.ravel(back)].reshape(a.shape)
-
-
-def _beta_cdf(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The regularised incomplete beta function I_x(a, b), elementwise (numpy arrays): the
-    continued fraction of `ragframe.stats` (modified Lentz), vectorised, on the side of x where
-    it converges fast."""
-    x = np.clip(x, 0.0, 1.0)
-    flip = x > (a + 1) / (a + b + 2)
-    aa, bb, xx = np.where(flip, b, a), np.where(flip, a, b), np.where(flip, 1 - x, x)
-    inside = (xx > 0) & (xx < 1)
-    xs = np.where(inside, xx, 0.5)
-    log_front = _lgamma(aa + bb) - _lgamma(aa) - _lgamma(bb) + aa * np.log(xs) + bb * np.log1p(-xs)
-    tiny = 1e-300
-    c = np.ones_like(xs)
-    d = 1 - (aa + bb) * xs / (aa + 1)
-    d = 1 / np.where(np.abs(d) > tiny, d, tiny)
-    h = d.copy()
-    for m in range(1, 300):
-        for num in (
-            m * (bb - m) * xs / ((aa + 2 * m - 1) * (aa + 2 * m)),
-            -(aa + m) * (aa + bb + m) * xs / ((aa + 2 * m) * (aa + 2 * m + 1)),
-        ):
-            d = 1 + num * d
-            d = 1 / np.where(np.abs(d) > tiny, d, tiny)
-            c = 1 + num / c
-            c = np.where(np.abs(c) > tiny, c, tiny)
-            h = h * d * c
-        if float(np.abs(d * c - 1).max(initial=0.0)) < 1e-15:
-            break
-    part = np.where(inside, np.exp(log_front) * h / aa, np.where(xx >= 1, 1.0, 0.0))
-    return np.where(flip, 1 - part, part)
-
-
-_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])

@@ -492,7 +492,8 @@ def _t_cdf(t: float, df: int) -> float:
 
 
 def _betainc(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function I_x(a, b) (continued fraction, Lentz)."""
+    """The regularised incomplete beta function I_x(a, b) of one x: `beta_cdf`'s continued
+    fraction in plain floats, 20 times faster for one value (Student's t CDF asks for one)."""
     if x <= 0:
         return 0.0
     if x >= 1:
@@ -523,3 +524,50 @@ def _betacf(a: float, b: float, x: float) -> float:
         if abs(d * c - 1) < 1e-15:
             break
     return h
+
+
+def beta_quantile(q: float, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The q-quantile of Beta(a, b), elementwise: bisection on `_beta_cdf` (50 halvings of
+    [0, 1]: below 1e-15), over the distinct (a, b) pairs only."""
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    pairs, back = np.unique(np.stack([a.ravel(), b.ravel()], axis=1), axis=0, return_inverse=True)
+    lo, hi = np.zeros(len(pairs)), np.ones(len(pairs))
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        below = beta_cdf(mid, pairs[:, 0], pairs[:, 1]) < q
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return ((lo + hi) / 2)[np.ravel(back)].reshape(a.shape)
+
+
+def beta_cdf(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The regularised incomplete beta function I_x(a, b), elementwise (numpy arrays): the
+    continued fraction (modified Lentz), vectorised, on the side of x where it converges fast.
+    Student's t CDF and the Clopper-Pearson interval rest on it (no scipy in the package)."""
+    x = np.clip(x, 0.0, 1.0)
+    flip = x > (a + 1) / (a + b + 2)
+    aa, bb, xx = np.where(flip, b, a), np.where(flip, a, b), np.where(flip, 1 - x, x)
+    inside = (xx > 0) & (xx < 1)
+    xs = np.where(inside, xx, 0.5)
+    log_front = _lgamma(aa + bb) - _lgamma(aa) - _lgamma(bb) + aa * np.log(xs) + bb * np.log1p(-xs)
+    tiny = 1e-300
+    c = np.ones_like(xs)
+    d = 1 - (aa + bb) * xs / (aa + 1)
+    d = 1 / np.where(np.abs(d) > tiny, d, tiny)
+    h = d.copy()
+    for m in range(1, 500):
+        for num in (
+            m * (bb - m) * xs / ((aa + 2 * m - 1) * (aa + 2 * m)),
+            -(aa + m) * (aa + bb + m) * xs / ((aa + 2 * m) * (aa + 2 * m + 1)),
+        ):
+            d = 1 + num * d
+            d = 1 / np.where(np.abs(d) > tiny, d, tiny)
+            c = 1 + num / c
+            c = np.where(np.abs(c) > tiny, c, tiny)
+            h = h * d * c
+        if float(np.abs(d * c - 1).max(initial=0.0)) < 1e-15:
+            break
+    part = np.where(inside, np.exp(log_front) * h / aa, np.where(xx >= 1, 1.0, 0.0))
+    return np.where(flip, 1 - part, part)
+
+
+_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
