@@ -35,6 +35,10 @@ __all__ = [
 SCORED_HELP = "a scored file (Parquet, or JSON Lines / CSV)"
 LEVEL_HELP = "confidence level (default: 0.95)"
 
+#: `--max-text-chars`'s default: the Judge's own (`Judge(max_text_chars=)`), written here so
+#: that building a parser imports no judge code; a test holds the two together.
+MAX_TEXT_CHARS = 50_000
+
 #: Each judge option's `add_argument` keywords. `{cache}` in a help text is the default cache
 #: path, read from the environment when a parser is built.
 _JUDGE_SPECS: dict[str, dict[str, Any]] = {
@@ -99,6 +103,14 @@ _JUDGE_SPECS: dict[str, dict[str, Any]] = {
         "it (default: no limit)",
     },
     "price": {"help": "prompt,completion dollars per million tokens (default: ragframe.pricing)"},
+    "max-text-chars": {
+        "type": common.positive_int,
+        "default": MAX_TEXT_CHARS,
+        "metavar": "N",
+        "help": f"cut every input text (and list item) longer than N characters before judging "
+        f"(default: {MAX_TEXT_CHARS}, about 12k tokens); a cut row says so in "
+        "{metric}_detail.inputs_cut, and the run counts them",
+    },
 }
 
 
@@ -149,6 +161,7 @@ _AS_GIVEN = (
     "fail_fast",
     "max_cost",
     "retry_failed",
+    "max_text_chars",
 )
 
 

@@ -51,14 +51,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _add_run_options(score)
     judge_group = score.add_argument_group("the judge")
     options.add_judge_options(judge_group)
-    judge_group.add_argument(
-        "--max-text-chars",
-        type=common.positive_int,
-        metavar="N",
-        help="cut every input text (and list item) longer than N characters before judging "
-        "(default: 50000, about 12k tokens); a cut row says so in {metric}_detail.inputs_cut, "
-        "and the run counts them",
-    )
     gate_cli.add_gate_options(score)
     add_ray_options(score)
     return score
@@ -120,12 +112,10 @@ def _add_run_options(score: argparse.ArgumentParser) -> None:
     )
 
 
-def _judge(args: argparse.Namespace, **given: Any) -> Any:
-    """The judge the options describe (the name tests build their reference run's judge by):
-    the shared judge options, and --max-text-chars when given."""
-    limit = getattr(args, "max_text_chars", None)
-    cut = {} if limit is None else {"max_text_chars": limit}
-    return options.judge_from_args(args, **{**cut, **given})
+#: The judge the options describe, --max-text-chars included (a shared judge option now).
+#: Kept under this name for the tests that build their reference run's judge by it
+#: (tests/test_one_run.py, tests/test_ray.py); new code calls `options.judge_from_args`.
+_judge = options.judge_from_args
 
 
 def run_spec(args: argparse.Namespace) -> RunSpec:
@@ -160,7 +150,7 @@ def jury(args: argparse.Namespace) -> list[Any]:
     for seat in seats:
         model, _, url = seat.partition("@")
         endpoint = {"base_url": url} if url else {}
-        judges.append(_judge(args, model=model, **endpoint, **share))
+        judges.append(options.judge_from_args(args, model=model, **endpoint, **share))
     return judges
 
 
@@ -174,9 +164,15 @@ def run_path(args: argparse.Namespace, spec: RunSpec) -> str:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    """`ragframe score`; stops with the endpoint named when the judge cannot serve the run."""
-    if args.from_format is not None:
-        return _score_traces(args)
+    """`ragframe score`; stops with the endpoint named when the judge cannot serve the run.
+    Every check that needs no rows (the options, the path, the jury, the judge) comes before
+    anything is read, converted or sent."""
+    if args.from_format is not None and args.ray is not None:
+        raise RagframeError(
+            "--from is not available with --ray: convert the export first "
+            f"(ragframe import {args.input} --from {args.from_format} -o rows.parquet), "
+            "then score rows.parquet with --ray"
+        )
     spec = run_spec(args)
     path = run_path(args, spec)
     refuse_unsupported(spec, path)  # an option this path cannot honour: exit 2, nothing sent
@@ -185,32 +181,31 @@ def cmd_score(args: argparse.Namespace) -> int:
 
         check_jury(spec, None)
     # A jury's first judge leads it (and names the endpoint in an error); else the one judge.
-    judge = spec.judges[0] if spec.judges else _judge(args)
+    judge = spec.judges[0] if spec.judges else options.judge_from_args(args)
     with common.endpoint_named(judge):
+        if args.from_format is not None:
+            return _score_traces(args, spec, path, judge)
         if path == "ray":  # a directory or glob of Parquet files, one output per file
             return _score_on_ray(args, spec, judge)
         return _score(args, spec, path, judge)
 
 
-def _score_traces(args: argparse.Namespace) -> int:
+def _score_traces(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> int:
     """`--from FORMAT`: the export's rows written to a Parquet log of their own (in bounded
-    memory, in a temporary directory), then scored like any log, every option as without it."""
+    memory, in a temporary directory), then scored like any log, every option as without it.
+    The output is checked before the export is read: a refusal converts nothing."""
     import tempfile
 
     from ragframe.cli.import_traces import write_rows
 
-    if args.ray is not None:
-        raise RagframeError(
-            "--from is not available with --ray: convert the export first "
-            f"(ragframe import {args.input} --from {args.from_format} -o rows.parquet), "
-            "then score rows.parquet with --ray"
-        )
     common.refuse_input_as_output(args.input, args.output)
+    common.refuse_existing_output(args.overwrite, args.output)
+    common.refuse_non_parquet_output(args.output)
     with tempfile.TemporaryDirectory(prefix="ragframe-traces-") as folder:
         log = Path(folder) / "rows.parquet"
         write_rows(args.input, args.from_format, log)
         converted = argparse.Namespace(**{**vars(args), "input": str(log), "from_format": None})
-        return cmd_score(converted)
+        return _score(converted, spec, path, judge)
 
 
 def _score_on_ray(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int:
@@ -309,7 +304,8 @@ def _score_in_memory(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int
     sample = result.extra.get("sample")
     if sample and sample["rows"] < sample["of"]:
         whole = _estimate(args.input, spec, judge, whole=True)
-        print(_sample_cost_line(result.summary(), whole, cached=judge.cache_path is not None))
+        cached = judge.cache_path is not None
+        print(_sample_cost_line(result.summary(), whole, cached=cached, local=judge.local))
     failed = failed_metrics(result.frame.lazy(), result.metrics, result.stats)
     return exit_status(args, spec, failed, args.output)
 
@@ -332,13 +328,24 @@ def _estimate(source: str, spec: RunSpec, judge: Any, *, whole: bool = False) ->
     )
 
 
-def _dollars(value: float | None) -> str:
-    return "unknown price" if value is None else f"${value:.4f}"
+#: What a run on the embedded judge costs, where a priced judge's dollars are printed.
+NO_CHARGE = "no charge (the embedded judge runs here)"
 
 
-def _sample_cost_line(summary: dict[str, Any], whole: dict[str, Any], *, cached: bool) -> str:
+def _dollars(value: float | None, *, local: bool = False) -> str:
+    """Dollars, or why there are none: the embedded judge has no price because it costs
+    nothing; any other judge without one has a price ragframe does not know."""
+    if value is None:
+        return NO_CHARGE if local else "unknown price"
+    return f"${value:.4f}"
+
+
+def _sample_cost_line(
+    summary: dict[str, Any], whole: dict[str, Any], *, cached: bool, local: bool = False
+) -> str:
     """What the sample cost, and the dry-run estimate for the rest of the log (with no cache,
-    the sample's rows would be paid for again, and the estimate counts them)."""
+    the sample's rows would be paid for again, and the estimate counts them); `local`: the
+    embedded judge, which costs nothing."""
     how = (
         "the sample's answers now cached are free"
         if cached
@@ -346,10 +353,12 @@ def _sample_cost_line(summary: dict[str, Any], whole: dict[str, Any], *, cached:
     )
     return (
         f"this sample: {summary['requests']} requests, {summary['prompt_tokens']} prompt + "
-        f"{summary['completion_tokens']} completion tokens, {_dollars(summary.get('cost_usd'))}"
+        f"{summary['completion_tokens']} completion tokens, "
+        f"{_dollars(summary.get('cost_usd'), local=local)}"
         f"\nthe whole log ({whole['rows']} rows, dry run; {how}): "
         f"{whole['requests']} requests, {whole['prompt_tokens']} prompt + "
-        f"{whole['completion_tokens']} completion tokens, {_dollars(whole['cost_usd'])}"
+        f"{whole['completion_tokens']} completion tokens, "
+        f"{_dollars(whole['cost_usd'], local=local)}"
     )
 
 
@@ -361,7 +370,8 @@ def _estimate_says_stop(args: argparse.Namespace, spec: RunSpec, judge: Any) -> 
     times = f" x {guess['repeats']} repeats" if guess["repeats"] > 1 else ""
     print(
         f"estimate: {guess['requests']} requests, {guess['prompt_tokens']} prompt + "
-        f"{guess['completion_tokens']} completion tokens, {_dollars(guess['cost_usd'])} for "
+        f"{guess['completion_tokens']} completion tokens, "
+        f"{_dollars(guess['cost_usd'], local=judge.local)} for "
         f"{which} rows{times} on {guess['model']} (cached answers are free and not counted)"
     )
     if spec.dry_run:
