@@ -115,7 +115,8 @@ def join_runs(
 
 
 def cmd_prefer(args: argparse.Namespace) -> int:
-    """Join, judge both orders of every pair, write the pairs, print the summary."""
+    """Join, judge both orders of every pair, write the pairs, print the summary. The
+    options and the judge are checked before either run is read: a refusal reads nothing."""
     common.refuse_existing_output(args.overwrite, args.output)
     common.refuse_input_as_output(args.a, args.output)
     common.refuse_input_as_output(args.b, args.output)
@@ -125,12 +126,12 @@ def cmd_prefer(args: argparse.Namespace) -> int:
     inputs = common.parse_metrics(args.inputs) if args.inputs else None
     metric = Pairwise(args.criteria, inputs=inputs, name=args.name)
     on = common.parse_metrics(args.on)
+    judge = options.judge_from_args(args)
     pairs, report = join_runs(_read(args.a), _read(args.b), on, metric.inputs)
     for line in _join_lines(report, on):
         print(line)
     if pairs.height == 0:
         raise InputError(f"no key {on} is in both runs: nothing to judge")
-    judge = options.judge_from_args(args)
     with common.endpoint_named(judge):
         return _prefer(args, judge, metric, pairs)
 
