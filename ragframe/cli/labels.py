@@ -173,7 +173,8 @@ def power_line(plan: dict[str, Any]) -> str:
     if plan["n_needed"] is None:
         return (
             f"labels for a {plan['level']:.0%} interval of width {width:g}: out of reach with "
-            f"N = {plan['n_scored']} scored rows ({rests})"
+            f"N = {plan['n_scored']} scored rows, which cannot reach that width however many "
+            f"are labelled, or would all need labels ({rests})"
         )
     return (
         f"labels for a {plan['level']:.0%} interval of width {width:g} (+-{width / 2:g}): about "
