@@ -15,6 +15,7 @@ from conftest import fenced, reply, router
 
 import ragframe
 from ragframe.engine.repeats import (
+    check_repeat_seeds,
     check_repeats,
     icc1,
     merge_stats,
@@ -247,6 +248,10 @@ def test_repeat_seeds_past_the_largest_seed_are_refused_up_front(server, make_ju
         message = str(refused.value)
         assert "\n" not in message and f"at most {SEED_MAX - 2}" in message
     assert server.count("") == 0
+    # The check alone, for callers that refuse before reading any row.
+    assert check_repeat_seeds(make_judge(seed=None), 3) == 0
+    with pytest.raises(ConfigError, match="fewer repeats"):
+        check_repeat_seeds(judge, 3)
 
 
 def test_run_with_repeats_reports_them(scripted, make_judge, tmp_path):

@@ -69,13 +69,9 @@ RELIABILITY_TARGET = 0.9
 _BLOCK_ELEMENTS = 1 << 22
 
 
-def repeat_judges(judge: Judge, k: int, *, temperature: float | None = None) -> list[Judge]:
-    """k copies of `judge`, copy r with seed = the judge's seed + r (0 + r when it has none),
-    at `temperature` when given (else the judge's). k == 1 (and no temperature): the judge
-    itself, so a single repeat is exactly a normal run. Seeds past SEED_MAX are refused
-    before any copy is made: a server would reject (or wrap) them request by request."""
-    if check_repeats(k) == 1 and temperature is None:
-        return [judge]
+def check_repeat_seeds(judge: Judge, k: int) -> int:
+    """The first repeat's seed (the judge's, 0 when it sends none), or a ConfigError when the
+    last, seed + k - 1, would pass SEED_MAX. Cheap: callers may check before reading rows."""
     base = judge.seed if judge.seed is not None else 0
     if base + k - 1 > SEED_MAX:
         raise ConfigError(
@@ -83,6 +79,17 @@ def repeat_judges(judge: Judge, k: int, *, temperature: float | None = None) -> 
             f"past the largest seed 2**63 - 1 (a signed 64-bit integer); use Judge(seed=...) "
             f"at most {SEED_MAX - k + 1}, or fewer repeats"
         )
+    return base
+
+
+def repeat_judges(judge: Judge, k: int, *, temperature: float | None = None) -> list[Judge]:
+    """k copies of `judge`, copy r with seed = the judge's seed + r (0 + r when it has none),
+    at `temperature` when given (else the judge's). k == 1 (and no temperature): the judge
+    itself, so a single repeat is exactly a normal run. Seeds past SEED_MAX are refused
+    before any copy is made: a server would reject (or wrap) them request by request."""
+    if check_repeats(k) == 1 and temperature is None:
+        return [judge]
+    base = check_repeat_seeds(judge, k)
     _ = judge.cache  # opened once, before copying: every copy shares it (one writer thread)
     judges = []
     for r in range(k):
