@@ -24,6 +24,7 @@ from polars.testing import assert_frame_equal
 import ragframe
 from ragframe._sync import run_sync
 from ragframe.cli import build_parser, main
+from ragframe.cli import options as cli_options
 from ragframe.cli import score as score_cli
 from ragframe.engine import PATHS, RunSpec, refuse_unsupported
 from ragframe.engine.run import execute
@@ -137,7 +138,7 @@ def reference(command: list[str]) -> tuple[Any, RunSpec]:
     """The in-memory run of the command's own RunSpec (its judge built by the same code)."""
     args = build_parser().parse_args(command)
     spec = score_cli.run_spec(args)
-    judge = None if spec.judges else score_cli._judge(args)
+    judge = None if spec.judges else cli_options.judge_from_args(args)
     # In memory the rows are one piece: the streamed run's chunk size is only recorded, and
     # a Ray run's actors and batches are not part of the record.
     unsized = replace(spec, chunk_rows=None, actors=None, batch_rows=None)

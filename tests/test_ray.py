@@ -289,7 +289,7 @@ sys.exit(main(sys.argv[1:]))
 # Until `ragframe score` has --ray wired in, the same command through its parts.
 DRIVER_PARTS = """
 import argparse, sys
-from ragframe.cli import common, score
+from ragframe.cli import common, options, score
 from ragframe.cli.ray_score import add_ray_options, score_with_ray
 from ragframe.metrics import resolve
 parser = argparse.ArgumentParser()
@@ -298,7 +298,8 @@ if not any("--ray" in action.option_strings for action in command._actions):
     add_ray_options(command)
 args = parser.parse_args(sys.argv[1:])
 metrics = resolve(common.parse_metrics(args.metrics))
-sys.exit(score_with_ray(args, score._judge(args), metrics, common.parse_columns(args.columns)))
+judge = options.judge_from_args(args)
+sys.exit(score_with_ray(args, judge, metrics, common.parse_columns(args.columns)))
 """
 
 

@@ -112,12 +112,6 @@ def _add_run_options(score: argparse.ArgumentParser) -> None:
     )
 
 
-#: The judge the options describe, --max-text-chars included (a shared judge option now).
-#: Kept under this name for the tests that build their reference run's judge by it
-#: (tests/test_one_run.py, tests/test_ray.py); new code calls `options.judge_from_args`.
-_judge = options.judge_from_args
-
-
 def run_spec(args: argparse.Namespace) -> RunSpec:
     """The run's options, gathered once from the command line (a ConfigError on a malformed
     one): what every path executes and records in the output's metadata."""

@@ -67,10 +67,12 @@ async def execute(
 ) -> RunResult:
     """Run a specification in memory: the one orchestration of `evaluate`, `run` and
     `ragframe score --sample / --repeats`."""
-    from ragframe.engine.repeats import check_repeats
+    from ragframe.engine.repeats import check_repeat_seeds, check_repeats
 
     refuse_unsupported(spec, path)
     repeats = check_repeats(spec.repeats)
+    if judge is not None and repeats > 1:  # seeds past the bound, before any row is read
+        check_repeat_seeds(judge, repeats)
     judges = check_jury(spec, judge) if spec.judges else []
     frame, extra = sampled_frame(data, spec.sample, spec.seed, spec.columns)
     if judges:  # a jury: each judge runs this function, then the verdicts are combined
@@ -144,7 +146,7 @@ async def aestimate(
     the first verify the first judge's claims instead of extracting their own. `judge`,
     `columns`, `sample`, `seed`, `reasons`: as in `evaluate`.
     """
-    from ragframe.engine.repeats import check_repeats, repeat_judges
+    from ragframe.engine.repeats import check_repeat_seeds, check_repeats, repeat_judges
 
     _refuse_unknown(options, EstimateOptions, "estimate")
     judges = options.pop("judges", ())
@@ -157,6 +159,8 @@ async def aestimate(
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
     repeats = check_repeats(options.get("repeats", 1))
+    if options.get("judge") is not None and repeats > 1:
+        check_repeat_seeds(options["judge"], repeats)
     head, source = _head(data, options)
     spec = RunSpec.of(metrics, columns=columns, reasons=options.get("reasons"))
     judge = options.get("judge")

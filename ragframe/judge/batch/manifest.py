@@ -283,7 +283,8 @@ class Manifest:
         repair: str | None = None,
         usage: tuple[int, int] | None = None,
     ) -> None:
-        """Count a failed attempt; `scrub` removes the API key from what is kept."""
+        """Count a failed attempt; `scrub` removes every credential of the judge from what is
+        kept (`Secrets.of(judge).scrub`)."""
         record = self.failures.setdefault(cid, Failure())
         record.attempts += 1
         record.reason = scrub(reason)
