@@ -437,10 +437,12 @@ def _pairs(frame: pl.DataFrame, metrics: list[str], labels: pl.DataFrame) -> pl.
 
 
 def _people(pairs: pl.DataFrame, spec: BenchSet, options: Any) -> pl.DataFrame:
-    """Annotator 1's preference read as a judge of annotator 2's: the ceiling of the set."""
+    """Annotator 1's preference read as a judge of annotator 2's: the ceiling of the set.
+    Only its sign counts (b over a, a over b, a tie), so it enters as scores in [0, 1], as
+    `agreement` requires: side a 0.5, side b 1 / 0.5 / 0."""
     people = pairs.select(
-        pl.lit(0.0).alias("side_a"),
-        pl.col("correctness_pref_1").cast(pl.Float64).alias("side_b"),
+        pl.lit(0.5).alias("side_a"),
+        ((pl.col("correctness_pref_1").cast(pl.Float64).sign() + 1) / 2).alias("side_b"),
         "correctness_pref_2",
     )
     table = agreement(
