@@ -53,7 +53,9 @@ Every interval assumes the rows are independent draws: claims of one answer, or 
 one question, are not, and their intervals are then too narrow.
 
 Nulls: a row whose score, second score or label is null (or NaN) is dropped and counted in
-`n_dropped`: a judge that fails on hard rows looks better than it is, so read n_dropped.
+`n_dropped`: a judge that fails on hard rows looks better than it is, so read n_dropped. A
+score outside [0, 1] (7.5) is an InputError naming its column and row; the label may be any
+number.
 
 Repeats: a frame scored with `repeats=k` holds the mean of the k scores in `{metric}` (and the
 k scores in `{metric}_repeats`); pass `score="{metric}"` as usual to measure the mean's
@@ -79,7 +81,7 @@ from ragframe.decide._agreement_figures import (
     boot_figures,
     resampled,
 )
-from ragframe.decide.summarize import direction_of, load_scored
+from ragframe.decide.summarize import checked_scores, direction_of, load_scored, score_values
 from ragframe.errors import ConfigError, InputError
 from ragframe.stats import RESAMPLES, mean_interval
 
@@ -158,7 +160,7 @@ def agreement(
     sides = [score, score_b] if kind == "pairwise" and score_b is not None else [score]
     _check_columns(lazy.collect_schema(), sides, label, groups, where)
     sign = _sign(direction or direction_of(score, meta))
-    frame = _turned(lazy, sides, label, groups, sign)
+    frame = _turned(lazy, sides, label, groups, sign, where)
     if kind == "binary":
         _check_binary(frame, label)
     rows: list[dict[str, Any]] = []
@@ -196,18 +198,20 @@ def _partitions(frame: pl.DataFrame, groups: list[str]) -> dict[Any, pl.DataFram
 
 
 def _turned(
-    lazy: pl.LazyFrame, sides: list[str], label: str, groups: list[str], sign: float
+    lazy: pl.LazyFrame, sides: list[str], label: str, groups: list[str], sign: float, where: str
 ) -> pl.DataFrame:
     """The groups, the score(s) turned higher-is-better (as `_A`, `_B`) and the label (`_Y`),
-    as floats with NaN read as null."""
-    return lazy.select(
+    as floats with NaN read as null; a score outside [0, 1] is refused as it is read (the
+    label may be any number: a Likert rating, a preference)."""
+    exprs = [
         *groups,
-        *(
-            (pl.col(c).cast(pl.Float64).fill_nan(None) * sign).alias(alias)
-            for c, alias in zip(sides, (_A, _B), strict=False)
-        ),
+        *((score_values(c) * sign).alias(alias) for c, alias in zip(sides, (_A, _B), strict=False)),
         pl.col(label).cast(pl.Float64).fill_nan(None).alias(_Y),
-    ).collect()
+    ]
+    try:
+        return checked_scores(lazy, exprs, sides, where)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {where}: {exc}") from exc
 
 
 def _figures(kind: str, data: Data, folds: int) -> list[Figure]:

@@ -45,7 +45,7 @@ import numpy as np
 import polars as pl
 
 from ragframe.decide.labels import read_labels
-from ragframe.decide.summarize import direction_of, load_scored
+from ragframe.decide.summarize import checked_scores, direction_of, load_scored, score_values
 from ragframe.errors import ConfigError, InputError
 from ragframe.metrics.calibration import ECE_BINS, Calibration, CalibrationWarning, predict_with
 
@@ -239,7 +239,8 @@ def calibrate(
     `labelled`: a frame, `ragframe.run`'s result or a scored file holding `score` and `label`
     (0 / 1 or Boolean); or, with `labels=` (a frame or a filled label sheet), a scored log
     joined to those labels on `on`. `method`: "auto" (the rule), "isotonic" or "logistic".
-    Rows with a null score or label are left out and counted (`n_dropped`)."""
+    Rows with a null score or label are left out and counted (`n_dropped`); a score outside
+    [0, 1] is an InputError naming its column and row (`apply_calibration` too)."""
     _check_options(method, folds, level)
     lazy, meta, where = load_scored(labelled)
     frame = _score_and_label(lazy, where, score, label, labels, on)
@@ -300,7 +301,6 @@ def _score_and_label(
         if score not in schema:
             raise InputError(f"no column {score!r} in {where}; the columns are {list(schema)}")
         joined = read_labels(labels, on, label).with_columns(pl.col(on).cast(schema[on]))
-        frame = lazy.select(on, score).collect().join(joined, on=on, how="inner")
     else:
         for name in (score, label):
             if name not in schema:
@@ -308,12 +308,17 @@ def _score_and_label(
                     f"no column {name!r} in {where}; the columns are {list(schema)} (labels "
                     "in another file: pass labels= / --labels with on= / --on)"
                 )
-        frame = lazy.select(score, label).collect()
-    if not (frame.schema[score].is_numeric()):
-        raise InputError(f"score column {score!r} is {frame.schema[score]}, not a number")
-    return frame.select(
-        pl.col(score).cast(pl.Float64).fill_nan(None), pl.col(label).cast(pl.Float64)
-    )
+    if not schema[score].is_numeric():
+        raise InputError(f"score column {score!r} is {schema[score]}, not a number")
+    try:  # the scores checked in [0, 1] as they are read (row numbers: the scored file's)
+        if labels is not None:
+            frame = checked_scores(lazy, [on, score_values(score)], [score], where)
+            frame = frame.join(joined, on=on, how="inner").select(score, label)
+        else:
+            frame = checked_scores(lazy, [score_values(score), label], [score], where)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {where}: {exc}") from exc
+    return frame.with_columns(pl.col(label).cast(pl.Float64))
 
 
 def _scores_and_labels(
@@ -345,12 +350,16 @@ def apply_calibration(scored: Any, calibration: Calibration | str | Path) -> pl.
     `evaluate(..., calibration=...)` and `ragframe score --calibration FILE`."""
     cal = calibration if isinstance(calibration, Calibration) else Calibration.load(calibration)
     lazy, meta, where = load_scored(scored)
-    frame = lazy.collect()
-    if cal.metric not in frame.columns:
+    columns = lazy.collect_schema().names()
+    if cal.metric not in columns:
         raise InputError(
             f"the calibration is for {cal.metric!r}, and {where} has no such column; its "
-            f"columns are {frame.columns}"
+            f"columns are {columns}"
         )
+    try:  # every column, the calibrated one checked in [0, 1] in the same read
+        frame = checked_scores(lazy, [pl.all()], [cal.metric], where)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {where}: {exc}") from exc
     cal.check_provenance(meta, where)
     values = cal.predict(frame.get_column(cal.metric).cast(pl.Float64).to_numpy())
     return frame.with_columns(pl.Series(cal.column, values).fill_nan(None))

@@ -54,7 +54,7 @@ from ragframe.decide.ppi import (
     off_mode,
     quantile,
 )
-from ragframe.decide.summarize import direction_of, load_scored
+from ragframe.decide.summarize import checked_scores, direction_of, load_scored, score_values
 from ragframe.errors import ConfigError, InputError
 
 __all__ = [
@@ -110,7 +110,10 @@ def _scores(
             raise InputError(f"no column {name!r} in {where}; the columns are {list(schema)}{hint}")
     if not (schema[score].is_numeric() or schema[score] == pl.Boolean):
         raise InputError(f"score column {score!r} in {where} is {schema[score]}, not a number")
-    frame = lazy.select(on, *groups, pl.col(score).cast(pl.Float64).fill_nan(None)).collect()
+    try:  # the score checked in [0, 1] as it is read
+        frame = checked_scores(lazy, [on, *groups, score_values(score)], [score], where)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {where}: {exc}") from exc
     if calibration is not None:
         # The check `apply_calibration` makes: a map fitted to another judge or prompt warns.
         calibration.check_provenance(meta, where)
@@ -313,11 +316,12 @@ def human_estimate(
     "ppi++" (the estimate to quote), "judge_only" (the judge's mean, with its measured bias) and
     "labels_only" (module docstring for each). Columns: the group columns, then COLUMNS.
 
-    `scored`: a frame, `ragframe.run`'s result, or a scored file. `labels`: a frame or a file
-    (a filled label sheet's CSV) holding `on` and `label` (0 / 1 or Boolean; empty is not
-    labelled). `weight`: the labels' column of 1 / inclusion probability for a stratified draw
-    ("auto": `sample_weight` if present; None: a uniform draw). `calibration`: a
-    `Calibration` applied to the score first. `lam`: fix lam (1: classical PPI). `interval`:
+    `scored`: a frame, `ragframe.run`'s result, or a scored file (a score outside [0, 1] is
+    an InputError naming its column and row). `labels`: a frame or a file (a filled label
+    sheet's CSV) holding `on` and `label` (0 / 1 or Boolean; empty is not labelled).
+    `weight`: the labels' column of 1 / inclusion probability for a stratified draw ("auto":
+    `sample_weight` if present; None: a uniform draw). `calibration`: a `Calibration`
+    applied to the score first. `lam`: fix lam (1: classical PPI). `interval`:
     "t" or "normal" (the quantile; "normal" is ppi_py's interval)."""
     _check(level, on, score, label)
     groups = [by] if isinstance(by, str) else list(by or [])

@@ -31,7 +31,7 @@ from typing import Any, TypedDict, Unpack
 import numpy as np
 import polars as pl
 
-from ragframe.decide.summarize import load_scored
+from ragframe.decide.summarize import checked_scores, load_scored, score_columns
 from ragframe.errors import ConfigError, InputError
 
 __all__ = ["draw_labels", "format_contexts", "label_sheet"]
@@ -68,10 +68,11 @@ def draw_labels(
     on: str = "id",
 ) -> tuple[pl.DataFrame, dict[str, Any]]:
     """The drawn rows (every column of the scored log, plus DRAW_COLUMNS with `stratify`),
-    in file order, and what the draw was ({"rows": n, "of": pool, "null_scores": k, ...})."""
+    in file order, and what the draw was ({"rows": n, "of": pool, "null_scores": k, ...}).
+    `score` and the log's metrics must be in [0, 1]: a 7.5 is an InputError (column, row)."""
     _check_draw(n, score, stratify, strata)
-    lazy, _meta, where = load_scored(scored)
-    frame, key = _keyed(lazy.collect(), on, where)
+    lazy, meta, where = load_scored(scored)
+    frame, key = _keyed(_read(lazy, meta, score, where), on, where)
     pool, null_scores = _pool(frame, score, where)
     if n > pool.height:
         raise ConfigError(
@@ -101,6 +102,20 @@ def _check_draw(n: int, score: str | None, stratify: bool, strata: int) -> None:
         raise ConfigError("a stratified draw needs the score to stratify by (score= / --score)")
     if isinstance(strata, bool) or not isinstance(strata, int) or strata < 2:
         raise ConfigError(f"strata must be an integer of at least 2, not {strata!r}")
+
+
+def _read(lazy: pl.LazyFrame, meta: dict[str, Any], score: str | None, where: str) -> pl.DataFrame:
+    """Every column, with the scores a sheet draws by or shows (`score`, the log's metrics)
+    checked in [0, 1] in the same read: a person is never asked to judge beside a 7.5."""
+    schema = lazy.collect_schema()
+    if score is not None and score not in schema:
+        raise InputError(f"no column {score!r} in {where}; the columns are {schema.names()}")
+    shown = [*([score] if score else []), *score_columns(schema, meta)]
+    names = [m for m in shown if schema[m].is_numeric() or schema[m] == pl.Boolean]
+    try:
+        return checked_scores(lazy, [pl.all()], names, where)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {where}: {exc}") from exc
 
 
 def _keyed(frame: pl.DataFrame, on: str, where: str) -> tuple[pl.DataFrame, str]:

@@ -175,6 +175,22 @@ def refuse_bad_scores(
         )
 
 
+def checked_scores(
+    lazy: pl.LazyFrame, exprs: Iterable[pl.Expr | str], names: Iterable[str], where: str
+) -> pl.DataFrame:
+    """`lazy.select(*exprs)` collected, with every score column in `names` checked in the same
+    pass: a score outside [0, 1] is `refuse_bad_scores`'s InputError (column, row, value), so
+    no reader of a scored file averages, bins, calibrates or compares a 7.5. `exprs` must keep
+    `lazy`'s rows (no filter, join or aggregation): a flagged row is then the file's row.
+    Polars errors (a text column cast to Float64) are left to the caller, which names its
+    input."""
+    names = list(dict.fromkeys(names))
+    flags = [f"{m}\0bad" for m in names]
+    frame = lazy.select(*exprs, *(not_a_score(m) for m in names)).collect()
+    refuse_bad_scores(lazy, frame, names, where)
+    return frame.drop(flags)
+
+
 def first_non_number(lazy: pl.LazyFrame, name: str) -> str:
     """For a refusal of a text column as scores: " (row N: 'high' is not a number)" naming its
     first value that is no number, or "" when every value is one or null (read only then)."""

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ragframe.errors import InputError
 from ragframe.inputs.columns import ALIASES, CANONICAL
 from ragframe.report._source import MAX_GROUPS, PassRule, Source
 
@@ -56,7 +57,10 @@ class Light:
 def light_frame(
     source: Source, metrics: Sequence[str], groups: Sequence[str], rules: Mapping[str, PassRule]
 ) -> Light:
-    """One scan of the columns the figures need (scores, groups, pass values)."""
+    """One scan of the columns the figures need (scores, groups, pass values); a score
+    outside [0, 1] is refused in that scan (no histogram clips a 7.5 into its last bin)."""
+    from ragframe.decide.summarize import checked_scores, score_values
+
     label = (
         pl.concat_str(
             [pl.col(g).cast(pl.String).fill_null("(null)") for g in groups], separator=" · "
@@ -64,17 +68,17 @@ def light_frame(
         if groups
         else pl.lit("all rows")
     )
-    frame = (
-        source.lazy.with_row_index(IDX)
-        .select(
-            IDX,
-            *groups,
-            label.alias(LABEL),
-            *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(m) for m in metrics),
-            *(rule.expr().alias(f"{m}_pass") for m, rule in rules.items()),
-        )
-        .collect()
-    )
+    exprs = [
+        IDX,
+        *groups,
+        label.alias(LABEL),
+        *(score_values(m) for m in metrics),
+        *(rule.expr().alias(f"{m}_pass") for m, rule in rules.items()),
+    ]
+    try:
+        frame = checked_scores(source.lazy.with_row_index(IDX), exprs, metrics, source.label)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {source.label}: {exc}") from exc
     total = frame[LABEL].n_unique()
     kept = None
     if total > MAX_GROUPS:

@@ -88,7 +88,9 @@ def compare(
     """Compare run b against run a, metric by metric (methods: module docstring).
 
     a, b : scored frames (Polars or pandas) or the paths of scored Parquet files (their
-        metadata gives the metrics' directions, judges and prompt hashes).
+        metadata gives the metrics' directions, judges and prompt hashes). Every score is in
+        [0, 1] (null or NaN: a row that failed); a 7.5 is an InputError naming its side,
+        column and row.
     on : key column(s) pairing a row of a with a row of b (unique on each side): a paired
         comparison, the stronger design. None: two independent samples.
     by : group column(s): one comparison per group (paired: read from a, or b for keys only b

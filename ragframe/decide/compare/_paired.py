@@ -10,6 +10,7 @@ import polars as pl
 
 from ragframe.decide.compare._cells import TIE, cells_table, paired_cell
 from ragframe.decide.compare._sides import Side, key_casts, require
+from ragframe.decide.summarize import checked_scores, score_values
 from ragframe.errors import ConfigError, InputError
 
 
@@ -102,15 +103,17 @@ def _keyed_scores(
     names: list[str],
     casts: Mapping[str, pl.DataType],
 ) -> pl.DataFrame:
-    """One side's keys, groups and scores, checked: no null key, no duplicate key."""
-    frame = side.lazy.select(
+    """One side's keys, groups and scores, checked: no null key, no duplicate key, no score
+    outside [0, 1] (`checked_scores`, in the same read)."""
+    exprs = [
         *(pl.col(k).cast(casts[k]) if k in casts else pl.col(k) for k in keys),
         *(pl.col(g).alias(f"{g}\0{tag}") for g in groups if g in side.schema),
-        *(pl.col(m).cast(pl.Float64).fill_nan(None).alias(f"{m}\0{tag}") for m in names),
+        *(score_values(m).alias(f"{m}\0{tag}") for m in names),
         pl.lit(True).alias(f"\0in_{tag}"),
-    )
+    ]
     try:
-        frame = frame.with_row_index(f"\0row_{tag}").collect()
+        frame = checked_scores(side.lazy, exprs, names, side.where)
+        frame = frame.with_row_index(f"\0row_{tag}")
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"cannot read {side.where}: {exc}") from exc
     nulls = frame.filter(pl.any_horizontal(pl.col(k).is_null() for k in keys)).height

@@ -9,6 +9,7 @@ import polars as pl
 
 from ragframe.decide.compare._cells import cells_table, unpaired_cell
 from ragframe.decide.compare._sides import Side
+from ragframe.decide.summarize import checked_scores, score_values
 from ragframe.errors import InputError
 
 
@@ -25,9 +26,7 @@ def compare_unpaired(
     per_side = []
     for side, tag in ((a, "a"), (b, "b")):
         cell_groups = groups or ["\0all"]
-        lazy = side.lazy.with_columns(pl.lit(True).alias("\0all")).select(
-            *cell_groups, *(pl.col(m).cast(pl.Float64).fill_nan(None) for m in names)
-        )
+        exprs = [*groups, pl.lit(True).alias("\0all"), *(score_values(m) for m in names)]
         aggs = [
             expr
             for m in names
@@ -36,8 +35,9 @@ def compare_unpaired(
                 pl.col(m).null_count().alias(f"{m}\0failed_{tag}"),
             )
         ]
-        try:
-            per_side.append(lazy.group_by(cell_groups).agg(aggs).collect())
+        try:  # the rows' scores, checked in [0, 1] as they are read, then grouped
+            rows = checked_scores(side.lazy, exprs, names, side.where)
+            per_side.append(rows.group_by(cell_groups).agg(aggs))
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise InputError(f"cannot read {side.where}: {exc}") from exc
     cell_groups = groups or ["\0all"]
