@@ -16,6 +16,7 @@ import pytest
 import ragframe
 from ragframe.cli import main
 from ragframe.decide.judge_bench import _people
+from ragframe.decide.jury_of_runs import combine_runs
 from ragframe.errors import InputError
 from ragframe.report._data import light_frame
 from ragframe.report._source import load
@@ -145,3 +146,13 @@ def test_judge_bench_people_row_still_reads_preferences_from_minus_2_to_2() -> N
     assert figures["label_ties"] == pytest.approx(1 / 8)
     assert figures["judge_ties"] == pytest.approx(1 / 7)
     assert figures["accuracy"] == pytest.approx(5 / 6)
+
+
+def test_a_jury_of_runs_refuses_a_run_with_a_score_outside_0_1(
+    bad: tuple[str, str, float],
+) -> None:
+    """Each run is checked as it is read, before any vote (the readers' table holds no
+    faithfulness claims to vote on, so this reader has its own test)."""
+    bad_path, good_path, value = bad
+    with pytest.raises(InputError, match=rf"row {BAD_ROW} .*{value!r} is outside \[0, 1\]"):
+        combine_runs([good_path, bad_path], names=["good", "bad"])

@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from ragframe._version import __version__
-from ragframe.decide.summarize import direction_of, pass_rules, score_columns
+from ragframe.decide.summarize import checked_scores, direction_of, pass_rules, score_columns
 from ragframe.engine.jury import (
     JUDGE_SEP,
     SHARED_CLAIMS,
@@ -77,12 +77,16 @@ class _Run:
 
     @classmethod
     def read(cls, run: Any, index: int) -> _Run:
+        """One run, its scores checked to lie in [0, 1] (a 7.5 is refused, never voted)."""
         if isinstance(run, pl.DataFrame):
-            return cls(run, {}, f"frame {index + 1}")
-        path = Path(run)
-        if not path.exists():
-            raise InputError(f"no scored file {str(path)!r}")
-        return cls(pl.read_parquet(path), read_metadata(path), str(path))
+            frame, meta, source = run, {}, f"frame {index + 1}"
+        else:
+            path = Path(run)
+            if not path.exists():
+                raise InputError(f"no scored file {str(path)!r}")
+            frame, meta, source = pl.read_parquet(path), read_metadata(path), str(path)
+        checked_scores(frame.lazy(), [pl.all()], scored_metrics(frame), source)
+        return cls(frame, meta, source)
 
 
 @dataclass
