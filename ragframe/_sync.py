@@ -1,10 +1,49 @@
-"""`run_sync`: a coroutine run from sync code, in one place every layer may import."""
+"""`run_sync`: a coroutine run from sync code, in one place every layer may import; and the
+stop signals (Ctrl-C's SIGINT, and SIGTERM, which CI runners and Kubernetes send) made one
+interruption, so every cleanup written for Ctrl-C also runs on SIGTERM."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
+
+from ragframe.errors import Terminated
+
+__all__ = ["interruption", "run_sync", "terminate_as_interrupt"]
+
+#: The signals that stop a run; each is raised as a KeyboardInterrupt (SIGTERM as Terminated).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def interruption(signum: int) -> KeyboardInterrupt:
+    """The exception a stop signal is raised as: Terminated for SIGTERM, else KeyboardInterrupt."""
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM raises Terminated (a KeyboardInterrupt) as SIGINT raises
+    KeyboardInterrupt, instead of killing the process with no cleanup. Installed only from the
+    main thread and over the default action (an embedding program's own handler is kept)."""
+    if not _in_main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:  # unless the handler was changed meanwhile (an interrupted program ignores it)
+        if signal.getsignal(signal.SIGTERM) is _raise_terminated:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def run_sync(coro: Any) -> Any:
@@ -13,6 +52,83 @@ def run_sync(coro: Any) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return _run_here(coro)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ragframe") as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _ours(handler: Any) -> bool:
+    """Whether a signal's current handler is a default one we may replace for the run."""
+    return handler in (signal.default_int_handler, signal.SIG_DFL, _raise_terminated)
+
+
+def _run_here(coro: Any) -> Any:
+    """`asyncio.run`, with SIGTERM handled as asyncio handles SIGINT, and a second signal that
+    cannot land in the middle of a cleanup. The first stop signal cancels the run (its cleanups
+    run: the temporary output is removed, the cache keeps every answer); a second one stops
+    the loop at its next turn instead of waiting for them (what is left is cancelled as the
+    loop closes); a third, for a loop stuck in sync code, raises at once. The caller gets
+    KeyboardInterrupt (Terminated for SIGTERM), never the loop's own errors about a shutdown cut
+    short ("Event loop stopped before Future completed", once 1 run in 20 after a second
+    Ctrl-C)."""
+    runner = asyncio.Runner()
+    loop = runner.get_loop()
+    task = loop.create_task(coro)
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if len(received) > 2 or (len(received) == 1 and task.done()):
+            raise interruption(received[0])
+        if len(received) == 1:
+            task.cancel()
+        else:
+            loop.stop()
+        loop.call_soon_threadsafe(lambda: None)  # wake a loop blocked in select()
+
+    previous = _install(on_signal)
+    try:
+        try:
+            return loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            if received and task.uncancel() == 0:
+                raise interruption(received[0]) from None
+            raise
+        except BaseException:
+            if received:  # a later signal, or an error the cancellation caused
+                raise interruption(received[0]) from None
+            raise
+        finally:
+            if received:  # what is left of an interrupted run goes quietly
+                loop.set_exception_handler(lambda loop, context: None)
+            try:
+                runner.close()
+            except BaseException:
+                if not received:
+                    raise
+                # a signal while closing: the interruption raised above says it all
+    finally:
+        _restore(previous)
+
+
+def _install(handler: Callable[[int, FrameType | None], None]) -> dict[int, Any]:
+    """Put `handler` on the stop signals whose current handler is a default one; what was
+    there before, to restore."""
+    if not _in_main_thread():
+        return {}
+    previous: dict[int, Any] = {}
+    for signum in STOP_SIGNALS:
+        current = signal.getsignal(signum)
+        if _ours(current):
+            previous[signum] = current
+            signal.signal(signum, handler)
+    return previous
+
+
+def _restore(previous: dict[int, Any]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)

@@ -11,6 +11,9 @@
 
 Row-level problems (a missing value, an answer that never validated) are not exceptions:
 they become a null score with the reason in `{metric}_detail.error`.
+
+Beside the tree, `Terminated` is not an error but a stop: SIGTERM, raised as a
+KeyboardInterrupt (see `ragframe._sync`), so every cleanup written for Ctrl-C runs for it too.
 """
 
 from __future__ import annotations
@@ -39,3 +42,8 @@ class JudgeError(RagframeError):
 class EndpointError(JudgeError):
     """The endpoint cannot serve this run at all: it refuses connections, rejects the API key,
     or has no such model. Raised at once (no retries), whatever fail_fast says."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what CI runners and Kubernetes send to stop a job), raised as Ctrl-C is: the
+    run stops sending, keeps its cached answers and removes its temporary output."""

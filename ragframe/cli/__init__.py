@@ -15,9 +15,18 @@ nothing of it).
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import signal
+import sqlite3
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
+from ragframe._sync import terminate_as_interrupt
 from ragframe._version import __version__
 from ragframe.cli import (
     batch,
@@ -38,15 +47,18 @@ from ragframe.cli import (
 )
 from ragframe.cli.batch import cmd_batch
 from ragframe.cli.common import (
+    EXIT_BROKEN_PIPE,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
+    EXIT_SOFTWARE,
+    EXIT_TERMINATED,
     endpoint_error,
     format_summary,
     one_line,
     report_failed_metrics,
 )
 from ragframe.cli.score import cmd_score
-from ragframe.errors import RagframeError
+from ragframe.errors import RagframeError, Terminated
 
 __all__ = [
     "build_parser",
@@ -86,32 +98,264 @@ def build_parser() -> argparse.ArgumentParser:
     """The `ragframe` parser, with every subcommand's arguments."""
     parser = argparse.ArgumentParser(prog="ragframe", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"ragframe {__version__}")
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS:
         module.add_parser(subparsers)
+    for sub in _subcommand_parsers(parser):
+        # Also after the subcommand; SUPPRESS keeps a `--debug` given before it.
+        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+        sub.epilog = _with_common_statuses(sub.epilog)
     return parser
 
 
+DEBUG_HELP = "on an unexpected error, print its traceback too (also: RAGFRAME_DEBUG=1)"
+
+#: The statuses any subcommand may end with, whatever it does: each subcommand's epilog gets
+#: those it does not already name.
+COMMON_STATUSES = {
+    EXIT_SOFTWARE: "an unexpected error, a bug (one line says where to report it; --debug "
+    "prints the traceback)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C; rerun to resume from the cache)",
+    EXIT_BROKEN_PIPE: "stdout closed before all was written (e.g. piped into head)",
+    EXIT_TERMINATED: "terminated (SIGTERM; rerun to resume from the cache)",
+}
+
+
+def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Every subcommand's parser, nested ones (`batch run`) included."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield sub
+                yield from _subcommand_parsers(sub)
+
+
+def _with_common_statuses(epilog: str | None) -> str:
+    text = (epilog or "exit status: 0 done").rstrip().rstrip(".")
+    missing = [
+        f"{status} {meaning}"
+        for status, meaning in COMMON_STATUSES.items()
+        if not re.search(rf"\b{status}\b", text)
+    ]
+    return "; ".join([text, *missing])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one `ragframe` command; the exit status (errors are printed on one line)."""
+    """Run one `ragframe` command; the exit status. Every way a command can end has its own
+    status, so CI never reads a crash as a failed gate (1): errors the user can fix are 2 on
+    one line naming what; anything unexpected is 70 with one line (the traceback only with
+    --debug or RAGFRAME_DEBUG=1); Ctrl-C is 130 and SIGTERM 143, both after the same cleanup.
+    Without `argv` (the `ragframe` program itself) an interrupted process ignores further stop
+    signals while it exits, so that a second Ctrl-C cannot cut the cache's closing short."""
+    program = argv is None
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args: argparse.Namespace | None = None
+    with terminate_as_interrupt():
+        try:
+            try:
+                args = build_parser().parse_args(argv)
+            except SystemExit as stop:  # a bad option: argparse printed why; --help exits 0
+                if stop.code in (0, None):
+                    raise
+                return stop.code if isinstance(stop.code, int) else EXIT_ERROR
+            handler = getattr(args, "handler", None)
+            if handler is None:
+                return EXIT_ERROR
+            status = int(handler(args))
+            sys.stdout.flush()  # a closed stdout is found here, not at exit with a traceback
+            return status
+        except BaseException as err:  # every way out gets its status
+            if isinstance(err, SystemExit):
+                raise
+            with _signals_ignored(keep=program and _interruption(err) is not None):
+                return _failed(err, args, _debug(argv, args))
+
+
+def _debug(argv: Sequence[str], args: argparse.Namespace | None) -> bool:
+    if os.environ.get("RAGFRAME_DEBUG", "").strip().lower() not in ("", "0", "false", "no"):
+        return True
+    return bool(getattr(args, "debug", False)) if args is not None else "--debug" in argv
+
+
+@contextmanager
+def _signals_ignored(*, keep: bool) -> Iterator[None]:
+    """A second Ctrl-C (or SIGTERM) while the first one's message is printed must not end in
+    a traceback; the handlers come back afterwards unless `keep` (the process is ending)."""
+    stops = (signal.SIGINT, signal.SIGTERM)
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as stop:  # a bad option: argparse printed why; --help/--version exit 0
-        if stop.code in (0, None):
-            raise
-        return stop.code if isinstance(stop.code, int) else EXIT_ERROR
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        return EXIT_ERROR
+        previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in stops}
+    except ValueError:  # not the main thread: signals go elsewhere anyway
+        previous = {}
     try:
-        return int(handler(args))
-    except RagframeError as err:
-        print(f"ragframe: error: {one_line(str(err))}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            if not keep:
+                signal.signal(signum, handler)
+
+
+def _failed(err: BaseException, args: argparse.Namespace | None, debug: bool) -> int:
+    """Print what ended the command (one line; the traceback first with --debug); its status."""
+    stopped = _interruption(err)
+    if stopped is None and _closed_stdout(err):
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    if debug:
+        traceback.print_exception(err, file=sys.stderr)
+    if stopped is not None:
+        terminated = isinstance(stopped, Terminated)
         print(
-            "ragframe: interrupted. Answers received so far are in the cache; run the same "
-            "command again to resume without paying for them twice.",
+            f"ragframe: {'terminated (SIGTERM)' if terminated else 'interrupted'}. Answers "
+            "received so far are in the cache; run the same command again to resume without "
+            "paying for them twice.",
             file=sys.stderr,
         )
-        return EXIT_INTERRUPTED
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    status, message = _explain(err, args)
+    print(f"ragframe: {message}", file=sys.stderr)
+    return status
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    """The exception, then what it was raised from or while handling, back to the first."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _interruption(err: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM behind `err`, if any: an error raised while an interrupted run
+    was shutting down (asyncio's "Event loop stopped before Future completed" after a second
+    Ctrl-C) is the interruption, not a bug."""
+    return next((e for e in _chain(err) if isinstance(e, KeyboardInterrupt)), None)
+
+
+def _closed_stdout(err: BaseException) -> bool:
+    """Whether `err` is a write to a stdout whose reader has gone (`ragframe metrics | head`)."""
+    if not isinstance(err, BrokenPipeError):
+        return False
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), no stdout
+        return True
+
+
+def _silence_stdout() -> None:
+    """Point stdout at devnull, as Python's docs advise for SIGPIPE: what is still buffered
+    then goes nowhere instead of raising again ("Exception ignored ... BrokenPipeError") when
+    the interpreter flushes stdout on exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+def _explain(err: BaseException, args: argparse.Namespace | None) -> tuple[int, str]:
+    """The status and the one line for an error that ended a command."""
+    said = one_line(str(err))
+    kind = type(err).__name__
+    if isinstance(err, RagframeError):
+        return EXIT_ERROR, f"error: {said}"
+    if isinstance(err, OSError):
+        return EXIT_ERROR, f"error: {_os_error(err)}"
+    if isinstance(err, sqlite3.Error):
+        cache = _cache_path(args)
+        where = f"the answer cache {cache!r}" if cache else "an SQLite file"
+        fix = "choose another --cache file, or run with --no-cache" if cache else "check it"
+        return EXIT_ERROR, (
+            f"error: cannot use {where} (sqlite3.{kind}: {said}); check that it is a file you "
+            f"may write and not another program's; {fix}"
+        )
+    unreadable = _unreadable_input(args) if _is_read_error(err) else None
+    if unreadable is not None:
+        path, why = unreadable
+        return EXIT_ERROR, (
+            f"error: cannot read {path!r} as Parquet ({why}); is it a complete Parquet file? "
+            "(an empty file or one cut short by an interrupted copy cannot be read)"
+        )
+    command = getattr(args, "command", None) or "COMMAND"
+    return EXIT_SOFTWARE, (
+        f"internal error: {kind}: {said[:500]}; this is a bug in ragframe {__version__}: please "
+        f"report it {_report_to()}, with this line and the traceback that `ragframe --debug "
+        f"{command} ...` prints"
+    )
+
+
+def _os_error(err: OSError) -> str:
+    """An OSError on one line naming the path (when the error carries it) and what to check."""
+    reason = err.strerror or one_line(str(err)) or type(err).__name__
+    if err.filename is None:
+        return f"{type(err).__name__}: {one_line(str(err))}; a file or device could not be used"
+    path = Path(os.fsdecode(err.filename))
+    named = f"{str(path)!r}"
+    if path.name.startswith(".") and path.suffix == ".tmp":  # an output's temporary twin
+        named = f"the folder {str(path.parent)!r} (writing a temporary file there)"
+    if err.filename2 is not None:
+        named += f" or {os.fsdecode(err.filename2)!r}"
+    return (
+        f"cannot use {named}: {reason} ({type(err).__name__}); check the path and that you "
+        "may read or write it"
+    )
+
+
+def _cache_path(args: argparse.Namespace | None) -> str | None:
+    """The answer cache the command used, if it uses one."""
+    if args is None or not hasattr(args, "cache") or getattr(args, "no_cache", False):
+        return None
+    if isinstance(args.cache, str):
+        return args.cache
+    from ragframe.judge.cache import default_cache_path
+
+    return str(default_cache_path())
+
+
+def _is_read_error(err: BaseException) -> bool:
+    """Polars' and pyarrow's errors for a file they cannot decode."""
+    names = {kind.__name__ for kind in type(err).__mro__}
+    return bool(names & {"ComputeError", "ArrowInvalid", "ArrowException", "PolarsError"})
+
+
+def _unreadable_input(args: argparse.Namespace | None) -> tuple[str, str] | None:
+    """The first Parquet file named on the command line that cannot be read, and why: a read
+    error carries no path, so each input is tried (only its footer is read)."""
+    if args is None:
+        return None
+    import pyarrow.parquet as pq
+
+    values: list[Any] = []
+    for value in vars(args).values():
+        values.extend(value if isinstance(value, list | tuple) else [value])
+    for value in values:
+        if not isinstance(value, str) or not value.lower().endswith(".parquet"):
+            continue
+        if not Path(value).is_file():
+            continue
+        try:
+            pq.read_metadata(value)
+        except Exception as exc:  # any failure to read it is the answer
+            return value, f"{type(exc).__name__}: {one_line(str(exc))[:200]}"
+    return None
+
+
+def _report_to() -> str:
+    """Where to report a bug: the package's Issues URL when its metadata has one."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        urls = metadata("ragframe").get_all("Project-URL") or []
+    except PackageNotFoundError:
+        urls = []
+    for entry in urls:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() in ("issues", "bug tracker", "bugs"):
+            return f"at {url.strip()}"
+    return "to ragframe's maintainers (its issue tracker)"

@@ -25,16 +25,27 @@ EXIT_STOPPED_WAITING = 3
 """`batch run` stopped waiting before the job finished; `batch collect` resumes it."""
 # EXIT_METRIC_FAILED (4, from ragframe.evaluate): some metric failed on every row that had its
 # inputs; the output is written all the same.
+EXIT_SOFTWARE = 70
+"""An unexpected error: a bug in ragframe (sysexits' EX_SOFTWARE), never read as a failed gate;
+one line names it and where to report it, the traceback only with --debug."""
 EXIT_INTERRUPTED = 130
-"""Interrupted; the answers received are in the cache, so the same command resumes."""
+"""Interrupted (Ctrl-C); the answers received are in the cache, so the same command resumes."""
+EXIT_BROKEN_PIPE = 141
+"""stdout was closed before everything was written (`ragframe metrics | head -1`): 128 + SIGPIPE,
+what a shell reports for a tool stopped by a closed pipe; quiet."""
+EXIT_TERMINATED = 143
+"""Terminated (SIGTERM: 128 + 15) and stopped as Ctrl-C stops: the same command resumes."""
 
 __all__ = [
     "CORE_METRICS",
+    "EXIT_BROKEN_PIPE",
     "EXIT_ERROR",
     "EXIT_INTERRUPTED",
     "EXIT_METRIC_FAILED",
     "EXIT_OK",
+    "EXIT_SOFTWARE",
     "EXIT_STOPPED_WAITING",
+    "EXIT_TERMINATED",
     "LOCAL_WARNING",
     "confidence_level",
     "endpoint_error",
@@ -73,26 +84,38 @@ def _number(text: str, kind: type, rule: str) -> float:
     return value
 
 
-def int_at_least(minimum: int) -> Any:
-    """An argparse type: a whole number >= `minimum`."""
-    rule = f"a whole number {minimum} or more"
+MAX_COUNT = 1_000_000_000
+"""The largest count an option takes (rows, requests in flight, repeats, attempts): more than
+any run can use, and far below what the libraries underneath overflow on (pyarrow refused
+`--chunk-rows 99999999999999999999` with an OverflowError and a traceback)."""
+MAX_SEED = 2**32 - 1
+"""The largest seed: NumPy's classic seed range, with room under the 64-bit integers that
+judges and Polars take for `seed + repeat`."""
+
+
+def int_at_least(minimum: int, maximum: int = MAX_COUNT) -> Any:
+    """An argparse type: a whole number from `minimum` to `maximum`."""
+    rule = f"a whole number from {minimum} to {maximum}"
 
     def check(text: str) -> int:
         value = int(_number(text, int, rule))
-        if value < minimum:
+        if not minimum <= value <= maximum:
             raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
         return value
 
     check.__name__ = f"int_at_least_{minimum}"
     check.rule = rule  # type: ignore[attr-defined]
-    check.rejects = (str(minimum - 1), "1.5", "x")  # type: ignore[attr-defined]
+    check.rejects = (  # type: ignore[attr-defined]
+        str(minimum - 1), str(maximum + 1), "99999999999999999999", "1.5", "x"
+    )  # fmt: skip
     return check
 
 
 positive_int = int_at_least(1)
-"""An argparse type: a whole number 1 or more (counts: concurrency, rows, repeats, attempts)."""
-non_negative_int = int_at_least(0)
-"""An argparse type: a whole number 0 or more (seeds; rows shown, where 0 shows none)."""
+"""An argparse type: a whole number 1 to MAX_COUNT (counts: concurrency, rows, repeats,
+attempts)."""
+non_negative_int = int_at_least(0, MAX_SEED)
+"""An argparse type: a whole number 0 to MAX_SEED (seeds; rows shown, where 0 shows none)."""
 
 
 def _float_type(name: str, rule: str, accepts: Any, rejects: tuple[str, ...]) -> Any:
