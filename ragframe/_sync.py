@@ -1,6 +1,7 @@
 """`run_sync`: a coroutine run from sync code, in one place every layer may import; and the
-stop signals (Ctrl-C's SIGINT, and SIGTERM, which CI runners and Kubernetes send) made one
-interruption, so every cleanup written for Ctrl-C also runs on SIGTERM."""
+stop signals made one interruption: inside `terminate_as_interrupt` (the command line uses it)
+SIGTERM, which CI runners and Kubernetes send, is raised as Ctrl-C's KeyboardInterrupt is, so
+every cleanup written for Ctrl-C also runs on SIGTERM."""
 
 from __future__ import annotations
 
@@ -61,20 +62,24 @@ def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _ours(handler: Any) -> bool:
-    """Whether a signal's current handler is a default one we may replace for the run."""
-    return handler in (signal.default_int_handler, signal.SIG_DFL, _raise_terminated)
+def _ours(signum: int, handler: Any) -> bool:
+    """Whether the run may take over a signal: SIGINT from Python's default handler (as
+    asyncio.run does); SIGTERM only where `terminate_as_interrupt` asked for it (the command
+    line), so a program that calls ragframe keeps its own SIGTERM, or the default that ends it."""
+    if signum == signal.SIGTERM:
+        return handler is _raise_terminated
+    return handler is signal.default_int_handler
 
 
 def _run_here(coro: Any) -> Any:
-    """`asyncio.run`, with SIGTERM handled as asyncio handles SIGINT, and a second signal that
-    cannot land in the middle of a cleanup. The first stop signal cancels the run (its cleanups
-    run: the temporary output is removed, the cache keeps every answer); a second one stops
-    the loop at its next turn instead of waiting for them (what is left is cancelled as the
-    loop closes); a third, for a loop stuck in sync code, raises at once. The caller gets
-    KeyboardInterrupt (Terminated for SIGTERM), never the loop's own errors about a shutdown cut
-    short ("Event loop stopped before Future completed", once 1 run in 20 after a second
-    Ctrl-C)."""
+    """`asyncio.run`, with SIGTERM (inside `terminate_as_interrupt`) handled as asyncio handles
+    SIGINT, and a second signal that cannot land in the middle of a cleanup. The first stop
+    signal cancels the run (its cleanups run: the temporary output is removed, the cache keeps
+    every answer); a second one stops the loop at its next turn instead of waiting for them
+    (what is left is cancelled as the loop closes); a third, for a loop stuck in sync code,
+    raises at once. The caller gets KeyboardInterrupt (Terminated for SIGTERM), never the
+    loop's own errors about a shutdown cut short ("Event loop stopped before Future completed",
+    once 1 run in 20 after a second Ctrl-C)."""
     runner = asyncio.Runner()
     loop = runner.get_loop()
     task = loop.create_task(coro)
@@ -123,7 +128,7 @@ def _install(handler: Callable[[int, FrameType | None], None]) -> dict[int, Any]
     previous: dict[int, Any] = {}
     for signum in STOP_SIGNALS:
         current = signal.getsignal(signum)
-        if _ours(current):
+        if _ours(signum, current):
             previous[signum] = current
             signal.signal(signum, handler)
     return previous

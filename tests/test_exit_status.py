@@ -30,6 +30,7 @@ import polars as pl
 import pytest
 from conftest import wait_for
 
+from ragframe._sync import run_sync, terminate_as_interrupt
 from ragframe.cli import COMMON_STATUSES, build_parser, main
 from ragframe.cli.common import MAX_COUNT
 from ragframe.testing.server import FakeServer, auto_answer
@@ -312,6 +313,26 @@ def test_a_second_ctrl_c_during_shutdown_is_still_a_keyboard_interrupt() -> None
 
 
 # --------------------------------------------------------------------- signals: 130, 143
+
+
+def test_sigterm_is_taken_over_only_for_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A program calling ragframe keeps SIGTERM as it was (here the default, which ends the
+    process); inside the command line's `terminate_as_interrupt` a run handles it as Ctrl-C;
+    after main() the handler is back."""
+    before = signal.getsignal(signal.SIGTERM)
+    seen: list[Any] = []
+
+    async def look() -> None:
+        seen.append(signal.getsignal(signal.SIGTERM))
+
+    run_sync(look())
+    with terminate_as_interrupt():
+        run_sync(look())
+    assert seen[0] is before and seen[1] not in (before, signal.SIG_DFL, signal.SIG_IGN)
+    assert main(["metrics"]) == 0 and "faithfulness" in capsys.readouterr().out
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 @contextmanager
