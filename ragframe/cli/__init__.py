@@ -132,12 +132,16 @@ def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.Ar
 
 
 def _with_common_statuses(epilog: str | None) -> str:
-    text = (epilog or "exit status: 0 done").rstrip().rstrip(".")
+    """An epilog's exit statuses with those every command may end with (a parser without
+    statuses of its own gets these alone, said to be common to every command)."""
+    text = (epilog or "").rstrip().rstrip(".")
     missing = [
         f"{status} {meaning}"
         for status, meaning in COMMON_STATUSES.items()
         if not re.search(rf"\b{status}\b", text)
     ]
+    if not text:
+        return "exit status, as for every command: " + "; ".join(missing)
     return "; ".join([text, *missing])
 
 
@@ -294,8 +298,15 @@ def _os_error(err: OSError) -> str:
     """An OSError on one line naming the path (when the error carries it) and what to check."""
     reason = err.strerror or one_line(str(err)) or type(err).__name__
     if err.filename is None:
-        return f"{type(err).__name__}: {one_line(str(err))}; a file or device could not be used"
-    path = Path(os.fsdecode(err.filename))
+        what = (
+            "a network connection failed; check --base-url and that the server is up"
+            if isinstance(err, ConnectionError | TimeoutError)
+            else "a file or device could not be used"
+        )
+        return f"{type(err).__name__}: {one_line(str(err))}; {what}"
+    path = Path(
+        os.fsdecode(err.filename) if isinstance(err.filename, str | bytes) else str(err.filename)
+    )
     named = f"{str(path)!r}"
     if path.name.startswith(".") and path.suffix == ".tmp":  # an output's temporary twin
         named = f"the folder {str(path.parent)!r} (writing a temporary file there)"

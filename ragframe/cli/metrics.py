@@ -15,6 +15,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "metrics",
         help="list every metric: what it measures, direction, inputs, requests per row, source",
+        epilog="exit status: 0 listed",
     )
     parser.set_defaults(handler=cmd_metrics)
     parser.add_argument("--json", action="store_true", help="print the catalogue as JSON")
