@@ -462,6 +462,20 @@ def test_a_closed_stdout_is_quiet(argv: list[str]) -> None:
     assert err == ""  # no traceback, no "Exception ignored ... BrokenPipeError"
 
 
+def test_a_closed_stderr_keeps_the_status() -> None:
+    """The one line cannot be printed (`2>&-`, a closed pipe): the status still says what
+    happened, instead of 1 from the BrokenPipeError raised while printing it."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragframe.cli", "summarize", "no-such-file.parquet"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 2
+
+
 # ------------------------------------------------------------------------------- the docs
 
 

@@ -205,20 +205,33 @@ def _failed(err: BaseException, args: argparse.Namespace | None, debug: bool) ->
     if stopped is None and _closed_stdout(err):
         _silence_stdout()
         return EXIT_BROKEN_PIPE
-    if debug:
-        traceback.print_exception(err, file=sys.stderr)
+    try:
+        if debug:
+            traceback.print_exception(err, file=sys.stderr)
+        if stopped is not None:
+            terminated = isinstance(stopped, Terminated)
+            resume = (
+                "answers received so far are in the cache: run the same command again to "
+                "resume without paying for them twice"
+                if hasattr(args, "cache")
+                else "run the same command again to start over"
+            )
+            how = "terminated (SIGTERM)" if terminated else "interrupted"
+            print(f"ragframe: {how}; {resume}.", file=sys.stderr)
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        status, message = _explain(err, args)
+        print(f"ragframe: {message}", file=sys.stderr)
+        return status
+    except OSError:  # stderr closed too: the status alone must say it
+        return _status_only(stopped, err, args)
+
+
+def _status_only(
+    stopped: KeyboardInterrupt | None, err: BaseException, args: argparse.Namespace | None
+) -> int:
     if stopped is not None:
-        terminated = isinstance(stopped, Terminated)
-        print(
-            f"ragframe: {'terminated (SIGTERM)' if terminated else 'interrupted'}. Answers "
-            "received so far are in the cache; run the same command again to resume without "
-            "paying for them twice.",
-            file=sys.stderr,
-        )
-        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
-    status, message = _explain(err, args)
-    print(f"ragframe: {message}", file=sys.stderr)
-    return status
+        return EXIT_TERMINATED if isinstance(stopped, Terminated) else EXIT_INTERRUPTED
+    return _explain(err, args)[0]
 
 
 def _chain(err: BaseException) -> Iterator[BaseException]:
