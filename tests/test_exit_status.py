@@ -441,6 +441,21 @@ def test_a_second_signal_still_ends_with_the_one_line(
     assert temporary(tmp_path) == []
 
 
+def test_a_ctrl_c_while_the_process_exits_changes_nothing(tmp_path: Path) -> None:
+    """Once the line is printed the process is ending (the cache closes at exit): a Ctrl-C
+    then used to kill it (status -2) or print "Exception ignored in atexit callback"."""
+    with held_server() as (server, _):
+        proc = mid_run(tmp_path, server, tmp_path / "cache.sqlite3")
+        proc.send_signal(signal.SIGINT)
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        proc.send_signal(signal.SIGINT)  # (not sent if the process has already ended)
+        rest = proc.stderr.read()
+        proc.wait(timeout=60)
+    assert proc.returncode == 130, line + rest
+    assert RESUME in line and rest == ""
+
+
 # ------------------------------------------------------------------ a closed stdout: 141
 
 
