@@ -435,3 +435,36 @@ def test_failures_share_the_commit_of_answers(
     assert not [sql for sql in statements if "->" in sql]
     with sqlite3.connect(tmp_path / "cache.sqlite3") as db:
         assert db.execute("SELECT key FROM failures").fetchall() == [("f",)]
+
+
+#: Four processes open one new cache file at the same instant, then say how it went.
+OPEN_TOGETHER = """
+import sys, time
+from ragframe.judge.cache import AnswerCache
+start = float(sys.argv[2])
+while time.time() < start:
+    pass
+AnswerCache(sys.argv[1]).close()
+"""
+
+
+def test_processes_opening_one_new_cache_file_together_all_open_it(tmp_path: Path) -> None:
+    """SQLite refuses a journal-mode change on a file another process is opening with
+    "database is locked" at once, not after its busy timeout: two `ragframe score` processes
+    started together on one new cache file failed about 1 open in 10. Every open waits its
+    turn now (12 rounds of 4 processes; before the fix, at least one failed in nearly all
+    runs of this test)."""
+    for round_ in range(12):
+        path = tmp_path / f"shared{round_}.sqlite3"
+        start = time.time() + 0.7  # every process imported and waiting by then
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", OPEN_TOGETHER, str(path), str(start)],
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
+        for proc in procs:
+            _, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err

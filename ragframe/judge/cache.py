@@ -146,9 +146,7 @@ class AnswerCache:
         self._lock = threading.Lock()  # the sync reads' connection
         self._state = threading.Lock()  # the threads, the closed flag
         self._db = self._connect()
-        self._db.execute(f"PRAGMA journal_mode={self.journal_mode}")
-        self._db.executescript(SCHEMA)
-        self._db.commit()
+        self._prepare_file()
         #: Whether answers go in as one JSON array per commit (else one statement per row).
         self._bulk = _has_json1(self._db)
         self._queue: queue.SimpleQueue[_Write] = queue.SimpleQueue()
@@ -156,6 +154,23 @@ class AnswerCache:
         self._reader: concurrent.futures.ThreadPoolExecutor | None = None
         self._closed = False
         _OPEN.add(self)
+
+    def _prepare_file(self) -> None:
+        """Set the journal mode and create the tables, waiting out another process doing the
+        same: SQLite answers a journal-mode change on a file another connection is opening
+        with "database is locked" at once, without its busy timeout (two `ragframe score`
+        processes started together on one new cache file failed 1 open in 10)."""
+        deadline = time.monotonic() + _LOCK_TIMEOUT
+        for attempt in itertools.count():
+            try:
+                self._db.execute(f"PRAGMA journal_mode={self.journal_mode}")
+                self._db.executescript(SCHEMA)
+                self._db.commit()
+                return
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(min(0.005 * 2**attempt, 0.25))
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=_LOCK_TIMEOUT, check_same_thread=False)
