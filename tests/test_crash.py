@@ -280,8 +280,8 @@ def test_ctrl_c_exits_with_a_resume_hint_and_keeps_answers(
     tmp_path: Path, valved: tuple[FakeServer, Valve]
 ) -> None:
     """SIGINT mid-run (60 answers given, all committed, the next requests open at the
-    server): exit 130 (never 1, a failed gate's), a message saying how to resume, no output; the rerun sends only
-    what was left, none of the 60 again."""
+    server): exit 130 (never 1, a failed gate's), a message saying how to resume, no output;
+    the rerun sends only what was left, none of the 60 again."""
     server, valve = valved
     source = tmp_path / "in.parquet"
     rows(ROWS).write_parquet(source)
