@@ -34,6 +34,7 @@ from ragframe.metrics import (
     with_thresholds,
 )
 from ragframe.metrics.thresholds import PASS_SUFFIX
+from ragframe.stats import SCORE_SLACK
 
 
 def check_output_names(frame: pl.DataFrame, metrics: list[Metric | RagasScore]) -> None:
@@ -234,11 +235,6 @@ def mark_cut(scored: pl.DataFrame, scorers: Iterable[Metric], flags: pl.DataFram
         detail = pl.col(f"{metric.name}_detail")
         exprs.append(detail.struct.with_fields(names.alias(CUT_FIELD)))
     return marked.with_columns(exprs).drop(flags.columns)
-
-
-#: How far past [0, 1] rounding may carry a score (a harmonic mean of ones at 1 + 2e-16): such
-#: a score is clipped, as `ragframe.stats.mean_interval` clips it; anything further is a bug.
-SCORE_SLACK = 1e-9
 
 
 def out_of_range(scored: pl.DataFrame, metrics: Iterable[Metric | RagasScore]) -> pl.DataFrame:

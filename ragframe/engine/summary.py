@@ -19,6 +19,7 @@ from ragframe.errors import InputError
 from ragframe.metrics.thresholds import Threshold
 from ragframe.stats import (
     BOOTSTRAP_MAX_N,
+    SCORE_SLACK,
     ExactSum,
     Interval,
     Moments,
@@ -29,8 +30,6 @@ from ragframe.stats import (
 )
 
 LEVEL = 0.95
-#: Rounding past [0, 1] that is clipped, as `ragframe.stats.mean_interval` clips it.
-SLACK = 1e-9
 LOCAL_WARNING = (
     "note: scored by the embedded local judge (SmolLM2-135M): fine for trying ragframe out, "
     "not for trustworthy scores. Point --base-url/--model at a real judge for that."
@@ -114,7 +113,7 @@ class Tally:
         values = values[~np.isnan(values)]
         # As mean_interval reads them: NaN dropped, rounding past a bound clipped, -0.0 is 0.0,
         # and a score further outside [0, 1] refused (never clipped into a mean it is not).
-        outside = int(np.count_nonzero((values < -SLACK) | (values > 1.0 + SLACK)))
+        outside = int(np.count_nonzero((values < -SCORE_SLACK) | (values > 1.0 + SCORE_SLACK)))
         if outside:
             raise InputError(
                 f"{outside} of {values.size} scores lie outside [0, 1]; a metric's score must "

@@ -83,6 +83,9 @@ from ragframe.errors import ConfigError, InputError
 #: Up to this many scores, the score interval (a bootstrap for unbounded scores); past it,
 #: Student's t (see the module docstring).
 BOOTSTRAP_MAX_N = 5000
+#: Rounding past a score's bounds that is clipped, not refused (a harmonic mean of ones lands
+#: at 1 + 2e-16): every reader and every path uses this one rule, times the bounds' width.
+SCORE_SLACK = 1e-9
 #: Bootstrap resamples per interval: Monte Carlo error of a 2.5 % percentile about 0.35 %.
 RESAMPLES = 2000
 #: Index-matrix elements drawn at once (32 MiB of int64): bounds the bootstrap's memory.
@@ -229,7 +232,7 @@ def mean_interval(
     x = _as_array(values)
     if bounds is not None:
         # Rounding error (a harmonic mean of ones at 1 + 2e-16) is clipped, not refused.
-        slack = 1e-9 * max(1.0, bounds[1] - bounds[0])
+        slack = SCORE_SLACK * max(1.0, bounds[1] - bounds[0])
         outside = int(np.count_nonzero((x < bounds[0] - slack) | (x > bounds[1] + slack)))
         if outside:
             raise InputError(
