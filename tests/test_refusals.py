@@ -230,3 +230,25 @@ def test_the_batch_api_path_marks_and_says_a_cut_text_too(
     assert "warning: texts cut before judging: 2 rows" in capsys.readouterr().err
     expected = {"rows": 2, "by_input": {"answer": 2}, "max_text_chars": 50_000}
     assert ragframe.read_metadata(out)["summary"]["inputs_cut"] == expected
+
+
+def test_an_ambiguity_in_an_input_no_metric_reads_does_not_stop_the_run(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """Two aliases of a ground truth (`reference`, `expected_output`) beside a run of
+    faithfulness, which never reads one: the run scores (the check of texts cut before judging
+    used to look at every input and refused it), and a metric that reads it is still refused."""
+    log = pl.DataFrame(
+        {
+            "question": ["What is blue?"],
+            "answer": ["The sky is blue."],
+            "contexts": [["The sky is blue."]],
+            "reference": ["The sky."],
+            "expected_output": ["The sky, by day."],
+        }
+    )
+    judge = judge_for(server, tmp_path)
+    scored = ragframe.evaluate(log, ["faithfulness"], judge=judge)
+    assert scored["faithfulness"].is_not_null().all()
+    with pytest.raises(RagframeError, match="ground_truth"):
+        ragframe.evaluate(log, ["answer_correctness"], judge=judge)

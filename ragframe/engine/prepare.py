@@ -201,8 +201,10 @@ def cut_flags(
     the cut. One Boolean column per input; none when nothing is cut (`max_chars` None)."""
     if max_chars is None:
         return pl.DataFrame()
-    mapping = canonical_names(frame.columns, columns)
     used = dict.fromkeys(c for m in scorers for c in (*m.requires, *m.optional))
+    # Only the inputs the metrics read: an ambiguity elsewhere (two aliases of a ground truth
+    # no metric reads) is not this run's to refuse, as `select_inputs` does not.
+    mapping = canonical_names(frame.columns, columns, needed=used)
     flags = []
     for name in used:
         source = mapping.get(name)
