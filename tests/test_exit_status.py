@@ -280,6 +280,30 @@ def test_an_error_raised_while_an_interrupted_run_shuts_down_is_the_interrupt(
     assert status == 130 and RESUME in one_line(err)
 
 
+@pytest.mark.parametrize(
+    ("extra", "cached"),
+    [((), True), (("--cache", "c.sqlite3"), True), (("--no-cache",), False)],
+    ids=["default cache", "--cache", "--no-cache"],
+)
+def test_the_ctrl_c_line_promises_the_cache_only_when_one_was_used(
+    extra: tuple[str, ...], cached: bool, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:  # fmt: skip
+    """`--no-cache` was told its answers were in the cache: the line looked only at whether
+    the subcommand has a --cache option."""
+
+    def ctrl_c(args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("ragframe.cli.score.cmd_score", ctrl_c)
+    monkeypatch.chdir(tmp_path)
+    argv = ["score", "log.parquet", "-o", "out.parquet", "--metrics", "faithfulness", *extra]
+    status, err = run_main(argv, capsys)
+    line = one_line(err)
+    assert status == 130 and RESUME in line, line
+    assert ("in the cache" in line) is cached, line
+
+
 SECOND_CTRL_C = """
 import asyncio, os, signal
 from ragframe._sync import run_sync
@@ -507,3 +531,25 @@ def test_every_status_is_documented() -> None:
     for name, sub in subparsers.choices.items():
         for status in COMMON_STATUSES:
             assert str(status) in (sub.epilog or ""), (name, status)
+
+
+def test_only_a_subcommand_with_a_cache_says_a_rerun_resumes_from_it() -> None:
+    """`metrics`, `report`, `gate` have no cache: their 130 and 143 said "rerun to resume
+    from the cache" all the same."""
+    parser = build_parser()
+    said: dict[bool, list[str]] = {True: [], False: []}
+    for sub in _every_subcommand(parser):
+        has_cache = "--cache" in sub._option_string_actions
+        said[has_cache].append(sub.prog)
+        epilog = " ".join((sub.epilog or "").split())
+        assert ("resume from the cache" in epilog) is has_cache, (sub.prog, epilog)
+        assert "rerun" in epilog, (sub.prog, epilog)
+    assert "ragframe score" in said[True] and "ragframe metrics" in said[False], said
+
+
+def _every_subcommand(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield sub
+                yield from _every_subcommand(sub)

@@ -105,7 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in _subcommand_parsers(parser):
         # Also after the subcommand; SUPPRESS keeps a `--debug` given before it.
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
-        sub.epilog = _with_common_statuses(sub.epilog)
+        sub.epilog = _with_common_statuses(
+            sub.epilog, cache="--cache" in sub._option_string_actions
+        )
     return parser
 
 
@@ -116,10 +118,12 @@ DEBUG_HELP = "on an unexpected error, print its traceback too (also: RAGFRAME_DE
 COMMON_STATUSES = {
     EXIT_SOFTWARE: "an unexpected error, a bug (one line says where to report it; --debug "
     "prints the traceback)",
-    EXIT_INTERRUPTED: "interrupted (Ctrl-C; rerun to resume from the cache)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C; rerun)",
     EXIT_BROKEN_PIPE: "stdout closed before all was written (e.g. piped into head)",
-    EXIT_TERMINATED: "terminated (SIGTERM; rerun to resume from the cache)",
+    EXIT_TERMINATED: "terminated (SIGTERM; rerun)",
 }
+#: Said after "rerun" by a subcommand with --cache only: one without a cache starts over.
+RESUME_CLAUSE = " to resume from the cache"
 
 
 def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -131,18 +135,24 @@ def _subcommand_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.Ar
                 yield from _subcommand_parsers(sub)
 
 
-def _with_common_statuses(epilog: str | None) -> str:
+def _with_common_statuses(epilog: str | None, *, cache: bool) -> str:
     """An epilog's exit statuses with those every command may end with (a parser without
-    statuses of its own gets these alone, said to be common to every command)."""
+    statuses of its own gets these alone, said to be common to every command). A rerun
+    resumes from the cache only where the subcommand has one (`cache`)."""
     text = (epilog or "").rstrip().rstrip(".")
     missing = [
-        f"{status} {meaning}"
+        f"{status} {_resumed(meaning) if cache else meaning}"
         for status, meaning in COMMON_STATUSES.items()
         if not re.search(rf"\b{status}\b", text)
     ]
     if not text:
         return "exit status, as for every command: " + "; ".join(missing)
     return "; ".join([text, *missing])
+
+
+def _resumed(meaning: str) -> str:
+    """A common status's meaning with the cache clause after its "rerun", if it has one."""
+    return meaning.replace("rerun)", f"rerun{RESUME_CLAUSE})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -213,7 +223,7 @@ def _failed(err: BaseException, args: argparse.Namespace | None, debug: bool) ->
             resume = (
                 "answers received so far are in the cache: run the same command again to "
                 "resume without paying for them twice"
-                if hasattr(args, "cache")
+                if _cache_path(args) is not None
                 else "run the same command again to start over"
             )
             how = "terminated (SIGTERM)" if terminated else "interrupted"
