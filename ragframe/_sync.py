@@ -31,19 +31,49 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise Terminated()
 
 
+class _CountOnly:
+    """The handler left on the stop signals when an interrupted run returns inside
+    `terminate_as_interrupt`: a further signal while the interruption unwinds toward the
+    command line's handler is counted, not raised in the middle of a cleanup. Leaving
+    `terminate_as_interrupt` puts `previous` back."""
+
+    def __init__(self, previous: dict[int, Any]) -> None:
+        self.previous = previous
+        self.count = 0
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+
+
+#: How many `terminate_as_interrupt` blocks the main thread is in (the command line's).
+_cli_depth = 0
+
+
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
     """While inside, SIGTERM raises Terminated (a KeyboardInterrupt) as SIGINT raises
     KeyboardInterrupt, instead of killing the process with no cleanup. Installed only from the
-    main thread and over the default action (an embedding program's own handler is kept)."""
-    if not _in_main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    main thread and over the default action (an embedding program's own handler is kept).
+    An interrupted run leaves `_CountOnly` on the stop signals while inside; leaving puts back
+    what it replaced."""
+    global _cli_depth
+    if not _in_main_thread():
         yield
         return
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    ours = signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    if ours:
+        signal.signal(signal.SIGTERM, _raise_terminated)
+    _cli_depth += 1
     try:
         yield
-    finally:  # unless the handler was changed meanwhile (an interrupted program ignores it)
-        if signal.getsignal(signal.SIGTERM) is _raise_terminated:
+    finally:
+        _cli_depth -= 1
+        for signum in STOP_SIGNALS:
+            handler = signal.getsignal(signum)
+            if isinstance(handler, _CountOnly) and signum in handler.previous:
+                signal.signal(signum, handler.previous[signum])
+        # unless the handler was changed meanwhile (an interrupted program ignores it)
+        if ours and signal.getsignal(signal.SIGTERM) is _raise_terminated:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
@@ -79,7 +109,10 @@ def _run_here(coro: Any) -> Any:
     (what is left is cancelled as the loop closes); a third, for a loop stuck in sync code,
     raises at once. The caller gets KeyboardInterrupt (Terminated for SIGTERM), never the
     loop's own errors about a shutdown cut short ("Event loop stopped before Future completed",
-    once 1 run in 20 after a second Ctrl-C)."""
+    once 1 run in 20 after a second Ctrl-C), and never the run's value once a signal came,
+    even one that came while the finished run's loop was closing. Inside
+    `terminate_as_interrupt` an interrupted run leaves signals counted, not raised, until the
+    command line has handled the interruption."""
     runner = asyncio.Runner()
     loop = runner.get_loop()
     task = loop.create_task(coro)
@@ -96,15 +129,18 @@ def _run_here(coro: Any) -> Any:
         loop.call_soon_threadsafe(lambda: None)  # wake a loop blocked in select()
 
     previous = _install(on_signal)
+    interrupted = False  # an interruption is propagating out of the run
     try:
         try:
             return loop.run_until_complete(task)
         except asyncio.CancelledError:
             if received and task.uncancel() == 0:
+                interrupted = True
                 raise interruption(received[0]) from None
             raise
         except BaseException:
             if received:  # a later signal, or an error the cancellation caused
+                interrupted = True
                 raise interruption(received[0]) from None
             raise
         finally:
@@ -113,11 +149,18 @@ def _run_here(coro: Any) -> Any:
             try:
                 runner.close()
             except BaseException:
-                if not received:
+                if interrupted:  # a signal while closing: the interruption says it all
+                    pass
+                elif received:  # the first signal came while closing a finished run
+                    raise interruption(received[0]) from None
+                else:
                     raise
-                # a signal while closing: the interruption raised above says it all
     finally:
-        _restore(previous)
+        if received and _cli_depth:  # unwinding toward the command line's handler
+            count_only = _CountOnly(previous)
+            _restore(dict.fromkeys(previous, count_only))
+        else:
+            _restore(previous)
 
 
 def _install(handler: Callable[[int, FrameType | None], None]) -> dict[int, Any]:

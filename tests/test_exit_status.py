@@ -336,6 +336,56 @@ def test_a_second_ctrl_c_during_shutdown_is_still_a_keyboard_interrupt() -> None
     assert done.stdout.split()[:1] == ["KeyboardInterrupt"], done.stdout + done.stderr[-2000:]
 
 
+def test_a_first_ctrl_c_while_a_finished_run_closes_is_not_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run had finished and its loop was closing when Ctrl-C came: the interruption was
+    swallowed as if a first one were already on its way, and the run's value came back (the
+    command line could then write its output and exit 0)."""
+    close = asyncio.Runner.close
+
+    def ctrl_c_while_closing(runner: asyncio.Runner) -> None:
+        signal.raise_signal(signal.SIGINT)  # its Python handler runs before this returns
+        close(runner)
+
+    async def finished() -> int:
+        return 42
+
+    monkeypatch.setattr(asyncio.Runner, "close", ctrl_c_while_closing)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        run_sync(finished())
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_signal_while_an_interruption_unwinds_to_the_command_line_is_counted() -> None:
+    """Once the run has returned, a second Ctrl-C (or SIGTERM) while `finally` blocks unwind
+    toward main's handler raised again in the middle of a cleanup. Inside the command line it
+    is counted; outside, and after, the handlers are what they were."""
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+    async def interrupted() -> None:
+        signal.raise_signal(signal.SIGINT)
+        await asyncio.sleep(30)
+
+    with terminate_as_interrupt():
+        try:
+            run_sync(interrupted())
+        except KeyboardInterrupt:
+            try:  # a cleanup on the way to main
+                signal.raise_signal(signal.SIGINT)
+                signal.raise_signal(signal.SIGTERM)
+            except KeyboardInterrupt:
+                pytest.fail("a second signal raised in the middle of a cleanup")
+        else:
+            pytest.fail("the run was not interrupted")
+    after = {signum: signal.getsignal(signum) for signum in before}
+    assert after == before
+    with pytest.raises(KeyboardInterrupt):  # outside the command line: as it was
+        run_sync(interrupted())
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 # --------------------------------------------------------------------- signals: 130, 143
 
 
