@@ -317,7 +317,30 @@ def test_every_form_of_every_credential_is_scrubbed() -> None:
             assert secrets.scrub(f"before {form} after") == "before *** after", form
         assert secrets.scrub(html.escape(value)) == "***", value
     assert secrets.scrub("api-version=2024 x=ab") == "api-version=2024 x=ab"
-    assert scrub(f"no {key}", None) == f"no {key}" and scrub(f"a {key}", key) == "a ***"
+    assert scrub(f"a {key}", Secrets(key)) == "a ***" and scrub("a", Secrets()) == "a"
+
+
+def test_an_answer_loses_only_the_secret_like_credentials() -> None:
+    """From an answer: the key (whole, its first 8 characters), a password and a secret query
+    value of 8+ characters and the Basic token, in every echoed form but only in their own
+    case (either case for a %xx escape's hex digits). Not a user name, not a short password
+    or key part, not another case: those are words an answer may use."""
+    key = "sk-proj-" + "k" * 20 + "END'9<x"
+    urls = (
+        f"http://{ECHO_USER}:{quote(ECHO_PASSWORD, safe='')}@h:1/v1",
+        f"https://h2/v1?api-version=2024&api-key={quote(QUOTE_SECRET, safe='')}&x=ab",
+        "http://admin:pass@h3/v1",
+    )
+    secrets = Secrets(key, urls)
+    token = base64.b64encode(f"{ECHO_USER}:{ECHO_PASSWORD}".encode()).decode()
+    for value in (key, ECHO_PASSWORD, QUOTE_SECRET, token, key[:8]):
+        for form in (value, quote(value, safe=""), json.dumps(value)[1:-1], repr(value)[1:-1]):
+            assert secrets.scrub_answer(f"before {form} after") == "before *** after", form
+        assert secrets.scrub_answer(html.escape(value)) == "***", value
+    assert secrets.scrub_answer(quote(ECHO_PASSWORD, safe="").replace("%2F", "%2f")) == "***"
+    words = f"{ECHO_USER} {ECHO_PASSWORD.upper()} {key[-6:]} admin Admins pass passes Pass"
+    assert secrets.scrub_answer(words) == words
+    assert secrets.scrub(words).count("***") == 8  # an error text loses them all
 
 
 def test_a_failure_leaving_the_transport_is_scrubbed_whoever_wrote_it() -> None:
@@ -342,3 +365,46 @@ def test_a_failure_leaving_the_transport_is_scrubbed_whoever_wrote_it() -> None:
 
     failure = asyncio.run(go())
     assert failure.message == str(failure) == "echoed *** and ***"
+
+
+# ------------------------------------------- an answer's words are not taken for credentials
+
+#: A user name equal to a JSON key of the answers, and a short password that is a word.
+WORDY_USER, WORDY_PASSWORD = "reason", "pass"
+
+
+def wordy(body: dict[str, Any]) -> str:
+    """A valid answer whose reasons say the user name and words holding the password."""
+    answer = json.loads(auto_answer(body))
+    for verdict in next(v for v in answer.values() if isinstance(v, list)):
+        if isinstance(verdict, dict) and "reason" in verdict:
+            verdict["reason"] += " The User gave a Reason; it passes, Pass and PASSWORD too."
+    return json.dumps(answer)
+
+
+@pytest.mark.parametrize("command", ["score", "batch"])
+def test_an_answer_is_the_same_whatever_the_url_credentials(
+    env: Path, tmp_path: Path, command: str
+) -> None:
+    """A URL's user name and a short password are not taken out of an answer: the words
+    they match ("reason", a JSON key; "passes") stay, and the scores and reasons are those
+    of a run without credentials in the URL. (Error texts still lose them: see above.)"""
+    frame(4).write_parquet(env / "in.parquet")
+    outputs = []
+    with FakeServer(wordy) as server:
+        scheme, _, rest = server.base_url.partition("://")
+        urls = [server.base_url, f"{scheme}://{WORDY_USER}:{WORDY_PASSWORD}@{rest}"]
+        for i, url in enumerate(urls):
+            out = env / f"out{i}.parquet"
+            cache = ["--cache", str(tmp_path / f"cache{i}.sqlite3")]
+            judge = [*METRICS, "--model", "m", "--base-url", url, *cache]
+            if command == "score":
+                argv = ["score", str(env / "in.parquet"), "-o", str(out), *judge, "--no-progress"]
+            else:
+                manifest = ["--manifest", str(env / f"m{i}.json"), "--poll-interval", "0.05"]
+                argv = ["batch", "run", str(env / "in.parquet"), "-o", str(out), *manifest]
+                argv += [*judge, "--wait", "60"]
+            assert main(argv) == 0
+            outputs.append(pl.read_parquet(out))
+    assert "The User gave a Reason; it passes, Pass and PASSWORD" in outputs[1].write_ndjson()
+    assert outputs[1].equals(outputs[0])

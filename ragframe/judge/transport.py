@@ -170,7 +170,8 @@ class Transport:
         self.judge = judge
         self.stats = stats
         self.modes = Modes(judge.structured, stats)
-        #: Every credential of the judge: scrubbed from all the endpoint says (see `Secrets`).
+        #: Every credential of the judge: scrubbed from all the endpoint says (see `Secrets`:
+        #: all of them from its errors, the secret-like ones from its answers).
         self.secrets = Secrets.of(judge)
         self._client: Any = None
         self._base_url: str | None = judge.base_url
@@ -266,8 +267,8 @@ class Transport:
         self.stats.prompt_tokens += tokens[0]
         self.stats.completion_tokens += tokens[1]
         # An answer goes to the cache and the output: a proxy that writes a credential into
-        # it (or a judge that repeats one) must not put it there.
-        return self.secrets.scrub(content), logprobs, tokens, finish
+        # it must not put it there. Only the secret-like ones: the answer's words are scored.
+        return self.secrets.scrub_answer(content), logprobs, tokens, finish
 
     async def _post_chat(self, body: dict[str, Any]) -> Completion:
         # The SDK's streamed raw response (what `with_streaming_response` asks for), whichever
@@ -588,38 +589,52 @@ def _openai() -> Any:
 
 
 class Secrets:
-    """Every credential a judge sends, in each form an endpoint may echo it back.
+    """Every credential a judge sends, in each form an endpoint may echo it back, scrubbed
+    at two strengths: all of them from what a failure says, the secret-like ones from an
+    answer.
 
-    The API key (whole, and its first 8 and last 6 characters, the form some servers quote a
-    refused key in); the user and the password of each base URL, as written in the URL and
-    decoded, and the Basic token they are sent as; the value of each credential-like query
-    parameter (`config.public_url` names them). Each in the forms a reply may carry it:
-    raw, percent-encoded, JSON-, Python- and HTML-escaped (matched whatever the case, so
-    %2f and %2F alike). `scrub` takes them all out of a text; the transport applies it to
-    everything an endpoint says before any of it can reach a row error, the stats, a log,
-    the cache or a manifest: to every failure leaving `Transport.send` (and before an
-    error's text is cut short, so no part of a credential survives the cut), and to every
-    answer `Transport.chat` returns. Values shorter than `MIN_CHARS` are left alone: taking
-    out every "ab" would wreck the message and hide nothing worth hiding.
+    The credentials: the API key (whole, and its first 8 and last 6 characters, the form
+    some servers quote a refused key in); the user and the password of each base URL, as
+    written in the URL and decoded, and the Basic token they are sent as; the value of each
+    credential-like query parameter (`config.public_url` names them). Each in the forms a
+    reply may carry it: raw, percent-encoded, JSON-, Python- and HTML-escaped.
+
+    `scrub` is for error texts (every failure leaving `Transport.send`, before its text is
+    cut short so no part of a credential survives the cut; a batch's errors): it takes out
+    every credential of `MIN_CHARS` or more, whatever the case (so %2f and %2F alike). A
+    server or proxy quoting the request it refused may write any of them, and an error text
+    that loses a word is still an error text.
+
+    `scrub_answer` is for an answer's content, which is parsed, scored and cached: there a
+    wrong *** changes a claim, a verdict or a JSON key (a user "reason" broke every answer),
+    so only what cannot be told from words is taken out: the API key (whole and its first 8
+    characters), the URL passwords, their Basic tokens and the secret query values, at least
+    `ANSWER_MIN_CHARS` long, in their exact case (either case only for the hex digits of a
+    %xx escape). The judge never sees a credential in its prompt, so an answer carries one
+    only if a proxy writes it in; a user name is no secret, and a short password ("pass",
+    "admin") is a word that answers use. Values shorter than `MIN_CHARS` are left alone
+    everywhere: taking out every "ab" would wreck the message and hide nothing.
     """
 
     MIN_CHARS = 4
+    ANSWER_MIN_CHARS = 8
 
     def __init__(self, key: str | None = None, urls: Sequence[str] = ()) -> None:
-        values: set[str] = set()
+        values: set[str] = set()  # every credential, for error texts
+        secret_like: set[str] = set()  # those that cannot be words, for answers
         if key:
             values.add(key)
             if len(key) > 12:  # a key echoed in part, e.g. "sk-abc...xyz"
                 values.update((key[:8], key[-6:]))
+            secret_like.update(value for value in values if len(value) >= self.ANSWER_MIN_CHARS)
         for url in urls:
-            values.update(_url_credentials(url))
+            every, secret = _url_credentials(url, self.ANSWER_MIN_CHARS)
+            values.update(every)
+            secret_like.update(secret)
         forms = {form for value in values for form in _echoed_forms(value)}
-        forms = {form for form in forms if len(form) >= self.MIN_CHARS}
-        self._pattern = (
-            re.compile("|".join(map(re.escape, sorted(forms, key=len, reverse=True))), re.I)
-            if forms
-            else None
-        )
+        self._pattern = _pattern({form for form in forms if len(form) >= self.MIN_CHARS})
+        answer_forms = {form for value in secret_like for form in _echoed_forms(value)}
+        self._answer_pattern = _pattern(answer_forms, exact=True)
 
     @classmethod
     def of(cls, judge: JudgeConfig) -> Secrets:
@@ -627,28 +642,64 @@ class Secrets:
         return cls(judge._api_key, judge.base_urls)
 
     def scrub(self, text: str) -> str:
-        """`text` with every credential replaced by ***."""
+        """`text`, an error's, with every credential replaced by ***."""
         if self._pattern is None or not text:
             return text
         return self._pattern.sub("***", text)
 
+    def scrub_answer(self, text: str) -> str:
+        """`text`, an answer's content, with every secret-like credential replaced by ***."""
+        if self._answer_pattern is None or not text:
+            return text
+        return self._answer_pattern.sub("***", text)
 
-def _url_credentials(url: str) -> set[str]:
+
+def _pattern(forms: set[str], *, exact: bool = False) -> re.Pattern[str] | None:
+    """One regex matching any of `forms`, longest first; in any case, or (`exact`) in the
+    forms' own case but for the hex digits of their %xx escapes."""
+    if not forms:
+        return None
+    ordered = sorted(forms, key=len, reverse=True)
+    if not exact:
+        return re.compile("|".join(map(re.escape, ordered)), re.I)
+    return re.compile("|".join(map(_exact_case, ordered)))
+
+
+def _exact_case(form: str) -> str:
+    """A regex for `form` in its own case, each %xx escape's hex digits in either case."""
+    parts = re.split(r"(%[0-9A-Fa-f]{2})", form)
+    return "".join(
+        "%" + "".join(f"[{c.lower()}{c.upper()}]" for c in part[1:]) if i % 2 else re.escape(part)
+        for i, part in enumerate(parts)
+    )
+
+
+def _url_credentials(url: str, secret_chars: int) -> tuple[set[str], set[str]]:
     """The user, password and secret query values of `url`, as written and decoded, and the
-    Basic token a user:password@ is sent as (`config.client_endpoint`)."""
+    Basic token a user:password@ is sent as (`config.client_endpoint`); then the secret-like
+    ones of these (`Secrets.scrub_answer`): no user, nothing shorter than `secret_chars`
+    decoded."""
     parsed = urlsplit(url if "://" in url else f"http://{url}")
     found: set[str] = set()
+    secret: set[str] = set()
     user_info, at, _ = parsed.netloc.rpartition("@")
     if at:
         user, _, password = user_info.partition(":")
         found.update((user, password, unquote(user), unquote(password)))
         for u, p in ((user, password), (unquote(user), unquote(password))):
-            found.add(base64.b64encode(f"{u}:{p}".encode()).decode("ascii"))
+            found.add(token := base64.b64encode(f"{u}:{p}".encode()).decode("ascii"))
+            if len(token) >= secret_chars:
+                secret.add(token)
+        if len(unquote(password)) >= secret_chars:
+            secret.update((password, unquote(password)))
     for part in parsed.query.split("&"):
         name, _, value = part.partition("=")
         if SECRET_PARAM.match(unquote(name)):
-            found.update((value, unquote(value), unquote_plus(value)))
-    return {value for value in found if value}
+            written = {value, unquote(value), unquote_plus(value)}
+            found.update(written)
+            if len(unquote_plus(value)) >= secret_chars:
+                secret.update(written)
+    return {value for value in found if value}, secret
 
 
 def _echoed_forms(value: str) -> set[str]:
@@ -665,20 +716,15 @@ def _echoed_forms(value: str) -> set[str]:
     }
 
 
-def scrub(text: str, secret: str | Secrets | None) -> str:
-    """`text` without the credentials of `secret`: a `Secrets` (all of a judge's), or an API
-    key alone (whole or in part: some servers echo the key they refused, or its first and
-    last characters)."""
-    if secret is None:
-        return text
-    secrets = secret if isinstance(secret, Secrets) else Secrets(secret)
+def scrub(text: str, secrets: Secrets) -> str:
+    """`text`, an error's, without any credential of `secrets` (`Secrets.scrub`)."""
     return secrets.scrub(text)
 
 
-def describe_error(err: Exception, secret: str | Secrets | None = None) -> str:
+def describe_error(err: Exception, secrets: Secrets) -> str:
     """A short, one-line description of an openai error, with the credentials scrubbed out."""
     status = getattr(err, "status_code", None)
-    text = scrub(str(getattr(err, "message", None) or err), secret)
+    text = secrets.scrub(str(getattr(err, "message", None) or err))
     text = " ".join(text.split())[:300]
     return f"HTTP {status}: {text}" if status else f"{type(err).__name__}: {text}"
 

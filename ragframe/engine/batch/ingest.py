@@ -67,9 +67,10 @@ def ingest(
 ) -> Ingested:
     """Validate each result line against its request and store the good ones.
 
-    Every credential of the judge (`secrets`, default `Secrets.of(judge)`) is scrubbed from
-    a line's error and its answer before either is kept, as `Transport.chat` does live: a
-    batch's output file is the endpoint speaking, and may quote what it was sent.
+    The credentials of the judge (`secrets`, default `Secrets.of(judge)`) are scrubbed from
+    a line's error (all of them) and its answer (the secret-like ones) before either is
+    kept, as `Transport.chat` does live: a batch's output file is the endpoint speaking, and
+    may quote what it was sent.
     """
     secrets = secrets if secrets is not None else Secrets.of(judge)
     out = Ingested()
@@ -103,7 +104,7 @@ def _store(
 ) -> bool:
     """Cache a usable answer (True), or count the attempt as failed with its repair."""
     choice = completion["choices"][0]
-    content = secrets.scrub((choice.get("message") or {}).get("content") or "")
+    content = secrets.scrub_answer((choice.get("message") or {}).get("content") or "")
     usage = completion.get("usage") or {}
     tokens = (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
     try:

@@ -70,7 +70,7 @@ def api_errors(judge: Judge) -> Iterator[None]:
 
 
 def create_batches(
-    client: Any, m: Manifest, save: Callable[[], None], secret: str | Secrets | None
+    client: Any, m: Manifest, save: Callable[[], None], secrets: Secrets
 ) -> list[str]:
     """Upload and create the batches recorded but not yet created (also after a crash);
     return the ids created. A batch the API refuses for good is recorded as failed."""
@@ -87,18 +87,18 @@ def create_batches(
         if entry.status == BatchStatus.UPLOADED:
             batch = find_batch(client, entry.input_file_id)
         if batch is None:
-            batch = _create(client, m, entry, secret)
+            batch = _create(client, m, entry, secrets)
             if batch is None:
                 save()
                 continue
         entry.id = batch.id
-        update(entry, batch, secret)
+        update(entry, batch, secrets)
         save()
         created.append(batch.id)
     return created
 
 
-def _create(client: Any, m: Manifest, entry: Batch, secret: str | Secrets | None) -> Any:
+def _create(client: Any, m: Manifest, entry: Batch, secrets: Secrets) -> Any:
     """The batch created from the entry's input file; None when refused for good (e.g. the
     enqueued-token limit): its requests count as failed once and go into the next stage."""
     import openai
@@ -113,7 +113,7 @@ def _create(client: Any, m: Manifest, entry: Batch, secret: str | Secrets | None
     except openai.BadRequestError as err:
         entry.id = f"refused-{m.job}-{entry.stage}-{entry.part}"
         entry.status = BatchStatus.FAILED
-        entry.errors = scrub(error_text(400, getattr(err, "body", None), str(err)), secret)
+        entry.errors = scrub(error_text(400, getattr(err, "body", None), str(err)), secrets)
         return None
 
 
@@ -127,7 +127,7 @@ def find_batch(client: Any, input_file_id: str | None) -> Any:
     return None
 
 
-def update(entry: Batch, batch: Any, secret: str | Secrets | None) -> None:
+def update(entry: Batch, batch: Any, secrets: Secrets) -> None:
     """Copy what the API says of a batch into its manifest entry."""
     entry.status = status_of(batch.status)
     counts = batch.request_counts
@@ -141,7 +141,7 @@ def update(entry: Batch, batch: Any, secret: str | Secrets | None) -> None:
     data = getattr(errors, "data", None) if errors is not None else None
     if data:
         entry.errors = scrub(
-            "; ".join(f"{e.code or 'error'}: {e.message or ''}".strip() for e in data[:5]), secret
+            "; ".join(f"{e.code or 'error'}: {e.message or ''}".strip() for e in data[:5]), secrets
         )
 
 
@@ -154,10 +154,10 @@ def running(m: Manifest) -> list[Batch]:
     ]
 
 
-def refresh(client: Any, batches: list[Batch], secret: str | Secrets | None) -> None:
+def refresh(client: Any, batches: list[Batch], secrets: Secrets) -> None:
     """Poll each batch."""
     for entry in batches:
-        update(entry, client.batches.retrieve(entry.id), secret)
+        update(entry, client.batches.retrieve(entry.id), secrets)
 
 
 def bodies_of(entry: Batch, client: Any = None) -> dict[str, dict[str, Any]]:
