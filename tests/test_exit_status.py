@@ -32,7 +32,7 @@ from conftest import wait_for
 
 from ragframe._sync import run_sync, terminate_as_interrupt
 from ragframe.cli import COMMON_STATUSES, build_parser, main
-from ragframe.cli.common import MAX_COUNT
+from ragframe.cli.common import MAX_COUNT, MAX_SEED
 from ragframe.testing.server import FakeServer, auto_answer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,6 +195,32 @@ def test_every_whole_number_option_refuses_a_number_too_large_to_use() -> None:
         with pytest.raises(argparse.ArgumentTypeError, match="must be a whole number from"):
             kind("99999999999999999999")
         assert kind("2") == 2, (path, option)  # small counts still pass
+
+
+def test_every_seed_says_its_range_in_its_help() -> None:
+    """--seed's help said nothing of its bound (2**32 - 1), which argparse enforces."""
+    seeds = [
+        (path, action)
+        for path, sub in subcommand_parsers()
+        for action in sub._actions
+        if "--seed" in action.option_strings
+    ]
+    assert len(seeds) > 5
+    for path, action in seeds:
+        assert f"from 0 to {MAX_SEED}" in (action.help or ""), (path, action.help)
+
+
+def subcommand_parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every subcommand's parser, nested ones included, with its path ("batch run")."""
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, Any]]:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield f"{path} {name}".strip(), sub
+                    yield from walk(sub, f"{path} {name}")
+
+    yield from walk(build_parser(), "")
 
 
 def test_chunk_rows_too_large_stops_before_anything_is_sent(
@@ -586,20 +612,11 @@ def test_every_status_is_documented() -> None:
 def test_only_a_subcommand_with_a_cache_says_a_rerun_resumes_from_it() -> None:
     """`metrics`, `report`, `gate` have no cache: their 130 and 143 said "rerun to resume
     from the cache" all the same."""
-    parser = build_parser()
     said: dict[bool, list[str]] = {True: [], False: []}
-    for sub in _every_subcommand(parser):
+    for _, sub in subcommand_parsers():
         has_cache = "--cache" in sub._option_string_actions
         said[has_cache].append(sub.prog)
         epilog = " ".join((sub.epilog or "").split())
         assert ("resume from the cache" in epilog) is has_cache, (sub.prog, epilog)
         assert "rerun" in epilog, (sub.prog, epilog)
     assert "ragframe score" in said[True] and "ragframe metrics" in said[False], said
-
-
-def _every_subcommand(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                yield sub
-                yield from _every_subcommand(sub)

@@ -208,8 +208,14 @@ def add_level(parser: Any, help: str = LEVEL_HELP) -> None:
 
 
 def add_seed(parser: Any, help: str) -> None:
-    """`--seed`: a whole number 0 or more (default 0); `help` says what it seeds."""
-    parser.add_argument("--seed", type=common.non_negative_int, default=0, help=help)
+    """`--seed`: a whole number from 0 to MAX_SEED (default 0); `help` says what it seeds, and
+    the range, which argparse enforces, is said after it."""
+    parser.add_argument(
+        "--seed",
+        type=common.non_negative_int,
+        default=0,
+        help=f"{help}; {common.non_negative_int.rule}",
+    )
 
 
 def add_shown(parser: Any, flag: str, default: int, help: str) -> None:
