@@ -6,6 +6,7 @@ calibrates or compares such a score in silence."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -156,3 +157,45 @@ def test_a_jury_of_runs_refuses_a_run_with_a_score_outside_0_1(
     bad_path, good_path, value = bad
     with pytest.raises(InputError, match=rf"row {BAD_ROW} .*{value!r} is outside \[0, 1\]"):
         combine_runs([good_path, bad_path], names=["good", "bad"])
+
+
+@pytest.mark.parametrize("edge", [math.nextafter(1, 2), -5e-17], ids=["1+ulp", "-5e-17"])
+@pytest.mark.parametrize("reader", list(READERS))
+def test_rounding_past_a_bound_is_clipped_not_refused(
+    reader: str, edge: float, tmp_path: Path
+) -> None:
+    """1 + 2e-16 (a harmonic mean of ones) and -5e-17 are rounding, inside SCORE_SLACK: every
+    reader takes them, as `mean_interval` and the engine do."""
+    path = tmp_path / "edges.parquet"
+    _scored(edge).write_parquet(path)
+    READERS[reader](str(path), str(path))
+
+
+@pytest.mark.parametrize("edge", [math.nextafter(1, 2), -5e-17], ids=["1+ulp", "-5e-17"])
+def test_summarize_and_gate_read_rounding_past_a_bound_as_the_bound(
+    edge: float, tmp_path: Path
+) -> None:
+    """Clipped, not refused: every score at the edge reads, and averages to, exactly the bound."""
+    path = tmp_path / "edges.parquet"
+    pl.DataFrame({"faithfulness": [edge] * 12}).write_parquet(path)
+    table = ragframe.summarize(str(path))
+    assert table["mean"][0] == round(edge), table
+    assert 0.0 <= table["ci_low"][0] <= table["ci_high"][0] <= 1.0, table
+    gate = ragframe.check_gates(str(path), fail_under={"faithfulness": round(edge)})
+    assert gate.passed, gate
+    values = light_frame(load(str(path)), ["faithfulness"], [], {}).frame["faithfulness"]
+    assert values.to_list() == [float(round(edge))] * 12  # the values a reader passes on
+
+
+@pytest.mark.parametrize("value", [1 + 1e-6, -1e-6])
+@pytest.mark.parametrize("read", ["summarize", "gate", "human_estimate"])
+def test_past_the_slack_a_score_is_still_refused(value: float, read: str, tmp_path: Path) -> None:
+    path = tmp_path / "bad.parquet"
+    _scored(value).write_parquet(path)
+    with pytest.raises(InputError, match=rf"row {BAD_ROW} .*is outside \[0, 1\]"):
+        if read == "summarize":
+            ragframe.summarize(str(path))
+        elif read == "gate":
+            ragframe.check_gates(str(path), fail_under={"faithfulness": 0.5})
+        else:
+            ragframe.human_estimate(str(path), _labels(), on="id")

@@ -208,10 +208,7 @@ def _turned(
         *((score_values(c) * sign).alias(alias) for c, alias in zip(sides, (_A, _B), strict=False)),
         pl.col(label).cast(pl.Float64).fill_nan(None).alias(_Y),
     ]
-    try:
-        return checked_scores(lazy, exprs, sides, where)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"cannot read {where}: {exc}") from exc
+    return checked_scores(lazy, exprs, sides, where)
 
 
 def _figures(kind: str, data: Data, folds: int) -> list[Figure]:

@@ -310,14 +310,15 @@ def _score_and_label(
                 )
     if not schema[score].is_numeric():
         raise InputError(f"score column {score!r} is {schema[score]}, not a number")
-    try:  # the scores checked in [0, 1] as they are read (row numbers: the scored file's)
-        if labels is not None:
-            frame = checked_scores(lazy, [on, score_values(score)], [score], where)
+    # The scores checked in [0, 1] as they are read (row numbers: the scored file's).
+    if labels is not None:
+        frame = checked_scores(lazy, [on, score_values(score)], [score], where)
+        try:
             frame = frame.join(joined, on=on, how="inner").select(score, label)
-        else:
-            frame = checked_scores(lazy, [score_values(score), label], [score], where)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"cannot read {where}: {exc}") from exc
+        except pl.exceptions.PolarsError as exc:
+            raise InputError(f"cannot join the labels to {where} on {on!r}: {exc}") from exc
+    else:
+        frame = checked_scores(lazy, [score_values(score), label], [score], where)
     return frame.with_columns(pl.col(label).cast(pl.Float64))
 
 
@@ -356,10 +357,8 @@ def apply_calibration(scored: Any, calibration: Calibration | str | Path) -> pl.
             f"the calibration is for {cal.metric!r}, and {where} has no such column; its "
             f"columns are {columns}"
         )
-    try:  # every column, the calibrated one checked in [0, 1] in the same read
-        frame = checked_scores(lazy, [pl.all()], [cal.metric], where)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"cannot read {where}: {exc}") from exc
+    # Every column, the calibrated one checked in [0, 1] in the same read.
+    frame = checked_scores(lazy, [pl.all()], [cal.metric], where)
     cal.check_provenance(meta, where)
     values = cal.predict(frame.get_column(cal.metric).cast(pl.Float64).to_numpy())
     return frame.with_columns(pl.Series(cal.column, values).fill_nan(None))

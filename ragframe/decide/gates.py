@@ -40,12 +40,11 @@ import polars as pl
 
 from ragframe.decide.summarize import (
     PassRule,
+    checked_scores,
     direction_of,
     first_non_number,
     load_scored,
-    not_a_score,
     pass_rules,
-    refuse_bad_scores,
     score_columns,
     score_values,
 )
@@ -267,17 +266,12 @@ def _gated_frame(
 ) -> pl.DataFrame:
     """The gated scores as floats, each pass rule's verdict and the row ids, read at once; a
     value that is no score (7.5, "high") is refused, never gated."""
-    try:
-        frame = lazy.select(
-            *(score_values(m) for m in gated),
-            *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
-            *([pl.col(id_column).cast(pl.String).alias("\0id")] if id_column else []),
-            *(not_a_score(m) for m in gated),
-        ).collect()
-        refuse_bad_scores(lazy, frame, gated, where)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"cannot read {where}: {exc}") from exc
-    return frame.drop(f"{m}\0bad" for m in gated)
+    exprs = [
+        *(score_values(m) for m in gated),
+        *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
+        *([pl.col(id_column).cast(pl.String).alias("\0id")] if id_column else []),
+    ]
+    return checked_scores(lazy, exprs, gated, where)
 
 
 def _gates(

@@ -112,10 +112,7 @@ def _read(lazy: pl.LazyFrame, meta: dict[str, Any], score: str | None, where: st
         raise InputError(f"no column {score!r} in {where}; the columns are {schema.names()}")
     shown = [*([score] if score else []), *score_columns(schema, meta)]
     names = [m for m in shown if schema[m].is_numeric() or schema[m] == pl.Boolean]
-    try:
-        return checked_scores(lazy, [pl.all()], names, where)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"cannot read {where}: {exc}") from exc
+    return checked_scores(lazy, [pl.all()], names, where)
 
 
 def _keyed(frame: pl.DataFrame, on: str, where: str) -> tuple[pl.DataFrame, str]:

@@ -20,6 +20,7 @@ from ragframe.metrics.thresholds import (
     check_threshold,
 )
 from ragframe.stats import (
+    SCORE_SLACK,
     Interval,
     Method,
     check_options,
@@ -132,28 +133,31 @@ def _read(
             )
         names = _metric_names(lazy, schema, metrics, meta, groups)
         rules = pass_rules(names, schema, meta, thresholds=thresholds, strict=strict)
-        frame = lazy.select(
-            *groups,
-            *(score_values(m) for m in names),
-            *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
-            *(not_a_score(m) for m in names),
-        ).collect()
-        refuse_bad_scores(lazy, frame, names, where)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise InputError(f"cannot read {where}: {exc}") from exc
-    return frame.drop(f"{m}\0bad" for m in names), names, rules
+    exprs = [
+        *groups,
+        *(score_values(m) for m in names),
+        *(rule.expr().alias(f"{m}\0pass") for m, rule in rules.items()),
+    ]
+    return checked_scores(lazy, exprs, names, where), names, rules
 
 
 def score_values(name: str) -> pl.Expr:
-    """A score column as Float64, NaN as null (a row that failed to score)."""
-    return pl.col(name).cast(pl.Float64).fill_nan(None).alias(name)
+    """A score column as Float64, NaN as null (a row that failed to score), clipped to [0, 1]:
+    rounding past a bound (`SCORE_SLACK`, which `not_a_score` lets through) is no score's
+    meaning, and a mean, bin or gate of 1 + 2e-16 must read 1."""
+    return pl.col(name).cast(pl.Float64).fill_nan(None).clip(0.0, 1.0).alias(name)
 
 
 def not_a_score(name: str) -> pl.Expr:
-    """`{name}\0bad`: True where a score lies outside [0, 1] (infinities included). Null and
+    """`{name}\0bad`: True where a score lies outside [0, 1] by more than `SCORE_SLACK`
+    (infinities included), the rule of `mean_interval` and the engine: rounding past a bound
+    (a harmonic mean of ones at 1 + 2e-16) is clipped by `score_values`, not refused. Null and
     NaN are rows that failed to score, not errors."""
     value = pl.col(name).cast(pl.Float64)
-    return (value.is_not_nan() & ((value < 0) | (value > 1))).fill_null(False).alias(f"{name}\0bad")
+    outside = (value < -SCORE_SLACK) | (value > 1 + SCORE_SLACK)
+    return (value.is_not_nan() & outside).fill_null(False).alias(f"{name}\0bad")
 
 
 def refuse_bad_scores(
@@ -182,12 +186,15 @@ def checked_scores(
     pass: a score outside [0, 1] is `refuse_bad_scores`'s InputError (column, row, value), so
     no reader of a scored file averages, bins, calibrates or compares a 7.5. `exprs` must keep
     `lazy`'s rows (no filter, join or aggregation): a flagged row is then the file's row.
-    Polars errors (a text column cast to Float64) are left to the caller, which names its
-    input."""
+    A read that fails (a text column cast to Float64, a truncated file) is an InputError
+    naming `where`, the one wrapper every reader shares."""
     names = list(dict.fromkeys(names))
     flags = [f"{m}\0bad" for m in names]
-    frame = lazy.select(*exprs, *(not_a_score(m) for m in names)).collect()
-    refuse_bad_scores(lazy, frame, names, where)
+    try:
+        frame = lazy.select(*exprs, *(not_a_score(m) for m in names)).collect()
+        refuse_bad_scores(lazy, frame, names, where)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {where}: {exc}") from exc
     return frame.drop(flags)
 
 

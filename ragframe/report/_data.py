@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ragframe.errors import InputError
 from ragframe.inputs.columns import ALIASES, CANONICAL
 from ragframe.report._source import MAX_GROUPS, PassRule, Source
 
@@ -75,10 +74,7 @@ def light_frame(
         *(score_values(m) for m in metrics),
         *(rule.expr().alias(f"{m}_pass") for m, rule in rules.items()),
     ]
-    try:
-        frame = checked_scores(source.lazy.with_row_index(IDX), exprs, metrics, source.label)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"cannot read {source.label}: {exc}") from exc
+    frame = checked_scores(source.lazy.with_row_index(IDX), exprs, metrics, source.label)
     total = frame[LABEL].n_unique()
     kept = None
     if total > MAX_GROUPS:

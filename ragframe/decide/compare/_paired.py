@@ -111,11 +111,7 @@ def _keyed_scores(
         *(score_values(m).alias(f"{m}\0{tag}") for m in names),
         pl.lit(True).alias(f"\0in_{tag}"),
     ]
-    try:
-        frame = checked_scores(side.lazy, exprs, names, side.where)
-        frame = frame.with_row_index(f"\0row_{tag}")
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"cannot read {side.where}: {exc}") from exc
+    frame = checked_scores(side.lazy, exprs, names, side.where).with_row_index(f"\0row_{tag}")
     nulls = frame.filter(pl.any_horizontal(pl.col(k).is_null() for k in keys)).height
     if nulls:
         raise InputError(

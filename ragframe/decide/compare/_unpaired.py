@@ -9,7 +9,7 @@ import polars as pl
 
 from ragframe.decide.compare._cells import cells_table, unpaired_cell
 from ragframe.decide.compare._sides import Side
-from ragframe.decide.summarize import checked_scores, score_values
+from ragframe.decide.summarize import checked_scores, not_a_score, score_values
 from ragframe.errors import InputError
 
 
@@ -35,11 +35,20 @@ def compare_unpaired(
                 pl.col(m).null_count().alias(f"{m}\0failed_{tag}"),
             )
         ]
-        try:  # the rows' scores, checked in [0, 1] as they are read, then grouped
-            rows = checked_scores(side.lazy, exprs, names, side.where)
-            per_side.append(rows.group_by(cell_groups).agg(aggs))
+        flags = [f"{m}\0bad" for m in names]
+        query = (
+            side.lazy.select(*exprs, *(not_a_score(m) for m in names))
+            .group_by(cell_groups)
+            .agg(*aggs, *(pl.col(f).any() for f in flags))
+        )
+        try:  # grouped as it is read: the rows never sit in memory at once
+            cells = query.collect()
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise InputError(f"cannot read {side.where}: {exc}") from exc
+        if any(cells.get_column(f).any() for f in flags):
+            # A score outside [0, 1]: read again only now, to name its row and value.
+            checked_scores(side.lazy, [], names, side.where)
+        per_side.append(cells.drop(flags))
     cell_groups = groups or ["\0all"]
     cells = (
         per_side[0]
