@@ -408,6 +408,22 @@ def test_labels_needed_is_bounded() -> None:
     assert zeros["n_needed"] >= zeros["n_floor"] >= 110  # 10 of the rarer kind at rate <= 1/11
 
 
+def test_labels_needed_never_goes_below_its_floor() -> None:
+    """Rate 0.5, width 0.5: labels alone need 16 by Wald's count, but below the floor (20:
+    MIN_EACH of the rarer kind) PPI++ is widened to Clopper-Pearson, 0.506 wide at 8 of 16.
+    The floor wins over the labels-only count; past N rows the plan is still out of reach."""
+    y = np.array([0.0, 1.0] * 10)
+    for f in (y, np.linspace(0.1, 0.9, 20)):  # a judge that matched every label, and another
+        plan = labels_needed(0.5, y, f, n_scored=10_000)
+        assert plan["n_labels_only"] == 16 and plan["n_floor"] == 20, plan
+        assert plan["n_needed"] == 20, plan  # was 16
+        low, high = clopper_pearson(np.array([8.0]), np.array([16.0]), 0.95)
+        assert high[0] - low[0] > 0.5  # 16 labels would not reach the width
+        low, high = clopper_pearson(np.array([10.0]), np.array([20.0]), 0.95)
+        assert high[0] - low[0] <= 0.5
+        assert labels_needed(0.5, y, f, n_scored=18)["n_needed"] is None
+
+
 def test_paired_difference_covers_when_changes_are_rare() -> None:
     """human_estimate_difference's estimates (PPI++ on per-row label differences) at n >= 10
     when system b changes the label of 2 % or 5 % of rows: both hold the log's difference."""

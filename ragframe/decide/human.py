@@ -110,10 +110,8 @@ def _scores(
             raise InputError(f"no column {name!r} in {where}; the columns are {list(schema)}{hint}")
     if not (schema[score].is_numeric() or schema[score] == pl.Boolean):
         raise InputError(f"score column {score!r} in {where} is {schema[score]}, not a number")
-    try:  # the score checked in [0, 1] as it is read
-        frame = checked_scores(lazy, [on, *groups, score_values(score)], [score], where)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"cannot read {where}: {exc}") from exc
+    # The score checked in [0, 1] as it is read.
+    frame = checked_scores(lazy, [on, *groups, score_values(score)], [score], where)
     if calibration is not None:
         # The check `apply_calibration` makes: a map fitted to another judge or prompt warns.
         calibration.check_provenance(meta, where)
@@ -145,8 +143,10 @@ def _check(level: float, on: str, score: str, label: str) -> None:
 #: The ppi++ row's note when its interval was widened to hold the labels-only one.
 WIDENED_NOTE = (
     f"fewer than {MIN_EACH} labels of the rarer kind, or of rows where the judge's error "
-    "differs from its most common value: PPI++'s normal interval cannot be trusted there, so "
-    "it is widened to hold the labels-only (Clopper-Pearson) interval"
+    "differs from its most common value; with weighted labels, also a stratum whose labels all "
+    f"agree, or a rarer kind whose Kish effective count is below {MIN_EACH}: PPI++'s normal "
+    "interval cannot be trusted there, so it is widened to hold the labels-only "
+    "(Clopper-Pearson) interval"
 )
 
 
@@ -454,12 +454,12 @@ def labels_needed(
     N scored rows cannot reach the width however many are labelled (or would need more labels
     than there are rows).
 
-    Bounds: `n_needed` is never more than labels-only's figure (lam = 0 is one of PPI++'s
-    choices), nor below `n_floor`: 2 * MIN_EACH, and enough rows for MIN_EACH labels of the
-    rarer kind and MIN_EACH rows where the judge's error departs from its most common value, at
-    the batch's rates (below that the PPI++ interval is widened to the labels-only one,
-    `ragframe.decide.ppi`): a judge that matched every label of a small batch is not taken to
-    make labels unnecessary (it was planned at 0 labels)."""
+    Bounds: `n_needed` is never below `n_floor`: 2 * MIN_EACH, and enough rows for MIN_EACH
+    labels of the rarer kind and MIN_EACH rows where the judge's error departs from its most
+    common value, at the batch's rates (below that the PPI++ interval is widened to the
+    labels-only Clopper-Pearson one, `ragframe.decide.ppi`); above the floor, never more than
+    labels-only's figure (lam = 0 is one of PPI++'s choices). A judge that matched every label
+    of a small batch is not taken to make labels unnecessary (it was planned at 0 labels)."""
     y = np.asarray(y, dtype=np.float64)
     f = np.asarray(f, dtype=np.float64)
     keep = ~(np.isnan(y) | np.isnan(f))
@@ -490,7 +490,9 @@ def labels_needed(
     spare = z * z * lam * lam * var_f / n_scored if n_scored else 0.0
     room = half * half - spare
     resid = var_y - (2 * lam * cov - lam * lam * var_f)
-    needed = min(max(math.ceil(z * z * resid / room), floor_), only) if room > 0 else None
+    # The floor wins over labels-only's count: below it PPI++ is widened to Clopper-Pearson,
+    # which a Wald count of labels alone does not reach (rate 0.5, width 0.5: 16 < 20).
+    needed = max(min(math.ceil(z * z * resid / room), only), floor_) if room > 0 else None
     if needed is not None and n_scored is not None and needed > n_scored:
         needed = None
     return {
