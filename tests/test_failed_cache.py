@@ -26,7 +26,7 @@ from conftest import judge_for, router, user_text
 import ragframe
 from ragframe.engine.batch import BatchJob
 from ragframe.errors import JudgeError
-from ragframe.judge.cache import AnswerCache
+from ragframe.judge.cache import AnswerCache, CacheWriteError
 from ragframe.judge.store import REMEMBERED
 from ragframe.testing.server import FakeServer, Faults, Reply, auto_answer
 
@@ -92,6 +92,27 @@ def test_a_cut_off_answer_is_not_paid_for_twice(server: FakeServer, tmp_path: Pa
     assert later.frame[METRIC].to_list() == fixed.frame[METRIC].to_list()
     with sqlite3.connect(tmp_path / "cache.sqlite3") as db:
         assert db.execute("SELECT COUNT(*) FROM failures").fetchone() == (0,)
+
+
+def test_a_failure_the_cache_could_not_keep_is_not_counted_as_kept(
+    server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kept_failures` says how many failures a plain rerun will not send again: one whose
+    write failed (the cache file locked, a full disk) is not among them, and is sent again."""
+
+    async def refused(self: AnswerCache, key: str, model: str, payload: Any) -> None:
+        raise CacheWriteError(f"could not write to the answer cache {str(self.path)!r}: full")
+
+    server.handler = router(**{TASK: cut_off})
+    with monkeypatch.context() as patched:
+        patched.setattr(AnswerCache, "aput_failure", refused)
+        with pytest.warns(UserWarning, match="could not write to the answer cache"):
+            first = scored(server, tmp_path)
+    assert first.stats.failures["invalid_length"] == first.stats.failures["cache_write"] == 2
+    assert first.stats.kept_failures == 0 and first.summary()["kept_failures"] == 0
+    sent = server.count()
+    again = scored(server, tmp_path)
+    assert server.count() == 2 * sent and again.stats.remembered_failures == 0
 
 
 @pytest.mark.parametrize(

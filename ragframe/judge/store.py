@@ -257,7 +257,6 @@ class AnswerStore:
             return
         if cache is not None:
             self._failures[key] = answer
-            self.stats.kept_failures += 1
             stored = {
                 "kind": kind,
                 "reason": answer.error,
@@ -268,6 +267,9 @@ class AnswerStore:
                 },
             }
             await cache.aput_failure(key, judge.model, stored)
+            # Counted once committed: a failed write (CacheWriteError, counted by the
+            # backend as cache_write) leaves a failure a rerun sends again.
+            self.stats.kept_failures += 1
 
     # -------------------------------------------------------------- vectors
     async def vectors(self, keys: Iterable[str]) -> dict[str, np.ndarray]:
