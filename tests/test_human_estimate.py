@@ -459,3 +459,20 @@ def test_clopper_pearson_matches_scipy() -> None:
     low, high = clopper_pearson(k, n, 0.9)
     np.testing.assert_allclose(low, stats.beta.ppf(0.05, k, n - k + 1), atol=1e-12)
     np.testing.assert_allclose(high, stats.beta.ppf(0.95, k + 1, n - k), atol=1e-12)
+
+
+def test_the_widened_note_names_the_weighted_reason() -> None:
+    """80 stratified labels, 20 or more of each kind: widened only because one stratum's labels
+    all agree, which the note must say (it named only the unweighted reasons)."""
+    rng = np.random.default_rng(8)
+    scored = pl.DataFrame({"id": np.arange(2000), "faithfulness": rng.uniform(size=2000)})
+    y = np.r_[(np.arange(40) % 2).astype(float), np.ones(40)]  # stratum 2's labels all 1
+    labels = pl.DataFrame(
+        {
+            "id": np.arange(0, 2000, 25),
+            "faithful": y,
+            "sample_weight": np.r_[np.full(40, 10.0), np.full(40, 40.0)],
+        }
+    )
+    ppi = human_estimate(scored, labels).filter(pl.col("method") == "ppi++").row(0, named=True)
+    assert "widened" in ppi["note"] and "stratum whose labels all agree" in ppi["note"], ppi

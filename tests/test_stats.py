@@ -404,3 +404,17 @@ def test_the_incomplete_beta_matches_scipy_in_both_forms() -> None:
     assert np.allclose(one, want, rtol=0, atol=1e-12)
     q = beta_quantile(0.025, a[..., 0], b[..., 0])
     assert np.allclose(betainc(a[..., 0], b[..., 0], q), 0.025, rtol=0, atol=1e-12)
+
+
+def test_interval_from_stats_equals_mean_interval_only_with_the_range() -> None:
+    """With the minimum and maximum, the figures give `mean_interval`'s interval; without them
+    the correction takes the scores to span [0, 1], so the interval is wider, never narrower."""
+    rng = np.random.default_rng(11)
+    for values in (rng.beta(0.5, 5, 30), rng.uniform(0.2, 0.8, 12), rng.beta(5, 0.5, 200)):
+        exact = mean_interval(values, bounds=(0.0, 1.0))
+        figures = (values.size, float(values.mean()), float(values.std(ddof=1)))
+        ranged = interval_from_stats(*figures, minimum=values.min(), maximum=values.max())
+        assert ranged.low == pytest.approx(exact.low) and ranged.high == pytest.approx(exact.high)
+        unranged = interval_from_stats(*figures)
+        assert unranged.low <= exact.low and unranged.high >= exact.high
+        assert unranged.high - unranged.low > exact.high - exact.low
