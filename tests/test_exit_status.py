@@ -170,6 +170,30 @@ def test_a_parquet_file_that_cannot_be_read_is_status_2_naming_it(
     assert repr(str(file)) in line or str(file) in line, line
 
 
+@pytest.mark.parametrize(
+    "extra",
+    [("--fail-under", "context_recall=0.5"), ("--min-pass-rate", "answer_relevancy=0.9")],
+    ids=["--fail-under", "--min-pass-rate"],
+)
+def test_score_from_an_export_refuses_a_gate_on_an_unscored_metric_before_converting(
+    extra: tuple[str, ...], tmp_path: Path, server: FakeServer,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """With --from, the gates were checked after the whole export had been converted: the
+    same refusal, but only once every trace had been read and written again."""
+    from ragframe.cli import import_traces
+
+    converted: list[Any] = []
+    monkeypatch.setattr(import_traces, "write_rows", lambda *a, **k: converted.append(a))
+    source = tmp_path / "ragas.jsonl"
+    source.write_text(json.dumps({"user_input": "q", "response": "a"}) + "\n")
+    out = tmp_path / "out.parquet"
+    argv = [*score_argv(source, out, server, "--no-cache", *extra), "--from", "ragas"]
+    status, err = run_main(argv, capsys)
+    assert status == 2 and "does not score" in one_line(err), err
+    assert converted == [] and server.count() == 0 and not out.exists()
+
+
 # ------------------------------------------------------------------- numbers: refused, 2
 
 

@@ -159,8 +159,9 @@ def run_path(args: argparse.Namespace, spec: RunSpec) -> str:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """`ragframe score`; stops with the endpoint named when the judge cannot serve the run.
-    Every check that needs no rows (the options, the path, the jury, the judge) comes before
-    anything is read, converted or sent."""
+    Every check that needs no rows (the options, the path, the jury, the judge, the output;
+    with named metrics, what the judge and the gates make of them) comes before anything is
+    read, converted or sent."""
     if args.from_format is not None and args.ray is not None:
         raise RagframeError(
             "--from is not available with --ray: convert the export first "
@@ -177,28 +178,53 @@ def cmd_score(args: argparse.Namespace) -> int:
     # A jury's first judge leads it (and names the endpoint in an error); else the one judge.
     judge = spec.judges[0] if spec.judges else options.judge_from_args(args)
     with common.endpoint_named(judge):
-        if args.from_format is not None:
-            return _score_traces(args, spec, path, judge)
         if path == "ray":  # a directory or glob of Parquet files, one output per file
             return _score_on_ray(args, spec, judge)
-        return _score(args, spec, path, judge)
+        _refuse_output(args)
+        if args.from_format is None:
+            _check_metrics(args, spec, judge, args.input)
+            return _score(args, spec, path, judge)
+        return _score_traces(args, spec, path, judge)
+
+
+def _refuse_output(args: argparse.Namespace) -> None:
+    """The output file, before any input is read: not the input, not an existing file without
+    --overwrite, not named as another format than Parquet."""
+    common.refuse_input_as_output(args.input, args.output)
+    common.refuse_existing_output(args.overwrite, args.output)
+    common.refuse_non_parquet_output(args.output)
+
+
+def _check_metrics(args: argparse.Namespace, spec: RunSpec, judge: Any, source: str) -> None:
+    """Before anything is sent: a judge that cannot serve a metric (no embedding model), and
+    gates on metrics the run does not score. Named metrics need no rows; "all" reads the
+    columns of `source`."""
+    from ragframe.engine.prepare import check_judge
+
+    chosen = chosen_metrics(source, spec)
+    for one in spec.judges or (judge,):
+        check_judge(one, chosen)
+    gate_cli.check_gate_options(args, [m.name for m in chosen])
 
 
 def _score_traces(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> int:
     """`--from FORMAT`: the export's rows written to a Parquet log of their own (in bounded
     memory, in a temporary directory), then scored like any log, every option as without it.
-    The output is checked before the export is read: a refusal converts nothing."""
+    Named metrics are checked before the export is read (a refusal converts nothing); "all"
+    depends on the converted rows' columns, so it is checked after."""
     import tempfile
 
     from ragframe.cli.import_traces import write_rows
 
-    common.refuse_input_as_output(args.input, args.output)
-    common.refuse_existing_output(args.overwrite, args.output)
-    common.refuse_non_parquet_output(args.output)
+    named = not isinstance(spec.metrics, str)
+    if named:
+        _check_metrics(args, spec, judge, args.input)
     with tempfile.TemporaryDirectory(prefix="ragframe-traces-") as folder:
         log = Path(folder) / "rows.parquet"
         write_rows(args.input, args.from_format, log)
         converted = argparse.Namespace(**{**vars(args), "input": str(log), "from_format": None})
+        if not named:
+            _check_metrics(converted, spec, judge, str(log))
         return _score(converted, spec, path, judge)
 
 
@@ -224,20 +250,13 @@ def _score_on_ray(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int:
 
 
 def _score(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> int:
+    """A log scored on one machine (streamed or in memory), once its output and metrics have
+    passed `_refuse_output` and `_check_metrics`."""
     import polars as pl
 
-    from ragframe.engine.prepare import check_judge, failed_metrics
+    from ragframe.engine.prepare import failed_metrics
     from ragframe.engine.stream import score_file
 
-    common.refuse_existing_output(args.overwrite, args.output)
-    common.refuse_input_as_output(args.input, args.output)
-    common.refuse_non_parquet_output(args.output)
-    # Before anything is read or sent: a judge that cannot serve a metric (no embedding model),
-    # and gates on metrics the run does not score.
-    chosen = chosen_metrics(args.input, spec)
-    for one in spec.judges or (judge,):
-        check_judge(one, chosen)
-    gate_cli.check_gate_options(args, [m.name for m in chosen])
     if (spec.dry_run or spec.max_cost is not None) and _estimate_says_stop(args, spec, judge):
         return common.EXIT_OK
     if path == "in-memory":
