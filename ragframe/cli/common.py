@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ragframe.engine.prepare import EXIT_METRIC_FAILED
+from ragframe.engine.spec import comma_names
 from ragframe.engine.summary import LOCAL_WARNING, format_summary
 from ragframe.errors import ConfigError, EndpointError, InputError, JudgeError, RagframeError
 
@@ -164,8 +165,9 @@ def parse_columns(text: str | None) -> dict[str, str] | None:
 
 
 def parse_metrics(text: str) -> list[str]:
-    """`faithfulness, context_recall` -> ["faithfulness", "context_recall"] (blanks dropped)."""
-    return [name.strip() for name in text.split(",") if name.strip()]
+    """`faithfulness, context_recall` -> ["faithfulness", "context_recall"] (blanks dropped),
+    split as a run's metrics are (`comma_names`); "all" is a name here, not every metric."""
+    return list(comma_names(text))
 
 
 #: Suffixes of the other formats ragframe reads: an output named so would hold Parquet.

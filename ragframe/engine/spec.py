@@ -68,13 +68,19 @@ def check_repeats(k: Any) -> int:
     return k
 
 
+def comma_names(text: str) -> tuple[str, ...]:
+    """`"a, b,,c"` -> `("a", "b", "c")`: names separated by commas, blanks dropped; the one
+    split of every comma-separated option (`--metrics`, `--by`, `--strict`...)."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 def metric_names(metrics: Any) -> tuple[Any, ...] | str:
     """A run's metrics as a tuple, "all" kept as is: a single string is one metric name or a
     comma-separated list of them, as `--metrics` takes it (never its characters)."""
     if isinstance(metrics, str):
         if metrics.strip().lower() == "all":
             return metrics
-        return tuple(name.strip() for name in metrics.split(",") if name.strip())
+        return comma_names(metrics)
     return tuple(metrics)
 
 
