@@ -239,3 +239,23 @@ def test_repeats_through_run_and_the_command_line(server, judge, tmp_path, capsy
     sent = server.count()
     assert main([*argv, "--overwrite"]) == 0 and server.count() == sent
     assert "repeats: 2 runs" in capsys.readouterr().out
+
+
+def test_evaluate_says_how_many_repeats_it_takes():
+    """check_repeats refuses more than MAX_REPEATS; evaluate's docstring did not say so."""
+    from ragframe.engine.run import evaluate
+    from ragframe.engine.spec import MAX_REPEATS
+
+    assert f"1 to {MAX_REPEATS}" in " ".join((evaluate.__doc__ or "").split())
+
+
+@pytest.mark.parametrize("text", ["faithfulness", " a, ,b ,", "all", ",,"])
+def test_the_command_line_splits_a_list_as_a_run_splits_its_metrics(text):
+    """One comma split: `--by`, `--strict`... as `--metrics` and `RunSpec` (where "all",
+    and only there, means every metric)."""
+    from ragframe.cli.common import parse_metrics
+    from ragframe.engine.spec import comma_names, metric_names
+
+    assert parse_metrics(text) == list(comma_names(text))
+    if text != "all":
+        assert tuple(parse_metrics(text)) == metric_names(text)

@@ -280,7 +280,8 @@ def evaluate(
         `threshold=` sets them: each such metric gets a Boolean `{metric}_pass` column (null
         where the score is null) and the summary its pass rate and ✅ / ❌.
     strict : metric names in strict mode: a row passes only with a perfect score.
-    repeats : score the rows this many times, at the judge's seed + 0..k-1 (distinct cached
+    repeats : score the rows this many times, 1 to 100 (`MAX_REPEATS`; more is a ConfigError
+        before anything is read or sent), at the judge's seed + 0..k-1 (distinct cached
         answers; a rerun is free): `{metric}` is then the mean of the k scores,
         `{metric}_repeats` lists them, and the summary gives per metric the per-row standard
         deviation, the test-retest reliability with its interval and the runs to average for
