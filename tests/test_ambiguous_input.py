@@ -314,3 +314,25 @@ def test_a_line_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     with pytest.raises(InputError) as caught:
         load_frame(str(path))
     assert "line 5 (counting from 1) is not UTF-8" in _one_line(str(caught.value))
+
+
+@pytest.mark.parametrize("cap", ["lines", "bytes"])
+def test_the_bad_line_scan_stops_at_its_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap: str
+) -> None:
+    """The line-by-line check reads at most BAD_LINE_SCAN_LINES lines or BAD_LINE_SCAN_BYTES
+    (the error path of a huge file): past the cap, Polars' message, saying the check stopped."""
+    from ragframe.inputs import io
+
+    if cap == "lines":
+        monkeypatch.setattr(io, "BAD_LINE_SCAN_LINES", 3)
+    else:
+        monkeypatch.setattr(io, "BAD_LINE_SCAN_BYTES", 3 * (len(GOOD) + 1))
+    path = tmp_path / "logs.jsonl"
+    path.write_text("\n".join([GOOD] * 5 + ["[1, 2]"] + [GOOD] * 2) + "\n")
+    assert io.first_bad_line(path) == 3
+    with pytest.raises(InputError) as caught:
+        load_frame(str(path))
+    message = _one_line(str(caught.value))
+    assert "check of its first 3 lines found none wrong and stopped there" in message, message
+    assert "line 6" not in message and "logs.jsonl" in message, message

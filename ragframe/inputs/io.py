@@ -290,6 +290,12 @@ class JsonLinesInput(InputFile):
         found = first_bad_line(self.path)
         if found is None:
             return super()._unreadable(exc)
+        if isinstance(found, int):
+            return InputError(
+                f"{super()._unreadable(exc)} (ragframe's line-by-line check of its first "
+                f"{found:,} lines found none wrong and stopped there: it reads at most "
+                f"{BAD_LINE_SCAN_LINES:,} lines or {BAD_LINE_SCAN_BYTES >> 20} MiB)"
+            )
         return InputError(
             f"cannot read {str(self.path)!r} as JSON Lines: {found}. Each line holds one JSON "
             f"object ({{...}}): fix or remove that line. ragframe reads {FORMATS_READ}"
@@ -300,13 +306,25 @@ _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", boo
 _JSON_TYPES[type(None)] = "null"
 
 
-def first_bad_line(path: Path) -> str | None:
+#: `first_bad_line` reads at most this many lines, or bytes, of a file Polars refused: the
+#: error path of a 50 GB file must not json.loads all of it (past the cap, Polars' message).
+BAD_LINE_SCAN_LINES = 1_000_000
+BAD_LINE_SCAN_BYTES = 256 << 20
+
+
+def first_bad_line(path: Path) -> str | int | None:
     """What is wrong with the first line of a JSON Lines file that Polars cannot read, as
     "line N (counting from 1) ...", or None when every line looks right. Read a line at a
-    time: only on the error path, in memory bounded by the longest line."""
+    time: only on the error path, in memory bounded by the longest line, and at most
+    BAD_LINE_SCAN_LINES lines or BAD_LINE_SCAN_BYTES bytes: an int, the lines read, says the
+    scan stopped at that cap with none found wrong."""
     kinds: dict[str, tuple[str, int]] = {}  # top-level key -> (object | array, first line)
+    read = 0
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
+            if number > BAD_LINE_SCAN_LINES or read >= BAD_LINE_SCAN_BYTES:
+                return number - 1
+            read += len(raw)
             line = raw.strip(b" \t\r\n")
             if number == 1:
                 line = line.removeprefix(b"\xef\xbb\xbf")
