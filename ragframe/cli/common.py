@@ -30,12 +30,14 @@ EXIT_SOFTWARE = 70
 """An unexpected error: a bug in ragframe (sysexits' EX_SOFTWARE), never read as a failed gate;
 one line names it and where to report it, the traceback only with --debug."""
 EXIT_INTERRUPTED = 130
-"""Interrupted (Ctrl-C); the answers received are in the cache, so the same command resumes."""
+"""Interrupted (Ctrl-C); with a cache the answers received are in it, so the same command
+resumes; without one (`--no-cache`, a command that sends nothing) it starts over."""
 EXIT_BROKEN_PIPE = 141
 """stdout was closed before everything was written (`ragframe metrics | head -1`): 128 + SIGPIPE,
 what a shell reports for a tool stopped by a closed pipe; quiet."""
 EXIT_TERMINATED = 143
-"""Terminated (SIGTERM: 128 + 15) and stopped as Ctrl-C stops: the same command resumes."""
+"""Terminated (SIGTERM: 128 + 15) and stopped as Ctrl-C stops: the same command resumes from
+the cache, as after Ctrl-C."""
 
 __all__ = [
     "CORE_METRICS",
