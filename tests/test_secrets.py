@@ -408,3 +408,27 @@ def test_an_answer_is_the_same_whatever_the_url_credentials(
             outputs.append(pl.read_parquet(out))
     assert "The User gave a Reason; it passes, Pass and PASSWORD" in outputs[1].write_ndjson()
     assert outputs[1].equals(outputs[0])
+
+
+def test_an_unusable_answer_s_error_loses_every_credential(env: Path) -> None:
+    """An answer keeps the URL's user name (it is no secret, and may be a word), but the
+    error of an answer that does not fit its schema is an error text: quoting a value the
+    user name was written into, it says *** (as a Batch API line's error does)."""
+    frame(2).write_parquet(env / "in.parquet")
+
+    def user_in_verdicts(body: dict[str, Any]) -> str:
+        answer = json.loads(auto_answer(body))
+        for verdict in next(v for v in answer.values() if isinstance(v, list)):
+            if isinstance(verdict, dict):
+                verdict.update({k: ECHO_USER for k, v in verdict.items() if isinstance(v, bool)})
+        return json.dumps(answer)
+
+    with FakeServer(user_in_verdicts) as server:
+        scheme, _, rest = server.base_url.partition("://")
+        url = f"{scheme}://{ECHO_USER}:{quote(ECHO_PASSWORD, safe='')}@{rest}"
+        out = env / "out.parquet"
+        argv = ["score", str(env / "in.parquet"), "-o", str(out), "--metrics", "context_recall"]
+        assert main([*argv, "--model", "m", "--base-url", url, "--no-progress", "--no-cache"]) == 4
+    errors = pl.read_parquet(out)["context_recall_detail"].struct.field("error").to_list()
+    assert all("unusable answer (schema)" in e and "got '***'" in e for e in errors), errors
+    assert not any(ECHO_USER in e for e in errors)

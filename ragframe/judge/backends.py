@@ -295,7 +295,10 @@ class LiveBackend(RemoteEmbeddings):
                     )
                 answer.json = dumps(task.finish(parse_answer(content, schema)))
             except AnswerError as err:
-                answer.error = f"{task.name}: unusable answer ({err.kind}): {err.message}"
+                # An error text: every credential out, though the answer kept the word-like
+                # ones (a quoted value may be a user name a proxy wrote in; see `Secrets`).
+                why = f"{task.name}: unusable answer ({err.kind}): {err.message}"
+                answer.error = self.transport.secrets.scrub(why)
                 cause = err.kind if err.kind.startswith("invalid_") else f"invalid_{err.kind}"
                 if repair < judge.repair_attempts:
                     self.stats.repairs += 1
