@@ -245,3 +245,28 @@ def test_a_save_that_fails_leaves_the_old_manifest(judge, tmp_path, monkeypatch)
         store.save(m)
     assert path.read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.json"]  # no temporary file left
+
+
+def test_an_unusable_answer_kept_for_its_repair_is_scrubbed_as_an_answer(judge, tmp_path):
+    """The reason and the repair are error texts (every credential out, the URL's user name
+    too); the unusable answer kept for its repair is the judge's own words, scrubbed as an
+    answer: a word that only looks like a short credential stays, so the repair quotes it."""
+    from ragframe.judge.transport import Secrets
+
+    secret_judge = Judge(
+        "fake-judge", base_url="http://reason:pass@127.0.0.1:9/v1", api_key="sk-x", cache=False
+    )
+    secrets = Secrets.of(secret_judge)
+    m = parse(old_manifest(judge), tmp_path / "job.json")
+    answer = '{"reason": "The user passes"}'
+    m.fail(
+        "c1",
+        "unusable answer: reason missing",
+        scrub=secrets.scrub,
+        content=answer,
+        repair="add 'reason'",
+        scrub_content=secrets.scrub_answer,
+    )
+    record = m.failures["c1"]
+    assert record.content == answer
+    assert "reason" not in record.reason and "reason" not in record.repair

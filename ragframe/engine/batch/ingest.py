@@ -117,6 +117,7 @@ def _store(
             content=content,
             repair=err.message,
             usage=tokens,
+            scrub_content=secrets.scrub_answer,
         )
         return False
     earlier = m.failures.pop(cid).usage if cid in m.failures else (0, 0)

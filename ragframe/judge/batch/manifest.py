@@ -282,14 +282,17 @@ class Manifest:
         content: str | None = None,
         repair: str | None = None,
         usage: tuple[int, int] | None = None,
+        scrub_content: Callable[[str], str] | None = None,
     ) -> None:
         """Count a failed attempt; `scrub` removes every credential of the judge from what is
-        kept (`Secrets.of(judge).scrub`)."""
+        kept (`Secrets.of(judge).scrub`), `scrub_content` (default: `scrub`) from the unusable
+        answer kept for its repair: `Secrets.scrub_answer`, which leaves words that only look
+        like a short credential alone, so the repair shows the judge its own answer."""
         record = self.failures.setdefault(cid, Failure())
         record.attempts += 1
         record.reason = scrub(reason)
         if repair is not None:  # else keep the last unusable answer: the retry still repairs it
-            record.content = scrub((content or "")[:_KEEP_CONTENT])
+            record.content = (scrub_content or scrub)((content or "")[:_KEEP_CONTENT])
             record.repair = scrub(repair)
         if usage is not None:  # paid for, like a live run's unusable answer before its repair
             record.usage = (record.usage[0] + usage[0], record.usage[1] + usage[1])
