@@ -644,3 +644,21 @@ def test_only_a_subcommand_with_a_cache_says_a_rerun_resumes_from_it() -> None:
         assert ("resume from the cache" in epilog) is has_cache, (sub.prog, epilog)
         assert "rerun" in epilog, (sub.prog, epilog)
     assert "ragframe score" in said[True] and "ragframe metrics" in said[False], said
+
+
+def test_an_interrupted_batch_job_says_it_goes_on_at_the_provider(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Ctrl-C during `ragframe batch run` stops the waiting, not the batches already submitted:
+    the line names the manifest to collect from (it used to speak of the answer cache only)."""
+
+    def ctrl_c(args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("ragframe.cli.batch.cmd_batch", ctrl_c)
+    monkeypatch.chdir(tmp_path)
+    argv = ["batch", "run", "log.parquet", "-o", "out.parquet", "--manifest", "job.json"]
+    status, err = run_main(argv, capsys)
+    line = one_line(err)
+    assert status == 130, line
+    assert "go on at the provider" in line and "batch collect --manifest job.json" in line, line

@@ -220,12 +220,7 @@ def _failed(err: BaseException, args: argparse.Namespace | None, debug: bool) ->
             traceback.print_exception(err, file=sys.stderr)
         if stopped is not None:
             terminated = isinstance(stopped, Terminated)
-            resume = (
-                "answers received so far are in the cache: run the same command again to "
-                "resume without paying for them twice"
-                if _cache_path(args) is not None
-                else "run the same command again to start over"
-            )
+            resume = _resume_hint(args)
             how = "terminated (SIGTERM)" if terminated else "interrupted"
             print(f"ragframe: {how}; {resume}.", file=sys.stderr)
             return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
@@ -234,6 +229,24 @@ def _failed(err: BaseException, args: argparse.Namespace | None, debug: bool) ->
         return status
     except OSError:  # stderr closed too: the status alone must say it
         return _status_only(stopped, err, args)
+
+
+def _resume_hint(args: argparse.Namespace | None) -> str:
+    """How to go on after Ctrl-C or SIGTERM: a Batch API job goes on at the provider, a run
+    with a cache resumes from it, one without starts over."""
+    manifest = getattr(args, "manifest", None)
+    if getattr(args, "command", None) == "batch" and manifest:
+        return (
+            "batches already submitted go on at the provider and nothing answered is paid for "
+            "twice: run the same command again, or ragframe batch collect --manifest "
+            f"{manifest}, to pick the job up"
+        )
+    if _cache_path(args) is not None:
+        return (
+            "answers received so far are in the cache: run the same command again to "
+            "resume without paying for them twice"
+        )
+    return "run the same command again to start over"
 
 
 def _status_only(
