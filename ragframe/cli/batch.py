@@ -55,6 +55,12 @@ def _job_options(p: argparse.ArgumentParser) -> None:
 
 
 INPUT_HELP = "input log: .parquet, .jsonl / .ndjson or .csv"
+EXIT_STATUSES = (
+    "exit status: 0 done (or this step done); 2 a configuration, input or endpoint error (one "
+    "line says what to fix); 3 run stopped waiting (resume with collect); 4 the job finished "
+    "but some metric failed on every row that had its inputs (the output is written all the "
+    "same)"
+)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -103,7 +109,7 @@ def _step(
 ) -> argparse.ArgumentParser:
     """One `batch` subcommand: the manifest (required unless `manifest` says its default),
     the judge options, and for one that `reads` the log, the log and what to score in it."""
-    step = sub.add_parser(name, help=help)
+    step = sub.add_parser(name, help=help, epilog=EXIT_STATUSES)
     if reads:
         step.add_argument("input", help=INPUT_HELP)
     step.add_argument(
