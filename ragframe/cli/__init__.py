@@ -215,20 +215,26 @@ def _failed(err: BaseException, args: argparse.Namespace | None, debug: bool) ->
     if stopped is None and _closed_stdout(err):
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    status, message = _ending(err, stopped, args)
     try:
         if debug:
             traceback.print_exception(err, file=sys.stderr)
-        if stopped is not None:
-            terminated = isinstance(stopped, Terminated)
-            resume = _resume_hint(args)
-            how = "terminated (SIGTERM)" if terminated else "interrupted"
-            print(f"ragframe: {how}; {resume}.", file=sys.stderr)
-            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
-        status, message = _explain(err, args)
         print(f"ragframe: {message}", file=sys.stderr)
-        return status
-    except OSError:  # stderr closed too: the status alone must say it
-        return _status_only(stopped, err, args)
+    except OSError:  # stderr closed too: the status alone says it
+        pass
+    return status
+
+
+def _ending(
+    err: BaseException, stopped: KeyboardInterrupt | None, args: argparse.Namespace | None
+) -> tuple[int, str]:
+    """The status and the one line for what ended the command: an interruption (Ctrl-C,
+    SIGTERM) with how to go on, else the error explained."""
+    if stopped is None:
+        return _explain(err, args)
+    if isinstance(stopped, Terminated):
+        return EXIT_TERMINATED, f"terminated (SIGTERM); {_resume_hint(args)}."
+    return EXIT_INTERRUPTED, f"interrupted; {_resume_hint(args)}."
 
 
 def _resume_hint(args: argparse.Namespace | None) -> str:
@@ -247,14 +253,6 @@ def _resume_hint(args: argparse.Namespace | None) -> str:
             "resume without paying for them twice"
         )
     return "run the same command again to start over"
-
-
-def _status_only(
-    stopped: KeyboardInterrupt | None, err: BaseException, args: argparse.Namespace | None
-) -> int:
-    if stopped is not None:
-        return EXIT_TERMINATED if isinstance(stopped, Terminated) else EXIT_INTERRUPTED
-    return _explain(err, args)[0]
 
 
 def _chain(err: BaseException) -> Iterator[BaseException]:
