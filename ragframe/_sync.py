@@ -31,18 +31,17 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     raise Terminated()
 
 
-class _CountOnly:
+class _Absorbed:
     """The handler left on the stop signals when an interrupted run returns inside
     `terminate_as_interrupt`: a further signal while the interruption unwinds toward the
-    command line's handler is counted, not raised in the middle of a cleanup. Leaving
+    command line's handler is absorbed, not raised in the middle of a cleanup. Leaving
     `terminate_as_interrupt` puts `previous` back."""
 
     def __init__(self, previous: dict[int, Any]) -> None:
         self.previous = previous
-        self.count = 0
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        self.count += 1
+        return None
 
 
 #: How many `terminate_as_interrupt` blocks the main thread is in (the command line's).
@@ -54,7 +53,7 @@ def terminate_as_interrupt() -> Iterator[None]:
     """While inside, SIGTERM raises Terminated (a KeyboardInterrupt) as SIGINT raises
     KeyboardInterrupt, instead of killing the process with no cleanup. Installed only from the
     main thread and over the default action (an embedding program's own handler is kept).
-    An interrupted run leaves `_CountOnly` on the stop signals while inside; leaving puts back
+    An interrupted run leaves `_Absorbed` on the stop signals while inside; leaving puts back
     what it replaced."""
     global _cli_depth
     if not _in_main_thread():
@@ -70,7 +69,7 @@ def terminate_as_interrupt() -> Iterator[None]:
         _cli_depth -= 1
         for signum in STOP_SIGNALS:
             handler = signal.getsignal(signum)
-            if isinstance(handler, _CountOnly) and signum in handler.previous:
+            if isinstance(handler, _Absorbed) and signum in handler.previous:
                 signal.signal(signum, handler.previous[signum])
         # unless the handler was changed meanwhile (an interrupted program ignores it)
         if ours and signal.getsignal(signal.SIGTERM) is _raise_terminated:
@@ -111,7 +110,7 @@ def _run_here(coro: Any) -> Any:
     loop's own errors about a shutdown cut short ("Event loop stopped before Future completed",
     once 1 run in 20 after a second Ctrl-C), and never the run's value once a signal came,
     even one that came while the finished run's loop was closing. Inside
-    `terminate_as_interrupt` an interrupted run leaves signals counted, not raised, until the
+    `terminate_as_interrupt` an interrupted run leaves signals absorbed, not raised, until the
     command line has handled the interruption."""
     runner = asyncio.Runner()
     loop = runner.get_loop()
@@ -157,8 +156,8 @@ def _run_here(coro: Any) -> Any:
                     raise
     finally:
         if received and _cli_depth:  # unwinding toward the command line's handler
-            count_only = _CountOnly(previous)
-            _restore(dict.fromkeys(previous, count_only))
+            absorbed = _Absorbed(previous)
+            _restore(dict.fromkeys(previous, absorbed))
         else:
             _restore(previous)
 
