@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -254,13 +253,8 @@ def _print_done(progress: Any) -> int:
 
     if progress.result is None:
         return common.EXIT_OK
-    from ragframe.engine.summary import cut_line
-
     summary = progress.result.summary()
-    print(common.format_summary(summary, local=False))
-    cut = cut_line(summary)
-    if cut:  # verdicts on cut texts are said on stderr too, as `ragframe score` says them
-        print(f"ragframe: warning: {cut}", file=sys.stderr)
+    common.print_summary(summary, local=False)
     info = summary["batch"]
     print(
         f"batches {len(info['batch_ids'])} over {info['stages']} stage(s): "

@@ -15,7 +15,7 @@ from typing import Any
 
 from ragframe.engine.prepare import EXIT_METRIC_FAILED
 from ragframe.engine.spec import comma_names
-from ragframe.engine.summary import LOCAL_WARNING, format_summary
+from ragframe.engine.summary import LOCAL_WARNING, cut_line, format_summary
 from ragframe.errors import ConfigError, EndpointError, InputError, JudgeError, RagframeError
 
 EXIT_OK = 0
@@ -62,6 +62,7 @@ __all__ = [
     "parse_metrics",
     "positive_float",
     "positive_int",
+    "print_summary",
     "refuse_input_as_output",
     "refuse_non_parquet_output",
     "report_failed_metrics",
@@ -233,6 +234,15 @@ def endpoint_named(judge: Any) -> Iterator[None]:
         yield
     except JudgeError as err:
         raise endpoint_error(err, judge) from None
+
+
+def print_summary(summary: dict[str, Any], local: bool) -> None:
+    """The run summary on stdout; texts cut before judging said on stderr too, where a
+    pipeline's log shows it."""
+    print(format_summary(summary, local))
+    cut = cut_line(summary)
+    if cut:
+        print(f"ragframe: warning: {cut}", file=sys.stderr)
 
 
 def report_failed_metrics(failed: dict[str, str], output: str | None) -> int:

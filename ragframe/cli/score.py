@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     score.add_argument("--columns", help="rename inputs: question=my_prompt,answer=my_output")
     _add_run_options(score)
-    judge_group = score.add_argument_group("the judge")
-    options.add_judge_options(judge_group)
+    options.add_judge_options(score.add_argument_group("the judge"))
     gate_cli.add_gate_options(score)
     add_ray_options(score)
     return score
@@ -264,21 +262,10 @@ def _score(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> in
     result = score_file(
         args.input, args.output, spec.metrics, judge=judge, overwrite=args.overwrite, spec=spec
     )
-    _print_summary(result.summary(), result.judge.local)
+    common.print_summary(result.summary(), result.judge.local)
     print(f"wrote {args.output}")
     failed = failed_metrics(pl.scan_parquet(args.output), result.metrics, result.stats)
     return exit_status(args, spec, failed, args.output)
-
-
-def _print_summary(summary: dict[str, Any], local: bool) -> None:
-    """The run summary on stdout; texts cut before judging said on stderr too, where a
-    pipeline's log shows it."""
-    from ragframe.engine.summary import cut_line
-
-    print(common.format_summary(summary, local))
-    cut = cut_line(summary)
-    if cut:
-        print(f"ragframe: warning: {cut}", file=sys.stderr)
 
 
 def exit_status(
@@ -312,7 +299,7 @@ def _score_in_memory(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int
 
     result = run_sync(execute(args.input, spec, None if spec.judges else judge))
     result.write_parquet(args.output, overwrite=args.overwrite)
-    _print_summary(result.summary(), result.judge.local)
+    common.print_summary(result.summary(), result.judge.local)
     print(f"wrote {args.output}")
     sample = result.extra.get("sample")
     if sample and sample["rows"] < sample["of"]:
