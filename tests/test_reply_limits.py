@@ -16,10 +16,10 @@ import pytest
 from conftest import judge_for
 
 import ragframe
+from ragframe.judge.local import openai_http_library
 from ragframe.judge.task import Task
 from ragframe.judge.transport import (
     REPLY_ENVELOPE_BYTES,
-    _http_library,
     _read_capped,
     _TooLong,
     reply_limit,
@@ -144,7 +144,7 @@ def test_a_body_that_stalls_or_breaks_is_the_sdks_timeout_or_connection_error(ki
     APIConnectionError (retried as such): read chunk by chunk here, it still does."""
     import openai
 
-    http = _http_library()
+    http = openai_http_library()
     error = http.ReadTimeout("stalled") if kind == "timeout" else http.RemoteProtocolError("gone")
     broken = Broken(error)
     expected = openai.APITimeoutError if kind == "timeout" else openai.APIConnectionError

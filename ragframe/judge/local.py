@@ -507,8 +507,9 @@ def local_judge_urls() -> list[str]:
         return list(_base_urls) if _owner_pid == os.getpid() else []
 
 
-def _openai_httpx() -> Any:
-    """The HTTP library of the installed `openai` (httpx for 1.x, httpx2 for 3.x)."""
+def openai_http_library() -> Any:
+    """The HTTP library of the installed `openai` (httpx for 1.x, httpx2 for 3.x): the
+    embedded judge's spreading transport and the transport's capped reads are built on it."""
     from openai import _base_client
 
     return getattr(_base_client, "httpx2", None) or _base_client.httpx
@@ -559,7 +560,7 @@ def local_http_client(timeout: float) -> Any:
     urls = local_judge_urls()
     if not urls:
         raise LocalJudgeUnavailable("the embedded judge is not running: start_local_judge()")
-    httpx = _openai_httpx()
+    httpx = openai_http_library()
     return httpx.AsyncClient(transport=_Spread(urls, httpx), timeout=timeout)
 
 

@@ -33,6 +33,7 @@ from ragframe.errors import BudgetExceeded, EndpointError, JudgeError
 from ragframe.judge.config import _SECRET_PARAM as SECRET_PARAM
 from ragframe.judge.config import EMBED_CHARS_PER_TOKEN, JudgeConfig, client_endpoint
 from ragframe.judge.limits import AdaptiveLimiter, PauseTooLong, RateLimiter
+from ragframe.judge.local import openai_http_library
 from ragframe.judge.results import Failure, RunStats
 from ragframe.judge.structured import (
     LLAMA_CPP_REFUSAL,
@@ -86,7 +87,7 @@ async def _read_capped(response: Any, limit: int) -> bytes:
     while reading are the SDK's own (`APITimeoutError`, `APIConnectionError`), as they are
     when the SDK reads a body itself."""
     openai = _openai()
-    http = _http_library()
+    http = openai_http_library()
     declared = response.headers.get("content-length")
     try:
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -103,13 +104,6 @@ async def _read_capped(response: Any, limit: int) -> bytes:
         raise openai.APIConnectionError(request=response.http_request) from err
     finally:
         await response.close()
-
-
-def _http_library() -> Any:
-    """The HTTP library the installed `openai` is built on (httpx for 1.x, httpx2 for 3.x)."""
-    from openai import _base_client
-
-    return getattr(_base_client, "httpx2", None) or _base_client.httpx
 
 
 @dataclass
