@@ -310,7 +310,7 @@ def _check_metrics(
                 f"are {metrics} (score the metric first, or fix the name)"
             )
         if not schema[name].is_numeric():
-            text = first_non_number(lazy, name) if schema[name] == pl.String else ""
+            text = first_non_number(lazy, name)
             raise ConfigError(
                 f"{name!r} in {where} is {schema[name]}, not scores{text}; its metrics are "
                 f"{metrics}"

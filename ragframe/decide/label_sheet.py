@@ -73,7 +73,7 @@ def draw_labels(
     _check_draw(n, score, stratify, strata)
     lazy, meta, where = load_scored(scored)
     frame, key = _keyed(_read(lazy, meta, score, where), on, where)
-    pool, null_scores = _pool(frame, score, where)
+    pool, null_scores = _pool(frame, score)
     if n > pool.height:
         raise ConfigError(
             f"asked for {n} rows to label, but {where} has {pool.height} rows to draw from"
@@ -128,13 +128,11 @@ def _keyed(frame: pl.DataFrame, on: str, where: str) -> tuple[pl.DataFrame, str]
     return frame, key
 
 
-def _pool(frame: pl.DataFrame, score: str | None, where: str) -> tuple[pl.DataFrame, int]:
+def _pool(frame: pl.DataFrame, score: str | None) -> tuple[pl.DataFrame, int]:
     """The rows that may be drawn (`_pos`: their position), and how many had a null score."""
     pool = frame.with_row_index("_pos")
     if score is None:
         return pool, 0
-    if score not in frame.columns:
-        raise InputError(f"no column {score!r} in {where}; the columns are {frame.columns}")
     values = pl.col(score).cast(pl.Float64).fill_nan(None)
     return pool.filter(values.is_not_null()), pool.filter(values.is_null()).height
 

@@ -200,8 +200,11 @@ def checked_scores(
 
 def first_non_number(lazy: pl.LazyFrame, name: str) -> str:
     """For a refusal of a text column as scores: " (row N: 'high' is not a number)" naming its
-    first value that is no number, or "" when every value is one or null (read only then)."""
+    first value that is no number, or "" when every value is one or null, or the column is no
+    text (read only then)."""
     try:
+        if lazy.collect_schema()[name] != pl.String:
+            return ""
         values = lazy.select(pl.col(name).cast(pl.String)).collect().get_column(name)
     except (pl.exceptions.PolarsError, OSError):
         return ""
@@ -290,7 +293,7 @@ def _metric_names(
             raise InputError(f"no column {name!r} to summarize; the columns are {list(schema)}")
         dtype = schema[name]
         if not (dtype.is_numeric() or dtype == pl.Boolean) or name in groups:
-            text = first_non_number(lazy, name) if dtype == pl.String else ""
+            text = first_non_number(lazy, name)
             raise InputError(
                 f"column {name!r} is {dtype}, not scores{text}; summarize numbers (Float64 "
                 "scores, or Booleans such as a pass column), or cast it first"
