@@ -20,11 +20,11 @@ from ragframe.metrics.thresholds import (
     check_threshold,
 )
 from ragframe.stats import (
-    SCORE_SLACK,
     Interval,
     Method,
     check_options,
     mean_interval,
+    outside_unit,
 )
 
 # ------------------------------------------------------------------------------ summarize
@@ -152,12 +152,10 @@ def score_values(name: str) -> pl.Expr:
 
 def not_a_score(name: str) -> pl.Expr:
     """`{name}\0bad`: True where a score lies outside [0, 1] by more than `SCORE_SLACK`
-    (infinities included), the rule of `mean_interval` and the engine: rounding past a bound
-    (a harmonic mean of ones at 1 + 2e-16) is clipped by `score_values`, not refused. Null and
-    NaN are rows that failed to score, not errors."""
-    value = pl.col(name).cast(pl.Float64)
-    outside = (value < -SCORE_SLACK) | (value > 1 + SCORE_SLACK)
-    return (value.is_not_nan() & outside).fill_null(False).alias(f"{name}\0bad")
+    (infinities included): `ragframe.stats.outside_unit`, the engine's rule too. Rounding past
+    a bound (a harmonic mean of ones at 1 + 2e-16) is clipped by `score_values`, not refused.
+    Null and NaN are rows that failed to score, not errors."""
+    return outside_unit(pl.col(name).cast(pl.Float64)).alias(f"{name}\0bad")
 
 
 def refuse_bad_scores(

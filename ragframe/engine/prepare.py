@@ -34,7 +34,7 @@ from ragframe.metrics import (
     with_thresholds,
 )
 from ragframe.metrics.thresholds import PASS_SUFFIX
-from ragframe.stats import SCORE_SLACK
+from ragframe.stats import outside_unit
 
 
 def check_output_names(frame: pl.DataFrame, metrics: list[Metric | RagasScore]) -> None:
@@ -248,9 +248,7 @@ def out_of_range(scored: pl.DataFrame, metrics: Iterable[Metric | RagasScore]) -
     for metric in metrics:
         name, detail = metric.name, f"{metric.name}_detail"
         score = pl.col(name)
-        bad = (score.is_not_nan() & ((score < -SCORE_SLACK) | (score > 1 + SCORE_SLACK))).fill_null(
-            False
-        )
+        bad = outside_unit(score)
         exprs.append(pl.when(bad).then(None).otherwise(score.clip(0.0, 1.0)).alias(name))
         dtype = scored.schema.get(detail)
         if isinstance(dtype, pl.Struct) and "error" in {f.name for f in dtype.fields}:

@@ -576,3 +576,11 @@ def beta_cdf(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 _lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
+
+
+def outside_unit(value: pl.Expr) -> pl.Expr:
+    """True where a score lies outside [0, 1] by more than SCORE_SLACK (infinities included);
+    False for null and NaN, rows that failed to score. The one range rule of the run (which
+    nulls such a score) and of every reader of a scored file (which refuses it)."""
+    outside = (value < -SCORE_SLACK) | (value > 1 + SCORE_SLACK)
+    return (value.is_not_nan() & outside).fill_null(False)
