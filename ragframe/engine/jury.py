@@ -78,11 +78,16 @@ def judge_names(judges: Sequence[Any]) -> list[str]:
     return names
 
 
+def refuse_lead_and_jury(judge: Any) -> None:
+    """A jury's first judge leads it: a `judge=` beside `judges=` is refused, not guessed at."""
+    if judge is not None:
+        raise ConfigError("pass judge= or judges=, not both (a jury's first judge leads it)")
+
+
 def check_jury(spec: RunSpec, judge: Any) -> list[Any]:
     """The jury's judges, or a ConfigError before any request for what a jury cannot do."""
     judges = list(spec.judges)
-    if judge is not None:
-        raise ConfigError("pass judge= or judges=, not both (a jury's first judge leads it)")
+    refuse_lead_and_jury(judge)
     if len(judges) < 2:
         raise ConfigError(f"a jury needs at least 2 judges, got {len(judges)}")
     if spec.repeats != 1:

@@ -11,7 +11,7 @@ from typing import Any, TypedDict, Unpack
 import polars as pl
 
 from ragframe._sync import run_sync
-from ragframe.engine.jury import check_jury, execute_jury
+from ragframe.engine.jury import check_jury, execute_jury, refuse_lead_and_jury
 from ragframe.engine.prepare import prepare_run, sampled_frame, score_frame, work_plan
 from ragframe.engine.result import RunResult
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
@@ -67,10 +67,10 @@ async def execute(
 ) -> RunResult:
     """Run a specification in memory: the one orchestration of `evaluate`, `run` and
     `ragframe score --sample / --repeats`."""
-    from ragframe.engine.repeats import check_repeat_seeds, check_repeats
+    from ragframe.engine.repeats import check_repeat_seeds
 
     refuse_unsupported(spec, path)
-    repeats = check_repeats(spec.repeats)
+    repeats = spec.repeats  # checked when the spec was made
     if judge is not None and repeats > 1:  # seeds past the bound, before any row is read
         check_repeat_seeds(judge, repeats)
     judges = check_jury(spec, judge) if spec.judges else []
@@ -151,8 +151,7 @@ async def aestimate(
     _refuse_unknown(options, EstimateOptions, "estimate")
     judges = options.pop("judges", ())
     if judges:
-        if options.pop("judge", None) is not None:
-            raise ConfigError("pass judge= or judges=, not both (a jury's first judge leads it)")
+        refuse_lead_and_jury(options.pop("judge", None))
         each = [await aestimate(data, metrics, **options, judge=j) for j in judges]
         return _jury_estimate(each)
     chunk_rows, columns = options.get("chunk_rows", DEFAULT_CHUNK_ROWS), options.get("columns")

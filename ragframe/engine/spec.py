@@ -161,7 +161,7 @@ class RunSpec:
         single = isinstance(calibration, str | Path) or hasattr(calibration, "predict")
         given["calibration"] = (calibration,) if single else tuple(calibration)
         given["judges"] = tuple(given.get("judges") or ())
-        return cls(metrics=metric_names(metrics), **given)
+        return cls(metrics=metrics, **given)  # names read once, by __post_init__
 
     def given(self) -> list[str]:
         """The options set away from their defaults (metrics and columns always count)."""
