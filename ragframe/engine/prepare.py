@@ -13,17 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
+import polars.selectors as cs
 
 from ragframe.engine.spec import RunSpec, metric_names
 from ragframe.errors import ConfigError
-from ragframe.inputs.columns import (
-    CANONICAL,
-    ID_COLUMNS,
-    ROW_ID,
-    canonical_names,
-    load_frame,
-    select_inputs,
-)
+from ragframe.inputs.columns import CUT_FLAG, ROW_ID, load_frame, select_inputs
 from ragframe.judge.client import Judge, JudgeSession, RunStats
 from ragframe.metrics import (
     Context,
@@ -165,14 +159,16 @@ async def score_frame(
 
     A metric whose `reasons` is unset asks for reasons as the judge says (`Judge.reasons`)."""
     scorers = [m for m in with_reasons(metrics, session.judge.reasons) if isinstance(m, Metric)]
-    flags = cut_flags(frame, scorers, columns, session.judge.max_text_chars)
-    inputs = select_inputs(
+    selected = select_inputs(
         frame,
         {m.name: m.requires for m in scorers},
         columns,
         max_chars=session.judge.max_text_chars,
         optional={m.name: m.optional for m in scorers if m.optional},
+        flag_cuts=True,
     )
+    flags = selected.select(cs.starts_with(CUT_FLAG))
+    inputs = selected.drop(flags.columns)
     ctx = Context(session, {})
     results = await asyncio.gather(*(m.run(inputs, ctx.view()) for m in scorers))
     scored = frame.hstack([col for result in results for col in result.drop(ROW_ID).get_columns()])
@@ -187,48 +183,18 @@ async def score_frame(
 #: part. (A detail's `truncated` says something else: the judge's list of statements reached
 #: its cap.)
 CUT_FIELD = "inputs_cut"
-_CUT = "__ragframe_cut:"
-
-
-def cut_flags(
-    frame: pl.DataFrame,
-    scorers: Iterable[Metric],
-    columns: Mapping[str, str] | None,
-    max_chars: int | None,
-) -> pl.DataFrame:
-    """Per row and text input the metrics read, whether `select_inputs` cuts it (a text, or
-    any item of a list, longer than `max_chars`; IDs are never cut), from the lengths before
-    the cut. One Boolean column per input; none when nothing is cut (`max_chars` None)."""
-    if max_chars is None:
-        return pl.DataFrame()
-    used = dict.fromkeys(c for m in scorers for c in (*m.requires, *m.optional))
-    # Only the inputs the metrics read: an ambiguity elsewhere (two aliases of a ground truth
-    # no metric reads) is not this run's to refuse, as `select_inputs` does not.
-    mapping = canonical_names(frame.columns, columns, needed=used)
-    flags = []
-    for name in used:
-        source = mapping.get(name)
-        if source is None or name in ID_COLUMNS:
-            continue
-        dtype = CANONICAL[name]
-        text = pl.col(source).cast(dtype)
-        if isinstance(dtype, pl.List):
-            long = text.list.eval(pl.element().str.len_chars() > max_chars).list.any()
-        else:
-            long = text.str.len_chars() > max_chars
-        flags.append(long.fill_null(False).alias(_CUT + name))
-    return frame.select(flags) if flags else pl.DataFrame()
 
 
 def mark_cut(scored: pl.DataFrame, scorers: Iterable[Metric], flags: pl.DataFrame) -> pl.DataFrame:
-    """Each metric's detail with CUT_FIELD: the names of its inputs that `flags` (`cut_flags`)
-    says were cut in the row (every metric has the field, so every chunk has one schema)."""
+    """Each metric's detail with CUT_FIELD: the names of its inputs that `flags`
+    (`select_inputs(flag_cuts=True)`'s columns) say were cut in the row (every metric has the
+    field, so every chunk has one schema)."""
     marked = scored.hstack(flags.get_columns())
     exprs = []
     for metric in scorers:
-        cut = [c for c in (*metric.requires, *metric.optional) if _CUT + c in flags.columns]
+        cut = [c for c in (*metric.requires, *metric.optional) if CUT_FLAG + c in flags.columns]
         names = (
-            pl.concat_list([pl.when(pl.col(_CUT + c)).then(pl.lit(c)) for c in cut])
+            pl.concat_list([pl.when(pl.col(CUT_FLAG + c)).then(pl.lit(c)) for c in cut])
             .list.drop_nulls()
             .cast(pl.List(pl.String))
             if cut

@@ -301,6 +301,7 @@ def select_inputs(
     *,
     max_chars: int | None = None,
     optional: Mapping[str, Iterable[str]] | None = None,
+    flag_cuts: bool = False,
 ) -> pl.DataFrame:
     """Return the canonical input columns (plus a row id) that the requested metrics need.
 
@@ -310,7 +311,9 @@ def select_inputs(
     frame has them (`claims`): absent, they are left out without a word; present, they are
     checked and selected like required ones. With `max_chars`, every text (and every list
     item, IDs aside) longer than that is cut to `max_chars` characters followed by
-    " [... truncated N characters]", so one huge context cannot overflow the judge's window.
+    " [... truncated N characters]", so one huge context cannot overflow the judge's window;
+    with `flag_cuts` too, a Boolean column `CUT_FLAG + input` per cut input says, in the same
+    pass, whether the row's text (or any item of its list) was cut.
     """
     needed = {c for required in needs.values() for c in required}
     needed |= {c for used in (optional or {}).values() for c in used}
@@ -358,10 +361,28 @@ def select_inputs(
             expr = truncate(expr, limit)
         return expr.alias(name)
 
+    def cut(name: str, limit: int) -> pl.Expr:
+        text = pl.col(mapping[name]).cast(CANONICAL[name])
+        if isinstance(CANONICAL[name], pl.List):
+            long = text.list.eval(pl.element().str.len_chars() > limit).list.any()
+        else:
+            long = text.str.len_chars() > limit
+        return long.fill_null(False).alias(CUT_FLAG + name)
+
+    flags = (
+        [cut(c, max_chars) for c in wanted if c not in ID_COLUMNS]
+        if flag_cuts and max_chars is not None
+        else []
+    )
     return frame.select(
         pl.int_range(pl.len(), dtype=pl.UInt32).alias(ROW_ID),
         *(canonical(c) for c in wanted),
+        *flags,
     )
+
+
+#: The prefix of `select_inputs(flag_cuts=True)`'s columns saying which texts were cut.
+CUT_FLAG = "__ragframe_cut:"
 
 
 #: A text with nothing to read: only Unicode white space (`\s`: what Python's `str.strip()`
