@@ -136,3 +136,13 @@ def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+@pytest.fixture(scope="session")
+def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Phoenix's own server on 127.0.0.1, one per test session (each test logs to a project
+    of its own name, so no test sees another's spans)."""
+    from real_tools import PhoenixServer
+
+    with PhoenixServer(tmp_path_factory.mktemp("phoenix")) as server:
+        yield server

@@ -64,7 +64,19 @@ SPAN_SCHEMA: dict[str, pl.DataType] = {
     "total_tokens": pl.Int64(),
     "ground_truth": pl.String(),
     "has_attributes": pl.Boolean(),
+    # What a team joins scores on, per span (a reader leaves out those its format lacks):
+    # OpenInference `session.id` / `user.id` / `metadata` (JSON text) / `tag.tags`; LangSmith's
+    # thread id and user id from `extra.metadata`, `extra.metadata` itself, `tags`, and
+    # `project_id`, the tracing project a run was logged to (its `session_id`).
+    "session_id": pl.String(),
+    "user_id": pl.String(),
+    "metadata": pl.String(),
+    "tags": pl.List(pl.String),
+    "project_id": pl.String(),
 }
+#: The trace-level fields above: a row takes each from the first span (in source order) that
+#: has it, which is the root span whenever the root records it.
+TRACE_FIELDS = ["session_id", "user_id", "metadata", "tags", "project_id"]
 
 #: The rows' columns, in order.
 ROW_SCHEMA: dict[str, pl.DataType] = {
@@ -84,6 +96,11 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
     "prompt_tokens": pl.Int64(),
     "completion_tokens": pl.Int64(),
     "total_tokens": pl.Int64(),
+    "session_id": pl.String(),
+    "user_id": pl.String(),
+    "metadata": pl.String(),
+    "tags": pl.List(pl.String),
+    "project_id": pl.String(),
     "note": pl.String(),
 }
 
@@ -112,8 +129,10 @@ __all__ = [
     "ROW_SCHEMA",
     "SKIP_SCHEMA",
     "SPAN_SCHEMA",
+    "TRACE_FIELDS",
     "assemble",
     "assemble_unordered",
+    "conform",
     "in_source_order",
     "normalize_id",
 ]
@@ -137,6 +156,18 @@ def _pick(mask: pl.Expr, by: list[pl.Expr], descending: list[bool], *, last: boo
     return ordered.last() if last else ordered.first()
 
 
+def conform(spans: pl.LazyFrame) -> pl.LazyFrame:
+    """A reader's span frame in `SPAN_SCHEMA`'s order and types, the columns its format does
+    not have (the trace-level fields, say) as nulls."""
+    have = spans.collect_schema()
+    return spans.select(
+        [
+            pl.col(c).cast(t) if c in have else pl.lit(None, t).alias(c)
+            for c, t in SPAN_SCHEMA.items()
+        ]
+    )
+
+
 def assemble(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(rows, skipped) from a span frame with `SPAN_SCHEMA`, both lazy, rows in source order."""
     rows, skipped = assemble_unordered(spans)
@@ -151,7 +182,7 @@ def in_source_order(rows: pl.LazyFrame) -> pl.LazyFrame:
 
 def assemble_unordered(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(rows with a `first_line` column, in no set order; skipped) of a span frame."""
-    spans = _cast(spans, SPAN_SCHEMA)
+    spans = conform(spans)
     usable = pl.col("trace_id").is_not_null() & pl.col("has_attributes")
     decided = _question_and_answer(_per_trace(spans.filter(usable)))
     formable = pl.col("answer").is_not_null() & pl.col("question").is_not_null()
@@ -183,6 +214,7 @@ def _per_trace(spans: pl.LazyFrame) -> pl.LazyFrame:
         *_retrieved_documents(),
         *_llm_metadata(),
         pl.col("ground_truth").drop_nulls().first(),
+        *(pl.col(f).sort_by("line").drop_nulls().first() for f in TRACE_FIELDS),
         pl.col("line").min().alias("first_line"),
     )
 
@@ -325,6 +357,7 @@ def _rows(traces: pl.LazyFrame) -> pl.LazyFrame:
         "prompt_tokens",
         "completion_tokens",
         "total_tokens",
+        *TRACE_FIELDS,
         _note().alias("note"),
         "first_line",
     )

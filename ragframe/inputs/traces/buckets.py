@@ -32,6 +32,7 @@ from ragframe.inputs.traces.assemble import (
     SPAN_SCHEMA,
     assemble,
     assemble_unordered,
+    conform,
 )
 
 #: File bytes per bucket: about 90,000 spans of an SDK export of a small RAG pipeline
@@ -114,9 +115,8 @@ def _partitions(
     if fanout <= 1:
         yield spans
         return
-    columns = [pl.col(c).cast(t) for c, t in SPAN_SCHEMA.items()]
     bucket = (pl.col("trace_id").hash(seed=SEED) // divisor % fanout).alias("bucket")
-    spans.select(*columns, bucket).sink_parquet(
+    conform(spans).with_columns(bucket).sink_parquet(
         pl.PartitionBy(folder, key="bucket", include_key=False),
         mkdir=True,
         row_group_size=max(1_000, BUFFERED_SPANS // fanout),
