@@ -274,12 +274,12 @@ def _frame_spans(source: Any, fmt: Format) -> pl.LazyFrame:
     """The span frame of a Phoenix span frame given in memory (Polars or pandas)."""
     if fmt != "openinference":
         raise InputError(f"a frame is read as a Phoenix span frame only, not as {fmt!r}")
-    frame = (
-        source
-        if isinstance(source, (pl.DataFrame, pl.LazyFrame))
-        else pl.from_pandas(source.reset_index() if source.index.name else source)
-    )
-    return openinference.from_frame(frame.lazy())
+    if isinstance(source, (pl.DataFrame, pl.LazyFrame)):
+        return openinference.from_frame(source.lazy())
+    # Phoenix's client keeps the span id as the index and, in recent versions, as a column too.
+    named = source.index.name
+    frame = source.reset_index() if named and named not in source.columns else source
+    return openinference.from_frame(pl.from_pandas(frame).lazy())
 
 
 def _span_reader(path: Path, fmt: Format) -> tuple[SpanReader | None, str | None]:
