@@ -13,6 +13,7 @@ turn spans into rows are in `ragframe.inputs.traces.assemble`.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import warnings
@@ -25,10 +26,13 @@ import polars as pl
 
 from ragframe.errors import InputError
 from ragframe.inputs.traces import datasets, langsmith, openinference, otel
-from ragframe.inputs.traces.assemble import ROW_SCHEMA, SKIP_SCHEMA, assemble
+from ragframe.inputs.traces.assemble import ALWAYS, ROW_SCHEMA, SKIP_SCHEMA, assemble, drop_empty
 from ragframe.inputs.traces.buckets import buckets_for, collect_assembled, sink_assembled
 
 FORMATS = ("openinference", "otel", "langsmith", "ragas", "deepeval")
+#: The row columns a dataset's rows always have (it has no trace or span ids); a trace
+#: export's rows always have `ALWAYS`.
+DATASET_ALWAYS = ("question", "answer", "contexts")
 Format = Literal["openinference", "otel", "langsmith", "ragas", "deepeval"]
 OnSkip = Literal["warn", "raise", "ignore"]
 #: JSON Lines (`n`, `line`) to the span frame.
@@ -85,9 +89,32 @@ def _peek(path: Path) -> Any:
         return None
 
 
+def _dataset_format(names: Any) -> Format | None:
+    """ragas or deepeval from a record's or table's column names, None when neither: ragas
+    names its question `user_input`; deepeval its answer `actual_output` (a golden may leave
+    it out, then `input` beside `expected_output` or `retrieval_context`)."""
+    if "user_input" in names:
+        return "ragas"
+    if "actual_output" in names or "test_cases" in names or "testCases" in names:
+        return "deepeval"
+    if "input" in names and ("expected_output" in names or "retrieval_context" in names):
+        return "deepeval"
+    return None
+
+
+def _csv_header(path: Path) -> list[str]:
+    """The column names on a CSV file's first line (a byte-order mark left out)."""
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        return next(csv.reader(handle), [])
+
+
 def detect_format(source: str | Path | Any) -> Format:
     """The format of a trace export or dataset, where it is unambiguous; else an InputError
-    that says which `format=` / `--from` values exist."""
+    that says which `format=` / `--from` values exist.
+
+    Parquet: a Phoenix span frame (`context.span_id`), LangSmith runs (`run_type`), a ragas
+    or deepeval dataset (by its column names); CSV: a ragas or deepeval dataset; JSON Lines or
+    one JSON document (an object or a list of objects): told from the first record's keys."""
     if isinstance(source, (pl.DataFrame, pl.LazyFrame)) or type(source).__name__ == "DataFrame":
         return "openinference"
     path = Path(source)
@@ -100,14 +127,22 @@ def detect_format(source: str | Path | Any) -> Format:
             return "openinference"
         if "run_type" in names:
             return "langsmith"
-        if "user_input" in names:
-            return "ragas"
-        raise InputError(f"{path}: a Parquet file that is no span frame or run export; {hint}")
+        found = _dataset_format(names)
+        if found is not None:
+            return found
+        raise InputError(
+            f"{path}: a Parquet file that is no span frame, run export or ragas / deepeval "
+            f"dataset (columns {sorted(names)[:8]}); {hint}"
+        )
     if path.suffix == ".csv":
-        header = path.open(encoding="utf-8").readline()
-        if "user_input" in header:
-            return "ragas"
-        raise InputError(f"{path}: a CSV file without ragas' user_input column; {hint}")
+        header = _csv_header(path)
+        found = _dataset_format(header)
+        if found is not None:
+            return found
+        raise InputError(
+            f"{path}: a CSV file with neither ragas' user_input nor deepeval's input / "
+            f"actual_output column (columns {header[:8]}); {hint}"
+        )
     value = _peek(path)
     if isinstance(value, list):
         value = value[0] if value and isinstance(value[0], dict) else {}
@@ -119,10 +154,9 @@ def detect_format(source: str | Path | Any) -> Format:
         return "openinference"
     if "run_type" in value:
         return "langsmith"
-    if "user_input" in value:
-        return "ragas"
-    if "actual_output" in value or "test_cases" in value or "testCases" in value:
-        return "deepeval"
+    found = _dataset_format(value)
+    if found is not None:
+        return found
     raise InputError(
         f"{path}: cannot tell the format from line 1's keys {sorted(value)[:8]}; {hint}"
     )
@@ -188,7 +222,9 @@ def scan_traces(
     """(rows, skipped), both lazy: the single pass (one `group_by` over every span) as query
     plans to compose with others. Collected, they hold the whole export: for a large one use
     `write_traces` (bounded memory) or `read_traces_report` (buckets). Malformed lines make
-    the query fail; `read_traces_report` and `write_traces` list them instead."""
+    the query fail; `read_traces_report` and `write_traces` list them instead. A plan's
+    columns are fixed before it runs, so these rows have every `ROW_SCHEMA` column, those no
+    row has a value for as nulls; the other entry points leave those out."""
     fmt = _format(source, format)
     if not isinstance(source, (str, Path)):
         return assemble(_frame_spans(source, fmt))
@@ -235,14 +271,20 @@ def _is_span_file(source: str | Path | Any, fmt: Format) -> bool:
     return isinstance(source, (str, Path)) and fmt not in ("ragas", "deepeval")
 
 
+def _always(fmt: Format) -> tuple[str, ...]:
+    """The row columns kept even when no row has a value for them."""
+    return DATASET_ALWAYS if fmt in ("ragas", "deepeval") else ALWAYS
+
+
 def _collect(
     source: str | Path | Any, format: Format | None, buckets: int | None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(rows in source order, skipped in any order), collected."""
+    """(rows in source order, without the columns no row has a value for; skipped in any
+    order), collected."""
     fmt = _format(source, format)
     if not _is_span_file(source, fmt):
         rows, skipped = pl.collect_all(list(scan_traces(source, fmt)))
-        return rows, skipped
+        return drop_empty(rows, _always(fmt)), skipped
     path = _existing(source)
     k = buckets_for(path, buckets)
     collected: list[pl.DataFrame] = []
@@ -259,12 +301,14 @@ def _collect(
 def _sink(
     source: str | Path | Any, format: Format | None, out: Path, buckets: int | None
 ) -> pl.DataFrame:
-    """Write the rows to `out` (Parquet, source order) in bounded memory; the skipped list."""
+    """Write the rows to `out` (Parquet, source order) in bounded memory, without the columns
+    no row has a value for; the skipped list. A frame in memory or a dataset is collected
+    (it is in memory already, or small) to see which columns have values."""
     fmt = _format(source, format)
     if not _is_span_file(source, fmt):
-        rows, skipped = scan_traces(source, fmt)
-        rows.sink_parquet(out)
-        return skipped.collect()
+        rows, skipped = pl.collect_all(list(scan_traces(source, fmt)))
+        drop_empty(rows, _always(fmt)).write_parquet(out)
+        return skipped
     path = _existing(source)
     k = buckets_for(path, buckets)
     return _over_spans(path, fmt, lambda spans: sink_assembled(spans, k, out))
@@ -302,8 +346,10 @@ def _sorted_skips(skipped: pl.DataFrame) -> pl.DataFrame:
 def read_traces_report(
     source: str | Path | Any, format: Format | None = None, *, buckets: int | None = None
 ) -> TraceRead:
-    """Read an export: the rows (ROW_SCHEMA, in source order) and every span, line or trace
-    that formed none (SKIP_SCHEMA: reason, trace_id, span_id, line; in line order).
+    """Read an export: the rows (in source order: `question`, `answer`, `contexts`,
+    `trace_id`, `span_id`, then the other `ROW_SCHEMA` columns some row has a value for) and
+    every span, line or trace that formed none (SKIP_SCHEMA: reason, trace_id, span_id, line;
+    in line order).
 
     buckets : how many parts a span file is assembled in, its traces split by a hash of the
         trace id, so that memory stays bounded however large the file (`buckets.BUCKET_BYTES`

@@ -29,6 +29,20 @@ order
     Rows come in source order: by the line (or frame row) of the trace's first span, then
     the answer span's start time, then trace id; the same whether the export was read in one
     pass or in buckets (`ragframe.inputs.traces.buckets`).
+duplicate span ids
+    A span id seen more than once in a trace (a span exported twice, or resent after an
+    update): the copy latest in the source is used (the highest line; one OTLP line holding
+    both: the one that ends last), the row says so in `note`, and every other copy is listed
+    as skipped ("span exported N times: ...") with its line.
+two candidate answers
+    When several root CHAIN / AGENT spans have an output, the rule above takes the one that
+    starts first, and the row's `note` says how many there were and which span answered.
+columns
+    `question`, `answer`, `contexts`, `trace_id` and `span_id` are always there (`ALWAYS`);
+    every other column of `ROW_SCHEMA` is there only when at least one row has a value for it
+    (a list column: at least one element), so an export that records no ground truth, token
+    counts or session ids adds no column of nulls (`drop_empty`, applied by the entry points;
+    `assemble` itself gives the full `ROW_SCHEMA`, which a lazy plan must fix in advance).
 skipped
     A span with no trace id or no attributes, a line that is not JSON, and a trace that has no
     answer (e.g. a retriever span whose trace has no CHAIN, AGENT or LLM output) form no row:
@@ -104,6 +118,10 @@ ROW_SCHEMA: dict[str, pl.DataType] = {
     "note": pl.String(),
 }
 
+#: The row columns every read gives, with or without values; the others of `ROW_SCHEMA` only
+#: when some row has one.
+ALWAYS = ("question", "answer", "contexts", "trace_id", "span_id")
+
 SKIP_SCHEMA: dict[str, pl.DataType] = {
     "reason": pl.String(),
     "trace_id": pl.String(),
@@ -123,6 +141,7 @@ ROW_ORDER = ["first_line", "start_time", "trace_id"]
 ORDER_KEY = pl.struct(ROW_ORDER).alias("order")
 
 __all__ = [
+    "ALWAYS",
     "DOCUMENT",
     "ORDER_KEY",
     "ROW_ORDER",
@@ -133,8 +152,10 @@ __all__ = [
     "assemble",
     "assemble_unordered",
     "conform",
+    "drop_empty",
     "in_source_order",
     "normalize_id",
+    "valued_columns",
 ]
 
 
@@ -168,6 +189,32 @@ def conform(spans: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def valued_columns(rows: pl.DataFrame) -> set[str]:
+    """The columns of `rows` in which some row has a value (a list column: some element, so
+    lists of nulls, such as scores no document recorded, count as no value)."""
+    if rows.height == 0:
+        return set()
+    checks = []
+    for name, dtype in rows.schema.items():
+        column = pl.col(name)
+        if isinstance(dtype, pl.List):
+            checks.append((column.list.drop_nulls().list.len() > 0).any().alias(name))
+        else:
+            checks.append(column.is_not_null().any().alias(name))
+    found = rows.select(checks).row(0, named=True)
+    return {name for name, has in found.items() if has}
+
+
+def drop_empty(
+    rows: pl.DataFrame, keep: tuple[str, ...] = ALWAYS, present: set[str] | None = None
+) -> pl.DataFrame:
+    """`rows` without the `ROW_SCHEMA` columns no row has a value for, except `keep`; other
+    columns (a dataset's own) stay. `present`: the valued columns when already known (the
+    union over buckets)."""
+    valued = valued_columns(rows) if present is None else present
+    return rows.select([c for c in rows.columns if c in keep or c in valued or c not in ROW_SCHEMA])
+
+
 def assemble(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(rows, skipped) from a span frame with `SPAN_SCHEMA`, both lazy, rows in source order."""
     rows, skipped = assemble_unordered(spans)
@@ -184,14 +231,56 @@ def assemble_unordered(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]
     """(rows with a `first_line` column, in no set order; skipped) of a span frame."""
     spans = conform(spans)
     usable = pl.col("trace_id").is_not_null() & pl.col("has_attributes")
-    decided = _question_and_answer(_per_trace(spans.filter(usable)))
+    marked = _mark_copies(spans.filter(usable))
+    used = pl.col("copy") == 1
+    decided = _question_and_answer(_per_trace(marked.filter(used)))
     formable = pl.col("answer").is_not_null() & pl.col("question").is_not_null()
     rows = _rows(decided.filter(formable))
     skipped = pl.concat(
-        [_unusable_spans(spans.filter(~usable)), _traces_without_row(decided.filter(~formable))],
+        [
+            _unusable_spans(spans.filter(~usable)),
+            _dropped_copies(marked.filter(~used)),
+            _traces_without_row(decided.filter(~formable)),
+        ],
         how="vertical_relaxed",
     )
     return rows, _cast(skipped, SKIP_SCHEMA)
+
+
+#: A span's identity within an export: a second span with both is a copy of the first.
+SPAN_KEY = ["trace_id", "span_id"]
+
+
+def _mark_copies(spans: pl.LazyFrame) -> pl.LazyFrame:
+    """`copies`: how many spans share this one's trace and span id (1 for a span without a
+    span id); `copy`: 1 for the copy used (the highest line, then the latest end), 2, 3...
+    for the others; `used_line`: the used copy's line; `first_copy_line`: the first copy's,
+    which places the trace in source order as if no copy had been dropped."""
+    has_id = pl.col("span_id").is_not_null()
+    latest_first = pl.struct("line", "end_time").rank("ordinal", descending=True)
+    return spans.with_columns(
+        pl.when(has_id).then(pl.len().over(SPAN_KEY)).otherwise(1).alias("copies"),
+        pl.when(has_id).then(latest_first.over(SPAN_KEY)).otherwise(1).alias("copy"),
+        pl.when(has_id).then(pl.col("line").max().over(SPAN_KEY)).alias("used_line"),
+        pl.when(has_id)
+        .then(pl.col("line").min().over(SPAN_KEY))
+        .otherwise(pl.col("line"))
+        .alias("first_copy_line"),
+    )
+
+
+def _dropped_copies(copies: pl.LazyFrame) -> pl.LazyFrame:
+    """The skipped rows of the copies of a span that were not used."""
+    return copies.select(
+        pl.format(
+            "span exported {} times: this copy dropped, the one on line {} used",
+            "copies",
+            "used_line",
+        ).alias("reason"),
+        "trace_id",
+        "span_id",
+        "line",
+    )
 
 
 def _unusable_spans(spans: pl.LazyFrame) -> pl.LazyFrame:
@@ -215,7 +304,10 @@ def _per_trace(spans: pl.LazyFrame) -> pl.LazyFrame:
         *_llm_metadata(),
         pl.col("ground_truth").drop_nulls().first(),
         *(pl.col(f).sort_by("line").drop_nulls().first() for f in TRACE_FIELDS),
-        pl.col("line").min().alias("first_line"),
+        pl.col("first_copy_line").min().alias("first_line"),
+        (pl.col("copies") > 1).sum().alias("copied_spans"),
+        pl.col("span_id").filter(pl.col("copies") > 1).sort().first().alias("first_copied"),
+        pl.col("copies").filter(pl.col("copies") > 1).sort().last().alias("most_copies"),
     )
 
 
@@ -228,6 +320,7 @@ def _answer_candidates() -> list[pl.Expr]:
     outermost = [pl.col("parent_id").is_not_null(), pl.col("start_time"), pl.col("end_time")]
     return [
         _pick(top, outermost, [False, False, True], last=False).alias("top"),
+        (top & pl.col("parent_id").is_null()).sum().alias("top_roots"),
         _pick(is_llm, [pl.col("end_time"), pl.col("line")], [False, False], last=True).alias("llm"),
     ]
 
@@ -325,6 +418,28 @@ def _note() -> pl.Expr:
         ),
         pl.when(pl.col("from_top") & (pl.col("llm_calls") > 1)).then(
             pl.format("{} LLM calls: answer from the outermost CHAIN/AGENT span", "llm_calls")
+        ),
+        pl.when(pl.col("from_top") & (pl.col("top_roots") > 1)).then(
+            pl.format(
+                "{} root CHAIN/AGENT spans with an output: answer from the first to start ({})",
+                "top_roots",
+                pl.col("answer_span").struct.field("span_id"),
+            )
+        ),
+        pl.when(pl.col("copied_spans") == 1).then(
+            pl.format(
+                "span {} exported {} times: the copy latest in the source used",
+                "first_copied",
+                "most_copies",
+            )
+        ),
+        pl.when(pl.col("copied_spans") > 1).then(
+            pl.format(
+                "{} span ids exported more than once (first: {}): the copies latest in the "
+                "source used",
+                "copied_spans",
+                "first_copied",
+            )
         ),
     ).list.drop_nulls()
     return pl.when(notes.list.len() > 0).then(notes.list.join("; "))

@@ -27,12 +27,15 @@ import pyarrow.parquet as pq
 
 from ragframe.errors import InputError
 from ragframe.inputs.traces.assemble import (
+    ALWAYS,
     ORDER_KEY,
     ROW_SCHEMA,
     SPAN_SCHEMA,
     assemble,
     assemble_unordered,
     conform,
+    drop_empty,
+    valued_columns,
 )
 
 #: File bytes per bucket: about 90,000 spans of an SDK export of a small RAG pipeline
@@ -72,11 +75,12 @@ def buckets_for(path: Path, buckets: int | None) -> int:
 
 
 def collect_assembled(spans: pl.LazyFrame, buckets: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(rows in source order, skipped) of a span frame, collected: one pass when `buckets` is
-    1, else bucket by bucket through a temporary Parquet file of the rows."""
+    """(rows in source order, without the columns no row has a value for, and skipped) of a
+    span frame, collected: one pass when `buckets` is 1, else bucket by bucket through a
+    temporary Parquet file of the rows."""
     if buckets <= 1:
         rows, skipped = pl.collect_all(list(assemble(spans)))
-        return rows, skipped
+        return drop_empty(rows), skipped
     with tempfile.TemporaryDirectory(prefix="ragframe-traces-") as tmp:
         out = Path(tmp) / "rows.parquet"
         skipped = sink_assembled(spans, buckets, out)
@@ -85,12 +89,16 @@ def collect_assembled(spans: pl.LazyFrame, buckets: int) -> tuple[pl.DataFrame, 
 
 def sink_assembled(spans: pl.LazyFrame, buckets: int, out: Path) -> pl.DataFrame:
     """Write the rows of a span frame to the Parquet file `out`, in source order, assembled in
-    `buckets` parts; return the skipped list (in bucket order: the caller sorts it)."""
+    `buckets` parts, without the columns no row has a value for (each part's rows are in
+    memory once, so which columns have values is known, the union over the parts, before
+    the merge writes `out`); return the skipped list (in bucket order: the caller sorts it)."""
     with tempfile.TemporaryDirectory(prefix="ragframe-traces-", dir=out.parent) as tmp:
         sorted_parts: list[Path] = []
         skipped: list[pl.DataFrame] = []
+        valued: set[str] = set()
         for number, part in enumerate(_partitions(spans, buckets, Path(tmp), divisor=1)):
             rows, skips = pl.collect_all(list(assemble_unordered(part)))
+            valued |= valued_columns(rows)
             path = Path(tmp) / f"rows-{number:05d}.parquet"
             rows = rows.with_columns(ORDER_KEY).sort("order")
             rows.write_parquet(path, row_group_size=_part_row_group(rows.height, buckets))
@@ -98,9 +106,10 @@ def sink_assembled(spans: pl.LazyFrame, buckets: int, out: Path) -> pl.DataFrame
             skipped.append(skips)
         if not sorted_parts:  # an empty span frame: no bucket file was written
             rows, skips = pl.collect_all(list(assemble(pl.LazyFrame(schema=SPAN_SCHEMA))))
-            rows.write_parquet(out)
+            drop_empty(rows).write_parquet(out)
             return skips
-        _merge_sorted_parts(sorted_parts, out, ranges=max(buckets, 1))
+        columns = [c for c in ROW_SCHEMA if c in ALWAYS or c in valued]
+        _merge_sorted_parts(sorted_parts, out, ranges=max(buckets, 1), columns=columns)
     return pl.concat(skipped)
 
 
@@ -134,19 +143,20 @@ def _part_row_group(rows: int, ranges: int) -> int:
     return min(ROW_GROUP, max(MIN_ROW_GROUP, rows // (2 * max(ranges, 1))))
 
 
-def _merge_sorted_parts(parts: list[Path], out: Path, ranges: int) -> None:
+def _merge_sorted_parts(parts: list[Path], out: Path, ranges: int, columns: list[str]) -> None:
     """The sorted part files merged into `out` in `order`, one range of source lines at a
     time: each range's rows are read from every part (row groups outside it skipped by their
-    statistics), sorted and appended. Polars' own streaming `merge_sorted` held 3x the rows."""
+    statistics), sorted and appended; only `columns` are read and written. Polars' own
+    streaming `merge_sorted` held 3x the rows."""
     scan = pl.scan_parquet(parts)
-    schema = pl.DataFrame(schema=ROW_SCHEMA).to_arrow().schema
+    schema = pl.DataFrame(schema={c: ROW_SCHEMA[c] for c in columns}).to_arrow().schema
     starts = _range_starts(parts, ranges)
     with pq.ParquetWriter(out, schema, compression="zstd") as writer:
         for start, end in zip(starts, [*starts[1:], None], strict=True):
             in_range = pl.col("first_line") >= start
             if end is not None:
                 in_range &= pl.col("first_line") < end
-            rows = scan.filter(in_range).sort("order").drop("order", "first_line").collect()
+            rows = scan.filter(in_range).sort("order").select(columns).collect()
             writer.write_table(rows.to_arrow().cast(schema), ROW_GROUP)
 
 

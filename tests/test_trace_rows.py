@@ -1,0 +1,300 @@
+"""The rows a trace export becomes, whatever entry point reads it: no column that no row has a
+value for, duplicate span ids and two candidate answers resolved by the documented rule and
+said on the row, the dropped copies listed as skipped; and the formats `detect_format` tells
+from the files today's tools write."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from openinference.semconv.trace import SpanAttributes
+from polars.testing import assert_frame_equal
+from test_traces import docs, span, write_jsonl
+
+from ragframe.errors import InputError
+from ragframe.inputs.traces import (
+    detect_format,
+    read_traces,
+    read_traces_report,
+    scan_traces,
+    write_traces,
+)
+from ragframe.inputs.traces.assemble import ALWAYS, ROW_SCHEMA
+
+IV, OV = SpanAttributes.INPUT_VALUE, SpanAttributes.OUTPUT_VALUE
+
+
+def rag_trace(trace: str, n: int, **root_attrs: Any) -> list[dict[str, Any]]:
+    """A CHAIN root (question Qn, answer An) with one RETRIEVER child of one document whose
+    score is not recorded, and no LLM span (so no model and no token counts)."""
+    root = f"{n:02d}01"
+    retriever = span(trace, f"{n:02d}02", "RETRIEVER", 1, parent=root, **docs(f"c{n}"))
+    del retriever["attributes"][f"{SpanAttributes.RETRIEVAL_DOCUMENTS}.0.document.score"]
+    return [span(trace, root, "CHAIN", 0, **{IV: f"Q{n}", OV: f"A{n}", **root_attrs}), retriever]
+
+
+def every_read(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[pl.DataFrame]:
+    """The rows of `path` by every entry point: read_traces, read_traces_report in one pass
+    and in buckets, write_traces in one pass and in buckets (partitioned in several levels),
+    `ragframe import`."""
+    from ragframe.cli import main
+    from ragframe.inputs.traces import buckets
+
+    monkeypatch.setattr(buckets, "FANOUT", 2)
+    frames = [
+        read_traces(path, on_skip="ignore").collect(),
+        read_traces_report(path, buckets=1).rows,
+        read_traces_report(path, buckets=4).rows,
+    ]
+    for k in (1, 5):
+        out = tmp_path / f"rows{k}.parquet"
+        write_traces(path, out, buckets=k, overwrite=True)
+        frames.append(pl.read_parquet(out))
+    imported = tmp_path / "imported.parquet"
+    assert main(["import", str(path), "-o", str(imported), "--overwrite"]) == 0
+    frames.append(pl.read_parquet(imported))
+    return frames
+
+
+def test_no_column_is_added_that_no_row_has_a_value_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An export with no ground truth, no LLM span (model, tokens), no trace-level fields and
+    no document scores gives rows without those columns, by every entry point; a field one
+    row of many has keeps its column (null on the others)."""
+    traces = [f"{i:032x}" for i in range(1, 7)]
+    records = [r for n, t in enumerate(traces) for r in rag_trace(t, n)]
+    plain = write_jsonl(tmp_path / "plain.jsonl", records)
+    expected = [
+        "question",
+        "answer",
+        "contexts",
+        "trace_id",
+        "span_id",
+        "context_document_ids",
+        "retrievals",
+        "start_time",
+        "end_time",
+        "latency_ms",
+    ]
+    for rows in every_read(plain, tmp_path, monkeypatch):
+        assert rows.columns == expected
+        assert rows["question"].to_list() == [f"Q{n}" for n in range(6)]
+        assert rows["contexts"].to_list() == [[f"c{n}"] for n in range(6)]
+
+    # The lazy plan fixes its columns in advance: all of them, as documented.
+    assert scan_traces(plain)[0].collect_schema().names() == list(ROW_SCHEMA)
+
+    # One trace of six with a session id and a note (its retriever recorded no content):
+    # both columns there, in ROW_SCHEMA's order, null on the rows that lack them.
+    records = [r for n, t in enumerate(traces) for r in rag_trace(t, n)]
+    records[4]["attributes"]["session.id"] = "s-2"
+    records[7]["attributes"] = {
+        k: v for k, v in records[7]["attributes"].items() if "document.content" not in k
+    }
+    some = write_jsonl(tmp_path / "some.jsonl", records)
+    for rows in every_read(some, tmp_path, monkeypatch):
+        assert rows.columns == [*expected, "session_id", "note"]
+        assert rows["session_id"].to_list() == [None, None, "s-2", None, None, None]
+        assert rows["note"].to_list()[3] == "retriever span(s) recorded no document content"
+        assert rows["note"].null_count() == 5
+
+
+def test_the_always_there_columns_stay_when_empty(tmp_path: Path) -> None:
+    """`question`, `answer`, `contexts`, `trace_id`, `span_id` are there whatever the rows
+    hold, even when the export forms no row at all."""
+    orphan = [span("e" * 32, "e1", "RETRIEVER", 0, **docs("orphan"))]
+    read = read_traces_report(write_jsonl(tmp_path / "o.jsonl", orphan))
+    assert read.rows.height == 0 and read.rows.columns == list(ALWAYS)
+    wrote = write_traces(tmp_path / "o.jsonl", tmp_path / "o.parquet")
+    assert wrote.rows == 0 and pl.read_parquet(wrote.path).columns == list(ALWAYS)
+
+
+def test_a_phoenix_frame_in_memory_adds_no_empty_column(tmp_path: Path) -> None:
+    """The frame path (a pandas span frame as Phoenix's client returns it) follows the rule
+    too, in memory and written to disk."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(
+        {
+            "context.span_id": ["s1"],
+            "context.trace_id": ["t1"],
+            "parent_id": [None],
+            "span_kind": ["CHAIN"],
+            "start_time": pd.to_datetime(["2024-05-01T10:00:00Z"], format="ISO8601"),
+            "end_time": pd.to_datetime(["2024-05-01T10:00:02Z"], format="ISO8601"),
+            "attributes.input.value": ["Q"],
+            "attributes.output.value": ["A"],
+        }
+    ).set_index("context.span_id", drop=False)
+    rows = read_traces(frame, on_skip="raise").collect()
+    kept = [*ALWAYS, "retrievals", "start_time", "end_time", "latency_ms", "note"]
+    assert rows.columns == kept
+    write_traces(frame, tmp_path / "f.parquet")
+    assert pl.read_parquet(tmp_path / "f.parquet").columns == kept
+
+
+def test_a_dataset_adds_no_trace_column(tmp_path: Path) -> None:
+    """A ragas dataset has no trace: no row column of nulls (trace ids, times, tokens...)
+    comes with it; question, answer and contexts are always there."""
+    records = [
+        {"user_input": "Q1", "response": "A1", "retrieved_contexts": ["c1"]},
+        {"user_input": "Q2", "response": "A2", "retrieved_contexts": ["c2"]},
+    ]
+    path = write_jsonl(tmp_path / "ragas.jsonl", records)
+    rows = read_traces(path, "ragas", on_skip="raise").collect()
+    write_traces(path, tmp_path / "r.parquet", "ragas")
+    for frame in (rows, pl.read_parquet(tmp_path / "r.parquet")):
+        assert frame.columns[:3] == ["question", "answer", "contexts"]
+        empty = [c for c in frame.columns if c in ROW_SCHEMA and frame[c].null_count() == 2]
+        assert empty == [], empty
+
+
+def test_a_span_exported_twice_the_later_copy_is_used_and_the_other_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same trace id and span id twice: the copy latest in the source is used (its
+    output, its documents once, not twice), the row says so, and the earlier copy is listed
+    as skipped with its line; the same in one pass and in buckets."""
+    a, b = "a" * 32, "b" * 32
+    root_old = span(a, "a1", "CHAIN", 0, **{IV: "Q1", OV: "A1 (partial)"})
+    retriever = span(a, "a2", "RETRIEVER", 1, parent="a1", **docs("c1", "c2"))
+    root_new = span(a, "a1", "CHAIN", 0, **{IV: "Q1", OV: "A1"})
+    other = [span(b, "b1", "CHAIN", 0, **{IV: "Q2", OV: "A2"})]
+    records = [root_old, retriever, *other, retriever, root_new]
+    path = write_jsonl(tmp_path / "dup.jsonl", records)
+    reads = every_read(path, tmp_path, monkeypatch)
+    for rows in reads:
+        assert_frame_equal(rows, reads[0])
+    rows = reads[0]
+    assert rows["answer"].to_list() == ["A1", "A2"]
+    assert rows["contexts"].to_list() == [["c1", "c2"], []]
+    assert rows["note"][0] == (
+        "2 span ids exported more than once (first: a1): the copies latest in the source used"
+    )
+    for k in (1, 4):
+        skipped = read_traces_report(path, buckets=k).skipped
+        assert skipped.rows() == [
+            ("span exported 2 times: this copy dropped, the one on line 5 used", a, "a1", 1),
+            ("span exported 2 times: this copy dropped, the one on line 4 used", a, "a2", 2),
+        ]
+    wrote = write_traces(path, tmp_path / "w.parquet", buckets=3)
+    assert wrote.skipped["line"].to_list() == [1, 2]
+
+    # One span copied three times: its note names it and the count.
+    path = write_jsonl(tmp_path / "three.jsonl", [root_old, root_old, root_new])
+    read = read_traces_report(path)
+    assert read.rows["note"][0] == (
+        "no retriever span; span a1 exported 3 times: the copy latest in the source used"
+    )
+    assert read.skipped["line"].to_list() == [1, 2]
+    with pytest.warns(UserWarning, match="span exported 3 times"):
+        read_traces(path)
+
+
+def test_two_root_answers_the_first_to_start_answers_and_the_row_says_so(
+    tmp_path: Path,
+) -> None:
+    a = "a" * 32
+    records = [
+        span(a, "r2", "AGENT", 3, **{IV: "Q later", OV: "A later"}),
+        span(a, "r1", "CHAIN", 1, **{IV: "Q", OV: "A"}),
+        span(a, "x", "RETRIEVER", 2, parent="r1", **docs("c")),
+    ]
+    rows = read_traces(write_jsonl(tmp_path / "two.jsonl", records), on_skip="raise").collect()
+    assert rows.select("question", "answer", "span_id").row(0) == ("Q", "A", "r1")
+    assert rows["note"][0] == (
+        "2 root CHAIN/AGENT spans with an output: answer from the first to start (r1)"
+    )
+
+
+def ragas_rows() -> list[dict[str, Any]]:
+    return [
+        {
+            "user_input": "Q1",
+            "retrieved_contexts": ["c1", "c2"],
+            "response": "A1",
+            "reference": "G1",
+        }
+    ]
+
+
+def deepeval_goldens() -> list[dict[str, Any]]:
+    """deepeval 4's Golden as `save_as` lays it out (the keys of its JSON and CSV writers)."""
+    return [
+        {
+            "input": "Q1",
+            "actual_output": None,
+            "expected_output": "G1",
+            "retrieval_context": None,
+            "context": ["c1"],
+            "name": None,
+            "comments": None,
+            "source_file": None,
+            "tools_called": None,
+            "expected_tools": None,
+            "token_cost": None,
+            "input_token_count": None,
+            "output_token_count": None,
+            "additional_metadata": None,
+            "custom_column_key_values": None,
+            "expectations": None,
+        }
+    ]
+
+
+def test_detect_format_knows_the_datasets_as_the_tools_write_them(tmp_path: Path) -> None:
+    """ragas: Parquet, CSV (pandas' to_csv), JSON Lines, a JSON list and pandas' column
+    JSON; deepeval: JSON, JSON Lines, CSV (its own header), and a golden without an answer."""
+    pd = pytest.importorskip("pandas")
+    ragas = pd.DataFrame(ragas_rows())
+    ragas.to_parquet(tmp_path / "ragas.parquet")
+    ragas.to_csv(tmp_path / "ragas.csv", index=False)
+    ragas.to_csv(tmp_path / "ragas_index.csv")
+    ragas.to_json(tmp_path / "ragas_columns.json")
+    ragas.to_json(tmp_path / "ragas_records.json", orient="records")
+    write_jsonl(tmp_path / "ragas.jsonl", ragas_rows())
+    goldens = deepeval_goldens()
+    (tmp_path / "deepeval.json").write_text(json.dumps(goldens, indent=4))
+    write_jsonl(tmp_path / "deepeval.jsonl", goldens)
+    pd.DataFrame(goldens).to_csv(tmp_path / "deepeval.csv", index=False)
+    no_answer = [{k: v for k, v in goldens[0].items() if k != "actual_output"}]
+    (tmp_path / "golden.json").write_text(json.dumps(no_answer))
+    pd.DataFrame(goldens).to_parquet(tmp_path / "deepeval.parquet")
+    for name in (
+        "ragas.parquet",
+        "ragas.csv",
+        "ragas_index.csv",
+        "ragas_columns.json",
+        "ragas_records.json",
+        "ragas.jsonl",
+    ):
+        assert detect_format(tmp_path / name) == "ragas", name
+    for name in ("deepeval.json", "deepeval.jsonl", "deepeval.csv", "golden.json"):
+        assert detect_format(tmp_path / name) == "deepeval", name
+    assert detect_format(tmp_path / "deepeval.parquet") == "deepeval"
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("log.csv", "question,answer,contexts\nQ,A,[]\n"),
+        ("log.jsonl", '{"question": "Q", "answer": "A"}\n'),
+        ("log.json", '[{"question": "Q"}]'),
+    ],
+)
+def test_an_undetectable_file_names_from(tmp_path: Path, name: str, text: str) -> None:
+    """One line naming `--from` and its values, and what was seen."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InputError) as caught:
+        detect_format(path)
+    message = str(caught.value)
+    assert "--from" in message and "ragas, deepeval" in message and "question" in message
+    assert "\n" not in message
+    pl.DataFrame({"question": ["Q"]}).write_parquet(tmp_path / "log.parquet")
+    with pytest.raises(InputError, match=r"'question'.*\(--from\)"):
+        detect_format(tmp_path / "log.parquet")
