@@ -1,20 +1,47 @@
-"""LangSmith run exports: JSON Lines of runs as `langsmith.schemas.Run` serialises them (`id`,
-`trace_id`, `parent_run_id`, `run_type`, `inputs`, `outputs`, ISO times, token counts).
+"""LangSmith run exports: JSON Lines of runs as `langsmith.schemas.Run` serialises them (what
+`Client.list_runs` yields, `run.model_dump_json()` a line: `id`, `trace_id`, `parent_run_id`,
+`run_type`, `inputs`, `outputs`, `extra`, ISO times, `session_id`, token counts).
 
-Run types map onto span kinds: chain → CHAIN, llm / chat_model → LLM, retriever → RETRIEVER.
-Text fields are found by JSON path, never by a fixed schema of `inputs` / `outputs` (they hold
-anything): the question from `inputs.question | query | input`, the answer from
-`outputs.answer | output | text`, an LLM run's answer from `outputs.generations[0][0].text`
-(or `outputs.content`) and its question from the last `inputs.messages` entry; a retriever's
-documents from `outputs.documents[*]` (`page_content`, `metadata.id` / `metadata.source`,
-`metadata.score`). `span_id` is the run id, so feedback goes back on it.
+Run types map onto span kinds: chain / parser → CHAIN, llm / chat_model → LLM, retriever →
+RETRIEVER. Text fields are found by JSON path, never by a fixed schema of `inputs` / `outputs`
+(they hold whatever the traced function took and returned; a list or an object comes out as
+JSON text):
+
+question
+    `inputs.question | query | input`; an LLM run's last user message in `inputs.messages`
+    (dicts with `role` / `type`, LangChain's serialised messages, nested lists, content parts).
+answer
+    `outputs.answer | output | text` (`@traceable` stores a returned non-dict as
+    `{"output": value}`); an LLM run's `outputs.choices[0].message.content`, `outputs.content`
+    or `outputs.generations[0][0].text`.
+documents
+    A retriever's `outputs.documents`, else `outputs.output` (what `@traceable` writes for a
+    function returning a list): a list or a single document, each a dict with `page_content` or
+    `content` and `metadata.id` / `metadata.source` / `metadata.score`, or a plain string (its
+    content). An id that is an object or a number comes out as JSON text.
+tokens, model
+    `prompt_tokens` / `completion_tokens` / `total_tokens` of the run, else `usage_metadata`
+    (`input_tokens`, `output_tokens`, `total_tokens`) in `outputs` or `extra.metadata`, else
+    `outputs.llm_output.token_usage` / `outputs.usage`; the model from
+    `extra.metadata.ls_model_name`, `extra.invocation_params.model(_name)` or `outputs.model`.
+trace-level
+    `project_id` ← the run's `session_id` (its tracing project, which the feedback API wants);
+    `session_id` ← `extra.metadata.session_id | thread_id | conversation_id` (the thread);
+    `user_id` ← `extra.metadata.user_id`; `metadata` ← `extra.metadata` as JSON text; `tags`.
+
+`span_id` is the run id, so feedback goes back on it. `KNOWN_FIELDS` lists, per place the reader
+reads from, every field LangSmith writes there that it maps or deliberately ignores (the
+real-writer test fails on a field outside it).
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import polars as pl
 
-from ragframe.inputs.traces.assemble import TIME, normalize_id
+from ragframe.inputs.traces.assemble import DOCUMENT, TIME, normalize_id
 from ragframe.inputs.traces.openinference import parse_time
 
 KINDS = {
@@ -27,74 +54,261 @@ KINDS = {
     "prompt": "PROMPT",
     "parser": "CHAIN",
 }
-DOCS = pl.List(
-    pl.Struct(
-        {
-            "page_content": pl.String,
-            "metadata": pl.Struct({"id": pl.String, "source": pl.String, "score": pl.String}),
-        }
-    )
-)
-MESSAGES = pl.List(pl.Struct({"role": pl.String, "content": pl.String}))
+#: Roles of a user's message: OpenAI's and LangChain's (`type` of a serialised message).
+USER_ROLES = frozenset({"user", "human", "HumanMessage", "HumanMessageChunk"})
+#: A JSON list of strings only (what `tags` is): decoded by Polars; any other shape by Python.
+STRING_LIST = r'^\[("([^"\\]|\\.)*"(,"([^"\\]|\\.)*")*)?\]$'
 
-__all__ = ["scan_runs"]
+#: Per place the reader reads from, the fields LangSmith writes there that it maps (→) or
+#: deliberately leaves (ids of things ragframe has no column for, costs, timings, runtime).
+KNOWN_FIELDS: dict[str, frozenset[str]] = {
+    # a run, as `langsmith.schemas.Run` serialises it
+    "run": frozenset(
+        {
+            "id",  # → span_id
+            "trace_id",
+            "parent_run_id",  # → parent_id
+            "run_type",  # → kind
+            "start_time",
+            "end_time",
+            "inputs",
+            "outputs",
+            "extra",
+            "tags",
+            "session_id",  # → project_id
+            "prompt_tokens",
+            "completion_tokens",
+            "total_tokens",
+            "name",
+            "error",
+            "serialized",
+            "events",
+            "reference_example_id",
+            "attachments",
+            "child_run_ids",
+            "child_runs",
+            "feedback_stats",
+            "app_path",
+            "manifest_id",
+            "status",
+            "prompt_token_details",
+            "completion_token_details",
+            "first_token_time",
+            "total_cost",
+            "prompt_cost",
+            "completion_cost",
+            "prompt_cost_details",
+            "completion_cost_details",
+            "parent_run_ids",
+            "dotted_order",
+            "in_dataset",
+        }
+    ),
+    "extra": frozenset({"metadata", "runtime", "invocation_params", "batch_size"}),
+    # the keys LangSmith itself adds to `extra.metadata` (the rest are the user's own)
+    "extra.metadata": frozenset(
+        {
+            "ls_method",
+            "ls_provider",
+            "ls_model_name",  # → model_name
+            "ls_model_type",
+            "ls_temperature",
+            "ls_max_tokens",
+            "ls_stop",
+            "ls_run_depth",
+            "revision_id",
+            "usage_metadata",  # → tokens
+            "session_id",  # → session_id
+            "thread_id",
+            "conversation_id",
+            "user_id",  # → user_id
+        }
+    ),
+    "usage_metadata": frozenset(
+        {
+            "input_tokens",
+            "output_tokens",
+            "total_tokens",
+            "input_token_details",
+            "output_token_details",
+            "input_cost",
+            "output_cost",
+            "total_cost",
+            "input_cost_details",
+            "output_cost_details",
+        }
+    ),
+    # a retriever's document
+    "document": frozenset({"page_content", "content", "metadata", "type", "id"}),
+    "document.metadata": frozenset({"id", "source", "score"}),
+}
+
+#: `extra.metadata` also holds the client's environment variables named so (kept in `metadata`).
+ENV_METADATA_PREFIXES = ("LANGSMITH_", "LANGCHAIN_")
+
+__all__ = ["ENV_METADATA_PREFIXES", "KINDS", "KNOWN_FIELDS", "scan_runs"]
 
 
 def _path(*paths: str) -> pl.Expr:
+    """The first of `paths` that the run has (objects and lists as JSON text)."""
     return pl.coalesce(*(pl.col("text").str.json_path_match(p) for p in paths))
+
+
+def _text(value: Any) -> str | None:
+    """A field as text: strings as they are, anything else (object, list, number) as JSON."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _score(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _document(item: Any) -> dict[str, Any]:
+    """One retrieved document, whatever its shape: a plain string is its content."""
+    if not isinstance(item, dict):
+        return {"content": _text(item), "id": None, "score": None}
+    meta = item.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    content = item.get("page_content", item.get("content"))
+    ident = meta.get("id", meta.get("source", item.get("id")))
+    return {"content": _text(content), "id": _text(ident), "score": _score(meta.get("score"))}
+
+
+def documents_of(outputs: str | None) -> list[dict[str, Any]] | None:
+    """A retriever run's documents from its `outputs` JSON: `documents`, else `output` (what
+    `@traceable` stores for a returned list or string), else the outputs themselves when they
+    are one document; a single document counts as a list of one."""
+    try:
+        value = json.loads(outputs) if outputs is not None else None
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    docs = value.get("documents", value.get("output"))
+    if docs is None and ("page_content" in value or "content" in value):
+        docs = value  # `@traceable` stores a returned dict as the outputs themselves
+    if docs is None:
+        return None
+    return [_document(d) for d in (docs if isinstance(docs, list) else [docs]) if d is not None]
+
+
+def _content(value: Any) -> str | None:
+    """A message's content: text, or the text parts of a list of content parts."""
+    if isinstance(value, list):
+        parts = [p.get("text") if isinstance(p, dict) else p for p in value]
+        texts = [p for p in parts if isinstance(p, str)]
+        return "\n".join(texts) if texts else _text(value)
+    return _text(value)
+
+
+def _role_and_content(message: Any) -> tuple[str | None, str | None]:
+    if not isinstance(message, dict):
+        return None, None
+    fields = message.get("kwargs") if isinstance(message.get("kwargs"), dict) else message
+    role = fields.get("role", fields.get("type"))
+    ids = message.get("id")
+    if role is None and isinstance(ids, list) and ids:
+        role = ids[-1]  # LangChain's serialised class path, e.g. [..., "HumanMessage"]
+    return (role if isinstance(role, str) else None), _content(fields.get("content"))
+
+
+def last_user_message(inputs: str | None) -> str | None:
+    """The last user message of an LLM run's `inputs.messages` (a list, or LangChain's list of
+    lists), None when it has none."""
+    try:
+        value = json.loads(inputs) if inputs is not None else None
+    except ValueError:
+        return None
+    messages = value.get("messages") if isinstance(value, dict) else None
+    if not isinstance(messages, list):
+        return None
+    if messages and all(isinstance(m, list) for m in messages):
+        messages = messages[-1]
+    users = [c for role, c in map(_role_and_content, messages) if role in USER_ROLES]
+    return users[-1] if users else None
+
+
+def tags_of(tags: str | None) -> list[str] | None:
+    try:
+        value = json.loads(tags) if tags is not None else None
+    except ValueError:
+        return [tags] if tags else None
+    if value is None:
+        return None
+    return [t for t in map(_text, value if isinstance(value, list) else [value]) if t is not None]
+
+
+def _python(expr: pl.Expr, function: Any, dtype: pl.DataType) -> pl.Expr:
+    """`function` over the non-null texts of `expr`: for the fields whose shape varies from run
+    to run (Polars' typed JSON decoding refuses a whole column for one odd value)."""
+    return expr.map_elements(function, return_dtype=dtype, skip_nulls=True)
+
+
+def _tokens(name: str, usage: str, other: str) -> pl.Expr:
+    return _path(
+        f"$.{name}",
+        f"$.outputs.usage_metadata.{usage}",
+        f"$.extra.metadata.usage_metadata.{usage}",
+        f"$.outputs.llm_output.token_usage.{name}",
+        f"$.outputs.usage.{name}",
+        f"$.outputs.usage.{other}",
+    ).cast(pl.Int64, strict=False)
 
 
 def scan_runs(lines: pl.LazyFrame) -> pl.LazyFrame:
     """The span frame of LangSmith run lines (`n`: line number, `line`: one run)."""
     runs = lines.select(pl.col("n").cast(pl.Int64).alias("line"), pl.col("line").alias("text"))
-    docs = _path("$.outputs.documents").str.json_decode(DOCS)
-    documents = docs.list.eval(
-        pl.struct(
-            pl.element().struct.field("page_content").alias("content"),
-            pl.coalesce(
-                pl.element().struct.field("metadata").struct.field("id"),
-                pl.element().struct.field("metadata").struct.field("source"),
-            ).alias("id"),
-            pl.element()
-            .struct.field("metadata")
-            .struct.field("score")
-            .cast(pl.Float64, strict=False)
-            .alias("score"),
-        )
-    )
     run_type = _path("$.run_type")
-    messages = _path("$.inputs.messages").str.json_decode(MESSAGES)
-    tokens = {
-        k: _path(f"$.{k}").cast(pl.Int64, strict=False)
-        for k in ("prompt_tokens", "completion_tokens", "total_tokens")
-    }
+    kind = run_type.replace_strict(KINDS, default=None, return_dtype=pl.String)
+    outputs = pl.when(kind == "RETRIEVER").then(_path("$.outputs"))
+    inputs = pl.when(kind == "LLM").then(_path("$.inputs"))
+    tags = _path("$.tags")
+    plain_tags = tags.str.contains(STRING_LIST)
     return runs.select(
         "line",
-        normalize_id(_path("$.trace_id")).alias("trace_id"),
+        normalize_id(_path("$.trace_id", "$.id")).alias("trace_id"),
         normalize_id(_path("$.id")).alias("span_id"),
         normalize_id(_path("$.parent_run_id")).alias("parent_id"),
-        run_type.replace_strict(KINDS, default=None, return_dtype=pl.String).alias("kind"),
+        kind.alias("kind"),
         parse_time(_path("$.start_time")).cast(TIME).alias("start_time"),
         parse_time(_path("$.end_time")).cast(TIME).alias("end_time"),
         _path("$.inputs.question", "$.inputs.query", "$.inputs.input").alias("input"),
         _path("$.outputs.answer", "$.outputs.output", "$.outputs.text").alias("output"),
-        messages.list.eval(
-            pl.element()
-            .filter(pl.element().struct.field("role").is_in(["user", "human"]))
-            .struct.field("content")
-        )
-        .list.last()
-        .alias("user_message"),
-        _path("$.outputs.generations[0][0].text", "$.outputs.content").alias("assistant_message"),
-        documents.alias("documents"),
+        _python(inputs, last_user_message, pl.String()).alias("user_message"),
+        _path(
+            "$.outputs.choices[0].message.content",
+            "$.outputs.generations[0][0].text",
+            "$.outputs.content",
+        ).alias("assistant_message"),
+        _python(outputs, documents_of, pl.List(DOCUMENT)).alias("documents"),
         _path(
             "$.extra.metadata.ls_model_name",
             "$.extra.invocation_params.model",
             "$.extra.invocation_params.model_name",
+            "$.outputs.model",
         ).alias("model_name"),
-        *(v.alias(k) for k, v in tokens.items()),
+        _tokens("prompt_tokens", "input_tokens", "input_tokens").alias("prompt_tokens"),
+        _tokens("completion_tokens", "output_tokens", "output_tokens").alias("completion_tokens"),
+        _tokens("total_tokens", "total_tokens", "total_tokens").alias("total_tokens"),
         _path("$.outputs.reference", "$.reference_outputs.answer").alias("ground_truth"),
         (_path("$.inputs").is_not_null() | _path("$.outputs").is_not_null()).alias(
             "has_attributes"
         ),
+        _path(
+            "$.extra.metadata.session_id",
+            "$.extra.metadata.thread_id",
+            "$.extra.metadata.conversation_id",
+        ).alias("session_id"),
+        _path("$.extra.metadata.user_id").alias("user_id"),
+        _path("$.extra.metadata").alias("metadata"),
+        pl.coalesce(
+            pl.when(plain_tags).then(tags).str.json_decode(pl.List(pl.String)),
+            _python(pl.when(~plain_tags).then(tags), tags_of, pl.List(pl.String())),
+        ).alias("tags"),
+        normalize_id(_path("$.session_id")).alias("project_id"),
     )
