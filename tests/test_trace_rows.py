@@ -256,6 +256,9 @@ def test_detect_format_knows_the_datasets_as_the_tools_write_them(tmp_path: Path
     ragas.to_csv(tmp_path / "ragas_index.csv")
     ragas.to_json(tmp_path / "ragas_columns.json")
     ragas.to_json(tmp_path / "ragas_records.json", orient="records")
+    ragas.to_json(tmp_path / "ragas_index.json", orient="index")
+    ragas.to_json(tmp_path / "ragas_lines.json", orient="records", lines=True)
+    ragas.to_parquet(tmp_path / "RAGAS.PARQUET")
     write_jsonl(tmp_path / "ragas.jsonl", ragas_rows())
     goldens = deepeval_goldens()
     (tmp_path / "deepeval.json").write_text(json.dumps(goldens, indent=4))
@@ -263,6 +266,7 @@ def test_detect_format_knows_the_datasets_as_the_tools_write_them(tmp_path: Path
     pd.DataFrame(goldens).to_csv(tmp_path / "deepeval.csv", index=False)
     no_answer = [{k: v for k, v in goldens[0].items() if k != "actual_output"}]
     (tmp_path / "golden.json").write_text(json.dumps(no_answer))
+    (tmp_path / "goldens.json").write_text(json.dumps({"goldens": no_answer}))
     pd.DataFrame(goldens).to_parquet(tmp_path / "deepeval.parquet")
     for name in (
         "ragas.parquet",
@@ -270,10 +274,13 @@ def test_detect_format_knows_the_datasets_as_the_tools_write_them(tmp_path: Path
         "ragas_index.csv",
         "ragas_columns.json",
         "ragas_records.json",
+        "ragas_index.json",
+        "ragas_lines.json",
+        "RAGAS.PARQUET",
         "ragas.jsonl",
     ):
         assert detect_format(tmp_path / name) == "ragas", name
-    for name in ("deepeval.json", "deepeval.jsonl", "deepeval.csv", "golden.json"):
+    for name in ("deepeval.json", "deepeval.jsonl", "deepeval.csv", "golden.json", "goldens.json"):
         assert detect_format(tmp_path / name) == "deepeval", name
     assert detect_format(tmp_path / "deepeval.parquet") == "deepeval"
 

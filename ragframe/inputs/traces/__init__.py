@@ -95,7 +95,7 @@ def _dataset_format(names: Any) -> Format | None:
     it out, then `input` beside `expected_output` or `retrieval_context`)."""
     if "user_input" in names:
         return "ragas"
-    if "actual_output" in names or "test_cases" in names or "testCases" in names:
+    if any(k in names for k in ("actual_output", "test_cases", "testCases", "goldens")):
         return "deepeval"
     if "input" in names and ("expected_output" in names or "retrieval_context" in names):
         return "deepeval"
@@ -121,7 +121,8 @@ def detect_format(source: str | Path | Any) -> Format:
     if not path.exists():
         raise InputError(f"{path}: no such file")
     hint = f"pass format= (--from) one of {', '.join(FORMATS)}"
-    if path.suffix == ".parquet":
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
         names = set(pl.read_parquet_schema(path))
         if "context.span_id" in names:
             return "openinference"
@@ -134,7 +135,7 @@ def detect_format(source: str | Path | Any) -> Format:
             f"{path}: a Parquet file that is no span frame, run export or ragas / deepeval "
             f"dataset (columns {sorted(names)[:8]}); {hint}"
         )
-    if path.suffix == ".csv":
+    if suffix == ".csv":
         header = _csv_header(path)
         found = _dataset_format(header)
         if found is not None:
@@ -155,6 +156,9 @@ def detect_format(source: str | Path | Any) -> Format:
     if "run_type" in value:
         return "langsmith"
     found = _dataset_format(value)
+    inner = next(iter(value.values()), None)
+    if found is None and isinstance(inner, dict):  # pandas' to_json(orient="index")
+        found = _dataset_format(inner)
     if found is not None:
         return found
     raise InputError(
