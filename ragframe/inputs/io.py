@@ -4,6 +4,7 @@ renamed into place, then the directory fsynced)."""
 
 from __future__ import annotations
 
+import ast
 import glob
 import json
 import os
@@ -482,12 +483,30 @@ def check_json_lists(frame: pl.DataFrame, names: Collection[str], path: Path, of
         row = int(column.arg_min() or 0)
         cell = frame.get_column(name)[row]
         shown = cell if len(cell) <= 80 else cell[:80] + "..."
+        if _python_list_literal(cell):
+            raise InputError(
+                f"{str(path)!r}, column {name!r}, row {offset + row + 1}: {shown!r} is a Python "
+                "list, as ragas's EvaluationDataset.to_csv (and pandas' to_csv) write them, not "
+                "JSON: read the file with --from ragas (read_traces(path, format='ragas')), or "
+                "save the dataset with to_jsonl"
+            )
         raise InputError(
             f"{str(path)!r}, column {name!r}, row {offset + row + 1} (counting data rows from 1"
             f"): {shown!r} is not a JSON list of strings. In CSV, each cell of a list column "
             'holds one, e.g. ["first context", "second context"] (quoted as CSV needs: '
             '"[""first context"", ""second context""]"); leave the cell empty for none'
         )
+
+
+def _python_list_literal(cell: str) -> bool:
+    """A cell holding a Python list (`['a', 'b']`, as `str(list)` writes it) rather than JSON."""
+    text = cell.strip()
+    if not text.startswith("["):
+        return False
+    try:
+        return isinstance(ast.literal_eval(text), list)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return False
 
 
 def _content_looks_like(path: Path) -> str:
