@@ -13,9 +13,27 @@ without content, as when content capture is off, are not contexts), and the mess
 span's input and output when it has no `input.value` / `output.value`) or in
 `gen_ai.user.message` / `gen_ai.choice` span events with a `content` attribute. Parsing, the
 explode to spans and the attribute lookups are Polars expressions.
+
+OTLP JSON is read as each of OpenTelemetry's writers writes it: the OTLP JSON encoding (the
+JSON file exporter, `opentelemetry-proto-json`, the Collector: hex ids, camelCase) and
+protobuf's own JSON mapping of the same request (`json_format.MessageToJson` /
+`MessageToDict`: ids in base64, read back to the hex Phoenix shows; snake_case names with
+`preserving_proto_field_name=True`). int64 fields and `intValue` may be strings or numbers.
+Attribute values of every AnyValue kind are read: scalars as text, `arrayValue` and
+`kvlistValue` as JSON text (and `tag.tags` as a list), `bytesValue` as its base64 text.
+
+One bad span never costs the file. A batch of lines Polars decodes in one go; a batch it
+cannot (a value of a shape OTLP does not have, an array inside an array, attributes given as
+an object) is decoded line by line in Python (`canonical`): odd values are read as JSON
+text, attributes given as an object map are read as key / value pairs, and a span, scope or
+resource that is not an object becomes a span without ids, listed as skipped with its line.
+A line that is not a JSON object is left to the caller, which lists it.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 import polars as pl
 from openinference.semconv.trace import (
@@ -29,12 +47,20 @@ from ragframe.inputs.traces.assemble import DOCUMENT, TIME, normalize_id
 from ragframe.inputs.traces.openinference import INPUT_KEYS, OUTPUT_KEYS, json_text
 
 S = SpanAttributes
+#: AnyValue's scalar kinds, each read as text (a JSON number or boolean as its literal).
+SCALARS = ("stringValue", "intValue", "doubleValue", "boolValue", "bytesValue")
+#: An array's or key / value list's item: a nested array or list is declared as text so that
+#: Polars refuses it (it would drop an undeclared one silently) and `canonical` reads it.
+SCALAR = pl.Struct(
+    {**{kind: pl.String for kind in SCALARS}, "arrayValue": pl.String, "kvlistValue": pl.String}
+)
 VALUE = pl.Struct(
     {
-        "stringValue": pl.String,
-        "intValue": pl.String,
-        "doubleValue": pl.String,
-        "boolValue": pl.String,
+        **{kind: pl.String for kind in SCALARS},
+        "arrayValue": pl.Struct({"values": pl.List(SCALAR)}),  # of scalars; nested: canonical
+        "kvlistValue": pl.Struct(
+            {"values": pl.List(pl.Struct({"key": pl.String, "value": SCALAR}))}
+        ),
     }
 )
 KV = pl.List(pl.Struct({"key": pl.String, "value": VALUE}))
@@ -57,6 +83,64 @@ REQUEST = pl.Struct(
         )
     }
 )
+#: The OTLP fields known in each place the reader reads from: read, or deliberately left
+#: (resource and scope attributes, status, links, ...). tests/test_real_otel.py checks that
+#: what OpenTelemetry's writers write, and every field of the proto messages, is in here.
+KNOWN_FIELDS: dict[str, frozenset[str]] = {
+    "request": frozenset({"resourceSpans"}),
+    "resource_spans": frozenset({"resource", "scopeSpans", "schemaUrl"}),
+    "scope_spans": frozenset({"scope", "spans", "schemaUrl"}),
+    "span": frozenset(
+        {
+            "traceId",
+            "spanId",
+            "parentSpanId",
+            "name",
+            "startTimeUnixNano",
+            "endTimeUnixNano",
+            "attributes",
+            "events",
+            "kind",
+            "traceState",
+            "flags",
+            "status",
+            "links",
+            "droppedAttributesCount",
+            "droppedEventsCount",
+            "droppedLinksCount",
+        }
+    ),
+    "event": frozenset({"name", "attributes", "timeUnixNano", "droppedAttributesCount"}),
+    # `keyStrindex` / `stringValueStrindex` index the Profiling signal's string table; spans
+    # never use them (left).
+    "key_value": frozenset({"key", "value", "keyStrindex"}),
+    "any_value": frozenset({*SCALARS, "arrayValue", "kvlistValue", "stringValueStrindex"}),
+}
+#: protobuf's JSON mapping with `preserving_proto_field_name=True` writes the proto names;
+#: a key is always followed by `:` (inside a string a quote is escaped), so the swap below
+#: renames keys only, never an attribute's name or value.
+SNAKE_CASE = {
+    "resource_spans": "resourceSpans",
+    "scope_spans": "scopeSpans",
+    "schema_url": "schemaUrl",
+    "trace_id": "traceId",
+    "span_id": "spanId",
+    "parent_span_id": "parentSpanId",
+    "trace_state": "traceState",
+    "start_time_unix_nano": "startTimeUnixNano",
+    "end_time_unix_nano": "endTimeUnixNano",
+    "time_unix_nano": "timeUnixNano",
+    "dropped_attributes_count": "droppedAttributesCount",
+    "dropped_events_count": "droppedEventsCount",
+    "dropped_links_count": "droppedLinksCount",
+    "string_value": "stringValue",
+    "int_value": "intValue",
+    "double_value": "doubleValue",
+    "bool_value": "boolValue",
+    "bytes_value": "bytesValue",
+    "array_value": "arrayValue",
+    "kvlist_value": "kvlistValue",
+}
 GENAI_KINDS = {
     "chat": OpenInferenceSpanKindValues.LLM.value,
     "text_completion": OpenInferenceSpanKindValues.LLM.value,
@@ -98,24 +182,61 @@ DOC_FIELDS = "|".join(
 )
 DOC_PATTERN = rf"^{S.RETRIEVAL_DOCUMENTS}\.(\d+)\.document\.({DOC_FIELDS})$"
 
-__all__ = ["scan_otlp"]
+__all__ = ["KNOWN_FIELDS", "canonical", "scan_otlp"]
 
 
-def _text(value: pl.Expr) -> pl.Expr:
+def _json_string(text: pl.Expr) -> pl.Expr:
+    """`text` as a JSON string literal (null stays null)."""
+    quoted = pl.struct(text.alias("v")).struct.json_encode().str.slice(5).str.strip_suffix("}")
+    return pl.when(text.is_not_null()).then(quoted)
+
+
+def _scalar_text(value: pl.Expr) -> pl.Expr:
+    return pl.coalesce(*(value.struct.field(kind) for kind in SCALARS))
+
+
+def _scalar_json(value: pl.Expr) -> pl.Expr:
+    """A scalar AnyValue as a JSON literal (strings and bytes quoted)."""
     return pl.coalesce(
-        value.struct.field("stringValue"),
+        _json_string(value.struct.field("stringValue")),
         value.struct.field("intValue"),
         value.struct.field("doubleValue"),
         value.struct.field("boolValue"),
+        _json_string(value.struct.field("bytesValue")),
+        pl.lit("null"),
     )
 
 
-def _attr(key: str, column: str = "attrs") -> pl.Expr:
+def _text(value: pl.Expr) -> pl.Expr:
+    """An AnyValue as text: a scalar as itself, an array or key / value list as JSON."""
+    array = value.struct.field("arrayValue").struct.field("values")
+    kvlist = value.struct.field("kvlistValue").struct.field("values")
+    pairs = kvlist.list.eval(
+        _json_string(pl.element().struct.field("key"))
+        + pl.lit(":")
+        + _scalar_json(pl.element().struct.field("value"))
+    )
+    return pl.coalesce(
+        _scalar_text(value),
+        pl.lit("[") + array.list.eval(_scalar_json(pl.element())).list.join(",") + pl.lit("]"),
+        pl.lit("{") + pairs.list.join(",") + pl.lit("}"),
+    )
+
+
+def _items(value: pl.Expr) -> pl.Expr:
+    """An AnyValue as a list of texts: an array's items, else the scalar alone."""
+    array = value.struct.field("arrayValue").struct.field("values")
+    scalar = _scalar_text(value)
+    return pl.coalesce(
+        array.list.eval(_scalar_text(pl.element())),
+        pl.when(scalar.is_not_null()).then(pl.concat_list(scalar)),
+    )
+
+
+def _attr(key: str, column: str = "attrs", field: str = "text") -> pl.Expr:
     return (
         pl.col(column)
-        .list.eval(
-            pl.element().filter(pl.element().struct.field("key") == key).struct.field("text")
-        )
+        .list.eval(pl.element().filter(pl.element().struct.field("key") == key).struct.field(field))
         .list.first()
     )
 
@@ -173,15 +294,24 @@ def scan_otlp(lines: pl.LazyFrame) -> pl.LazyFrame:
         *_model_and_tokens(),
         pl.lit(None, pl.String).alias("ground_truth"),
         (pl.col("attrs").list.len() > 0).fill_null(False).alias("has_attributes"),
+        _attr(S.SESSION_ID).alias("session_id"),
+        _attr(S.USER_ID).alias("user_id"),
+        _attr(S.METADATA).alias("metadata"),
+        _attr(S.TAG_TAGS, field="items").alias("tags"),
     )
 
 
 def _spans(lines: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per span (`sid`: its index), its attributes as `attrs` (key, text)."""
+    """One row per span (`sid`: its index), its attributes as `attrs` (key, text, items)."""
+    snake = [f'"{name}":' for name in SNAKE_CASE]
+    camel = [f'"{name}":' for name in SNAKE_CASE.values()]
     return (
         lines.select(
             pl.col("n").cast(pl.Int64).alias("line"),
-            pl.col("line").str.json_decode(REQUEST).alias("request"),
+            pl.col("line")
+            .str.replace_many(snake, camel)
+            .map_batches(_decode, return_dtype=REQUEST, is_elementwise=True)
+            .alias("request"),
         )
         .unnest("request")
         .explode("resourceSpans")
@@ -198,11 +328,154 @@ def _spans(lines: pl.LazyFrame) -> pl.LazyFrame:
                 pl.struct(
                     pl.element().struct.field("key"),
                     _text(pl.element().struct.field("value")).alias("text"),
+                    _items(pl.element().struct.field("value")).alias("items"),
                 )
             )
             .alias("attrs")
         )
     )
+
+
+def _decode(lines: pl.Series) -> pl.Series:
+    """A batch of OTLP JSON lines as `REQUEST`s: by Polars in one go, else (a value of a shape
+    the schema does not have) line by line through `canonical`."""
+    try:
+        return lines.str.json_decode(REQUEST)
+    except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError):
+        fixed = pl.Series(lines.name, [canonical(line) for line in lines], pl.String)
+        return fixed.str.json_decode(REQUEST)
+
+
+def canonical(line: str) -> str:
+    """One OTLP JSON request line in the shape `REQUEST` decodes, whatever its values' shapes
+    (an unexpected value as JSON text; a span that is not an object as a span without ids,
+    which the assembly lists as skipped with its line). A line that is not a JSON object
+    raises ComputeError, as Polars does, so that the caller lists it."""
+    try:
+        request = json.loads(line)
+    except ValueError as exc:
+        raise pl.exceptions.ComputeError(f"line is not JSON: {exc}") from None
+    if not isinstance(request, dict):
+        raise pl.exceptions.ComputeError("line is not a JSON object")
+    resources = []
+    for resource in _listed(request.get("resourceSpans")):
+        scopes = []
+        for scope in _listed(_field(resource, "scopeSpans", [None])):
+            spans = [_span(span) for span in _listed(_field(scope, "spans", [None]))]
+            scopes.append({"spans": spans})
+        resources.append({"scopeSpans": scopes})
+    return json.dumps({"resourceSpans": resources})
+
+
+def _listed(value: Any) -> list[Any]:
+    """A repeated field: a list as it is, absent as empty, anything else as one odd item."""
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _field(container: Any, name: str, odd: Any) -> Any:
+    """`container[name]`, or `odd` when the container is not an object."""
+    return container.get(name) if isinstance(container, dict) else odd
+
+
+def _span(span: Any) -> dict[str, Any]:
+    if not isinstance(span, dict):
+        return {}
+    out: dict[str, Any] = {
+        key: _as_text(span.get(key))
+        for key in (
+            "traceId",
+            "spanId",
+            "parentSpanId",
+            "name",
+            "startTimeUnixNano",
+            "endTimeUnixNano",
+        )
+    }
+    out["attributes"] = _attributes(span.get("attributes"))
+    out["events"] = [
+        {"name": _as_text(event.get("name")), "attributes": _attributes(event.get("attributes"))}
+        for event in _listed(span.get("events"))
+        if isinstance(event, dict)
+    ]
+    return out
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return _dumps(_plain(value))
+
+
+def _dumps(value: Any) -> str:
+    """JSON text as the Polars path writes it (compact), so both paths give the same text."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _attributes(value: Any) -> list[dict[str, Any]]:
+    """OTLP's key / value list, or an object map of names to values, as key / value pairs."""
+    if isinstance(value, dict):
+        pairs = [{"key": k, "value": v} for k, v in value.items()]
+    else:
+        pairs = [p for p in _listed(value) if isinstance(p, dict) and "key" in p]
+    return [{"key": _as_text(p["key"]), "value": _value(p.get("value"))} for p in pairs]
+
+
+def _any_kind(value: Any) -> str | None:
+    """The AnyValue kind of `value` (an object with one known kind key), else None."""
+    if isinstance(value, dict) and len(value) == 1:
+        kind = next(iter(value))
+        return kind if kind in (*SCALARS, "arrayValue", "kvlistValue") else None
+    return None
+
+
+def _value(value: Any) -> dict[str, Any]:
+    """A value as the AnyValue `VALUE` decodes: a scalar as it is, an array or key / value
+    list of scalars kept, anything else (nested, or of no AnyValue shape) as JSON text."""
+    kind = _any_kind(value)
+    if kind in SCALARS:
+        inner = value[kind]
+        return {kind: inner if isinstance(inner, str) else _dumps(inner)}
+    items = _field(value.get(kind), "values", None) if kind else None
+    if isinstance(items, list):
+        inner_values = [i.get("value") if kind == "kvlistValue" else i for i in items]
+        flat = all(isinstance(i, dict) for i in items) and all(
+            _any_kind(v) in SCALARS for v in inner_values
+        )
+        if flat:
+            return {
+                kind: {"values": [_value(i) if kind == "arrayValue" else _pair(i) for i in items]}
+            }
+    plain = _plain(value)
+    return {"stringValue": plain if isinstance(plain, str) else _dumps(plain)}
+
+
+def _pair(item: dict[str, Any]) -> dict[str, Any]:
+    return {"key": _as_text(item.get("key")), "value": _value(item.get("value"))}
+
+
+def _plain(value: Any) -> Any:
+    """An AnyValue (or any JSON) as the plain value it stands for."""
+    kind = _any_kind(value)
+    if kind is None:
+        if isinstance(value, list):
+            return [_plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: _plain(v) for k, v in value.items()}
+        return value
+    inner = value[kind]
+    if kind == "arrayValue":
+        return [_plain(v) for v in _listed(_field(inner, "values", inner))]
+    if kind == "kvlistValue":
+        pairs = _listed(_field(inner, "values", inner))
+        return {str(p.get("key")): _plain(p.get("value")) for p in pairs if isinstance(p, dict)}
+    if isinstance(inner, str) and kind in ("intValue", "doubleValue", "boolValue"):
+        try:
+            return json.loads(inner)
+        except ValueError:
+            return inner
+    return inner
 
 
 def _documents(spans: pl.LazyFrame) -> pl.LazyFrame:
@@ -280,13 +553,19 @@ def _nanos(column: str) -> pl.Expr:
     return pl.from_epoch(pl.col(column).cast(pl.Int64, strict=False), "ns").cast(TIME)
 
 
+def _hex_id(column: str) -> pl.Expr:
+    """An id as Phoenix shows it (lower-case hex). protobuf's JSON mapping writes the bytes
+    in base64, which for 8 and 16 bytes always ends in `=` (hex never has one)."""
+    raw = pl.col(column)
+    decoded = raw.str.decode("base64", strict=False).bin.encode("hex")
+    return pl.when(raw.str.ends_with("=")).then(decoded).otherwise(normalize_id(raw))
+
+
 def _ids() -> list[pl.Expr]:
     return [
-        normalize_id(pl.col("traceId")).alias("trace_id"),
-        normalize_id(pl.col("spanId")).alias("span_id"),
-        pl.when(pl.col("parentSpanId") != "")
-        .then(normalize_id(pl.col("parentSpanId")))
-        .alias("parent_id"),
+        _hex_id("traceId").alias("trace_id"),
+        _hex_id("spanId").alias("span_id"),
+        pl.when(pl.col("parentSpanId") != "").then(_hex_id("parentSpanId")).alias("parent_id"),
     ]
 
 
