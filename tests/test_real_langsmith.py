@@ -14,8 +14,10 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 os.environ.setdefault("LANGSMITH_TRACING", "false")
@@ -192,6 +194,11 @@ def parse(reply: dict[str, Any]) -> str:
     return str(reply["choices"][0]["message"]["content"])
 
 
+def compact(value: Any) -> str:
+    """JSON text as ragframe writes an object id (and Polars any JSON value): no spaces."""
+    return json.dumps(value, separators=(",", ":"))
+
+
 def contexts_of(found: Any) -> tuple[list[str], list[str | None]]:
     """What the pipeline retrieved, as texts and ids (an object id as its JSON text)."""
     docs = found if isinstance(found, list) else [found]
@@ -200,7 +207,7 @@ def contexts_of(found: Any) -> tuple[list[str], list[str | None]]:
     for d in docs:
         meta = {} if isinstance(d, str) else d["metadata"]
         ident = meta.get("id", meta.get("source"))
-        ids.append(ident if ident is None or isinstance(ident, str) else json.dumps(ident))
+        ids.append(ident if ident is None or isinstance(ident, str) else compact(ident))
     return texts, ids
 
 
@@ -373,3 +380,130 @@ def test_no_field_the_reader_does_not_know(exported: dict[str, Any]) -> None:
                 if isinstance(doc, dict):
                     check("document.metadata", doc.get("metadata"))
     assert not unknown, f"fields the LangSmith reader does not know: {unknown}"
+
+
+def _edited(run: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A copy of `run` with top-level `fields` replaced."""
+    return {**json.loads(json.dumps(run)), **fields}
+
+
+def test_a_run_of_any_odd_shape_never_stops_the_file(
+    exported: dict[str, Any], tmp_path: Path
+) -> None:
+    """Runs of the real export edited into shapes other writers and versions give: each is
+    read sensibly (lists and objects as JSON text, a plain-string or single document as
+    content, numbers as text) and the rest of the file reads as before."""
+    runs = [json.loads(line) for line in exported["path"].read_text().splitlines()]
+    first = exported["seen"][0]
+    trace = [r for r in runs if r["trace_id"] == first["trace_id"]]
+    others = [r for r in runs if r["trace_id"] != first["trace_id"]]
+    retriever = next(r for r in trace if r["run_type"] == "retriever")
+    root = next(r for r in trace if r["parent_run_id"] is None)
+    llm = next(r for r in trace if r["run_type"] == "llm")
+    odd = {
+        # documents: strings, one dict (not a list), metadata as text, ids as numbers / objects
+        "strings": _edited(retriever, outputs={"documents": ["one", "two"]}),
+        "single": _edited(retriever, outputs={"documents": {"page_content": "one"}}),
+        "content": _edited(
+            retriever,
+            outputs={
+                "documents": [
+                    {"content": "one", "metadata": {"id": 7, "score": "0.5"}},
+                    {"page_content": "two", "metadata": "not a dict"},
+                    {"page_content": {"text": "three"}, "metadata": {"source": ["a", 1]}},
+                    None,
+                ]
+            },
+        ),
+        "scalar": _edited(retriever, outputs={"output": 42}),
+        "question list": _edited(root, inputs={"question": ["a", "b"]}),
+        "tags": _edited(root, tags=["x", {"k": 1}, 3]),
+        "metadata list": _edited(root, extra={"metadata": [1, 2]}),
+        "start number": _edited(root, start_time=1700000000),
+        "run type": _edited(retriever, run_type=5),
+        "tokens as text": _edited(llm, prompt_tokens="12", total_tokens={"n": 1}),
+        "outputs null": _edited(llm, outputs=None),
+    }
+    expected = {
+        "strings": (["one", "two"], [None, None]),
+        "single": (["one"], [None]),
+        "content": (["one", "two", '{"text":"three"}'], ["7", None, '["a",1]']),
+        "scalar": (["42"], [None]),
+    }
+    for name, run in odd.items():
+        name_tag = name.replace(" ", "-")
+        path = tmp_path / f"{name_tag}.jsonl"
+        target = run["id"]
+        lines = [run if r["id"] == target else r for r in trace] + others
+        path.write_text("".join(json.dumps(r) + "\n" for r in lines))
+        read = read_traces_report(path, "langsmith")
+        rows = {r["trace_id"]: r for r in read.rows.iter_rows(named=True)}
+        for seen in exported["seen"][1:]:  # the other traces read as before
+            assert rows[seen["trace_id"]]["contexts"] == seen["contexts"], name
+        row = rows.get(first["trace_id"])
+        listed = read.skipped.filter(pl.col("trace_id") == first["trace_id"])
+        assert row is not None or listed.height, name  # read, or skipped and listed
+        if name in expected:
+            assert row is not None
+            assert (row["contexts"], row["context_document_ids"]) == expected[name], name
+            assert "no document content" not in (row.get("note") or "")
+    read = read_traces_report(tmp_path / "question-list.jsonl", "langsmith")
+    assert read.rows["question"][0] == '["a","b"]'
+    read = read_traces_report(tmp_path / "tags.jsonl", "langsmith")
+    assert read.rows["tags"][0].to_list() == ["x", '{"k":1}', "3"]
+
+
+def test_an_llm_only_trace_question_answer_and_tokens_in_each_shape(tmp_path: Path) -> None:
+    """A trace that is one LLM run: its question is the last user message however the
+    messages are written (OpenAI's dicts with content parts, LangChain's serialised messages
+    in a list of lists), its answer the generation or the chat choice, its tokens the older
+    `token_usage` / `usage` fields or the run's own counts."""
+    from langsmith.schemas import Run
+
+    human = {
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain", "schema", "messages", "HumanMessage"],
+        "kwargs": {"content": "Q2?", "type": "human"},
+    }
+    shapes = [
+        (
+            {"messages": [{"role": "user", "content": [{"type": "text", "text": "Q1?"}]}]},
+            {"choices": [{"message": {"content": "A1."}}], "usage": {"prompt_tokens": 3}},
+            {"invocation_params": {"model": "m1"}},
+            ("Q1?", "A1.", "m1", 3),
+        ),
+        (
+            {"messages": [[{"lc": 1, "kwargs": {"content": "sys", "type": "system"}}, human]]},
+            {
+                "generations": [[{"text": "A2."}]],
+                "llm_output": {"token_usage": {"prompt_tokens": 5, "total_tokens": 7}},
+            },
+            {"invocation_params": {"model_name": "m2"}},
+            ("Q2?", "A2.", "m2", 5),
+        ),
+    ]
+    lines = []
+    for inputs, outputs, extra, _ in shapes:
+        run_id = uuid.uuid4()
+        run = Run(
+            id=run_id,
+            trace_id=run_id,
+            name="chat",
+            run_type="llm",
+            start_time="2026-11-26T10:00:00Z",
+            end_time="2026-11-26T10:00:01Z",
+            inputs=inputs,
+            outputs=outputs,
+            extra=extra,
+        )
+        lines.append(run.model_dump_json())
+    path = tmp_path / "llm.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    read = read_traces_report(path)
+    assert read.skipped.height == 0
+    got = [
+        (r["question"], r["answer"], r["model_name"], r["prompt_tokens"])
+        for r in read.rows.iter_rows(named=True)
+    ]
+    assert got == [s[3] for s in shapes]

@@ -158,7 +158,7 @@ def _text(value: Any) -> str | None:
     """A field as text: strings as they are, anything else (object, list, number) as JSON."""
     if value is None or isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))  # as Polars writes it
 
 
 def _score(value: Any) -> float | None:
