@@ -400,3 +400,29 @@ def test_the_page_runs_as_written(tmp_path: Path, server: FakeServer, monkeypatc
             assert main(args[1:]) == 0, f"{where}: `{line}`"
             ran["ragframe"] += 1
     assert ran["ragas"] and ran["deepeval"] and ran["ragframe"] >= 2, ran
+
+
+def test_a_column_named_as_ragframes_own_is_namespaced(tmp_path: Path) -> None:
+    """A pandas frame of ragas's records with columns of the team's own: kept, the ones that
+    would take one of ragframe's names as `ragas.<name>`; a CSV answer that looks like a list
+    stays text."""
+    path = tmp_path / "team.csv"
+    pl.DataFrame(
+        {
+            "user_input": ["Q1", "Q2"],
+            "response": ["[1, 2]", "['a']"],
+            "retrieved_contexts": ["['c1', 'c2']", "[]"],
+            "note": ["checked", None],
+            "trace_id": ["t1", "t2"],
+            "metadata": ["{'k': 1}", "{'k': 2}"],
+            "team": ["search", "search"],
+        }
+    ).write_csv(path)
+    rows = read_traces_report(path, "ragas").rows
+    assert rows.columns == [
+        "question", "answer", "contexts", "ragas.note", "ragas.trace_id", "ragas.metadata", "team"
+    ]  # fmt: skip
+    assert rows["answer"].to_list() == ["[1, 2]", "['a']"]
+    assert rows["contexts"].to_list() == [["c1", "c2"], []]
+    assert rows["ragas.note"].to_list() == ["checked", None]
+    assert rows["ragas.metadata"].to_list() == ['{"k": 1}', '{"k": 2}']

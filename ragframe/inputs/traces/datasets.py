@@ -312,10 +312,13 @@ def read(path: Path, fmt: str) -> tuple[pl.LazyFrame, pl.LazyFrame]:
             if name in columns:
                 columns[name] = [_split_contexts(v) for v in columns[name]]
     if is_csv:
+        # The texts are never decoded (an answer may well start with "["), nor deepeval's
+        # contexts (split above).
+        plain = {n for n, ours in mapped.items() if ours in ("question", "answer", "ground_truth")}
+        if fmt == "deepeval":
+            plain |= {"retrieval_context", "context"}
         columns = {
-            name: _decode_csv_column(values)
-            if fmt == "ragas" or name not in ("retrieval_context", "context")
-            else values
+            name: values if name in plain else _decode_csv_column(values)
             for name, values in columns.items()
         }
     fallback = [False] * height
