@@ -72,17 +72,59 @@ def test_langsmith_feedback_and_otel_events(tmp_path: Path) -> None:
         ("s1", "faithfulness", 1.0, "pass"),
         ("s2", "faithfulness", 0.25, "fail"),
     ]
-    export_scores(scored(), "otel", tmp_path / "o.json", metrics=["faithfulness"])
+    export_scores(with_otel_ids(scored()), "otel", tmp_path / "o.json", metrics=["faithfulness"])
     request = json.loads((tmp_path / "o.json").read_text().splitlines()[0])
     records = request["resourceLogs"][0]["scopeLogs"][0]["logRecords"]
     first = {a["key"]: a["value"] for a in records[0]["attributes"]}
-    assert records[0]["spanId"] == "s1" and records[0]["traceId"] == "t1"
+    assert records[0]["spanId"] == "00000000000000a1" and records[0]["traceId"] == "f" * 31 + "1"
     assert first == {
         "gen_ai.evaluation.name": {"stringValue": "faithfulness"},
         "gen_ai.evaluation.score.value": {"doubleValue": 1.0},
         "gen_ai.evaluation.score.label": {"stringValue": "pass"},
         "gen_ai.evaluation.explanation": {"stringValue": "stated in doc 1"},
     }
+
+
+def with_otel_ids(frame: pl.DataFrame) -> pl.DataFrame:
+    """`scored()` with OpenTelemetry ids (16 / 32 hex digits; upper case, which OTLP allows)."""
+    return frame.with_columns(
+        pl.col("span_id").str.replace("s", "00000000000000A"),
+        pl.col("trace_id").str.replace("t", "F" * 31),
+    )
+
+
+def test_otel_events_parse_with_protobuf_strictly(tmp_path: Path) -> None:
+    """Every line parses into opentelemetry.proto's ExportLogsServiceRequest with unknown
+    fields refused; a score that is not finite is written as protobuf's mapping writes it."""
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+
+    frame = with_otel_ids(scored()).with_columns(bleu=pl.Series([0.5, float("nan"), 0.2]))
+    export_scores(frame, "otel", tmp_path / "o.json", metrics=["bleu"])
+    (line,) = (tmp_path / "o.json").read_text().splitlines()
+    request = json_format.Parse(line, ExportLogsServiceRequest(), ignore_unknown_fields=False)
+    scores = [
+        a.value.double_value
+        for r in request.resource_logs[0].scope_logs[0].log_records
+        for a in r.attributes
+        if a.key == "gen_ai.evaluation.score.value"
+    ]
+    assert scores[0] == 0.5 and scores[1] != scores[1] and scores[2] == 0.2  # NaN kept
+
+
+def test_otel_refuses_ids_that_are_no_opentelemetry_ids(tmp_path: Path) -> None:
+    """LangSmith's UUIDs (or any id of the wrong length) cannot parent an OTel event: refused
+    before a file is written, naming the first and the count."""
+    out = tmp_path / "o.json"
+    with pytest.raises(InputError, match=r"3 evaluation\(s\) have a span_id .* 's1'"):
+        export_scores(scored(), "otel", out, metrics=["bleu"])
+    uuid = "0f8f1a3e-3b1c-4d5e-9f00-1234567890ab"
+    frame = with_otel_ids(scored()).with_columns(trace_id=pl.lit(uuid))
+    with pytest.raises(InputError, match="trace_id that is no OpenTelemetry id"):
+        export_scores(frame, "otel", out, metrics=["bleu"])
+    assert not out.exists()
+    export_scores(frame.with_columns(trace_id=pl.lit(None, pl.String)), "otel", out)
+    assert "traceId" not in out.read_text()  # no trace id: the event names the span only
 
 
 def test_errors_name_the_fix(tmp_path: Path) -> None:
