@@ -29,14 +29,15 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 from opentelemetry.proto_json.collector.logs.v1 import logs_service as otlp_json_logs
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as G
 from test_traces_real import QUESTIONS, answer_from_context, retrieve
 
 from ragframe import Judge, evaluate
 from ragframe.export import export_scores
-from ragframe.inputs.traces import otel, read_traces, read_traces_report
+from ragframe.inputs.traces import openinference, otel, read_traces, read_traces_report
+from ragframe.inputs.traces.assemble import assemble
 from ragframe.testing.server import FakeServer
 
 KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
@@ -44,6 +45,8 @@ KIND = SpanAttributes.OPENINFERENCE_SPAN_KIND
 SESSION = "session-{i}"
 USER = "user-7"
 TAGS = ["prod", "rag-v2"]
+#: The writers of OTLP JSON Lines (a request a line).
+LINES = ["file_exporter", "otlp_json_encoder", "message_to_json", "message_to_dict_proto_names"]
 
 
 def run_pipeline(provider: TracerProvider, base_url: str) -> list[dict[str, Any]]:
@@ -109,6 +112,10 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     provider.add_span_processor(SimpleSpanProcessor(memory))
     files = {"file_exporter": folder / "file_exporter.jsonl"}
     provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(files["file_exporter"])))
+    files["console_default"] = folder / "console.txt"
+    console = files["console_default"].open("w", encoding="utf-8")
+    # the console exporter as is (an indented JSON document per span), stdout saved to a file
+    provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=console)))
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
     try:
@@ -117,6 +124,7 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     finally:
         instrumentor.uninstrument()
     provider.shutdown()
+    console.close()
     spans: list[ReadableSpan] = list(memory.get_finished_spans())
     # One request per trace's worth of spans, as an exporter's batches would be.
     batches = [spans[i : i + 3] for i in range(0, len(spans), 3)]
@@ -130,12 +138,14 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     for name, write in writers.items():
         files[name] = folder / f"{name}.jsonl"
         files[name].write_text(lines_of([write(b) for b in batches]))
+    files["message_to_json_indented"] = folder / "request.json"  # MessageToJson's default
+    files["message_to_json_indented"].write_text(json_format.MessageToJson(encode_spans(spans)))
     yield {"spans": spans, "seen": seen, "files": files}
 
 
 def test_the_writers_really_differ(traced: dict[str, Any]) -> None:
     """The files are what each writer makes: hex ids, base64 ids, proto names."""
-    first = {k: json.loads(p.read_text().splitlines()[0]) for k, p in traced["files"].items()}
+    first = {k: json.loads(traced["files"][k].read_text().splitlines()[0]) for k in LINES}
     span = first["message_to_json"]["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     assert span["traceId"].endswith("==") and len(span["traceId"]) == 24  # base64
     snake = first["message_to_dict_proto_names"]["resource_spans"][0]["scope_spans"][0]
@@ -144,10 +154,7 @@ def test_the_writers_really_differ(traced: dict[str, Any]) -> None:
     assert len(hexed["traceId"]) == 32
 
 
-@pytest.mark.parametrize(
-    "writer",
-    ["file_exporter", "otlp_json_encoder", "message_to_json", "message_to_dict_proto_names"],
-)
+@pytest.mark.parametrize("writer", LINES)
 def test_rows_equal_what_the_pipeline_saw(traced: dict[str, Any], writer: str) -> None:
     read = read_traces_report(traced["files"][writer])  # detected as otel
     assert read.skipped.height == 0, read.skipped
@@ -167,6 +174,51 @@ def test_rows_equal_what_the_pipeline_saw(traced: dict[str, Any], writer: str) -
             assert row[key] == seen[key], (writer, key)
         assert json.loads(row["metadata"]) == seen["metadata"]
         assert row["model_name"] == "fake-rag-model" and row["prompt_tokens"] > 0
+
+
+def assert_rows_are_what_was_seen(rows: pl.DataFrame, seen: list[dict[str, Any]]) -> None:
+    assert rows.height == len(seen)
+    for row, expected in zip(rows.iter_rows(named=True), seen, strict=True):
+        for key in ("question", "answer", "contexts", "trace_id", "span_id", "session_id"):
+            assert row[key] == expected[key], key
+
+
+def test_indented_documents_read_through_json_documents(traced: dict[str, Any]) -> None:
+    """protobuf's MessageToJson as it writes by default (one indented request) and the SDK
+    console exporter's default output (an indented span after span) are not JSON Lines:
+    `otel.json_documents` gives the readers one document a line, with its first line."""
+    files = traced["files"]
+    request = otel.json_documents(files["message_to_json_indented"])
+    assert request.collect()["n"].to_list() == [1]
+    rows, skipped = assemble(otel.scan_otlp(request))
+    assert skipped.collect().height == 0
+    assert_rows_are_what_was_seen(rows.collect(), traced["seen"])
+    console = otel.json_documents(files["console_default"])
+    assert console.collect().height == len(traced["spans"])
+    rows, skipped = assemble(openinference.scan_jsonl(console, pl.col("n")))
+    assert skipped.collect().height == 0
+    assert_rows_are_what_was_seen(rows.collect(), traced["seen"])
+
+
+def test_json_documents_keep_lines_and_list_what_is_not_json(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.json"
+    path.write_text('{"a":\n 1}\nnot json here\n[{"b": 2}, {"c": 3}]\n\n  {"d": 4}')
+    frame = otel.json_documents(path).collect()
+    assert frame["n"].to_list() == [1, 3, 4, 4, 6]
+    assert frame["line"].to_list()[1] == "not json here"
+    assert json.loads(frame["line"][4]) == {"d": 4}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ragframe.inputs.traces reads span files as JSON Lines; the change that routes a "
+    "file of indented documents through otel.json_documents is in H3's report",
+)
+def test_indented_documents_read_by_read_traces(traced: dict[str, Any]) -> None:
+    for name in ("message_to_json_indented", "console_default"):
+        read = read_traces_report(traced["files"][name])
+        assert read.skipped.height == 0
+        assert_rows_are_what_was_seen(read.rows, traced["seen"])
 
 
 def otlp_line(spans: list[dict[str, Any]]) -> str:

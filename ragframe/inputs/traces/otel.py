@@ -33,6 +33,8 @@ A line that is not a JSON object is left to the caller, which lists it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -182,7 +184,7 @@ DOC_FIELDS = "|".join(
 )
 DOC_PATTERN = rf"^{S.RETRIEVAL_DOCUMENTS}\.(\d+)\.document\.({DOC_FIELDS})$"
 
-__all__ = ["KNOWN_FIELDS", "canonical", "scan_otlp"]
+__all__ = ["KNOWN_FIELDS", "canonical", "json_documents", "scan_otlp"]
 
 
 def _json_string(text: pl.Expr) -> pl.Expr:
@@ -299,6 +301,60 @@ def scan_otlp(lines: pl.LazyFrame) -> pl.LazyFrame:
         _attr(S.METADATA).alias("metadata"),
         _attr(S.TAG_TAGS, field="items").alias("tags"),
     )
+
+
+CHUNK = 1 << 20
+
+
+def json_documents(path: Path) -> pl.LazyFrame:
+    """A file of JSON documents that are not one a line, as the JSON Lines frame the readers
+    take (`n`: the line a document starts on, `line`: the document, compact): protobuf's
+    `MessageToJson` (indented by default), `json.dump(..., indent=2)`, the SDK console
+    exporter's indented span after span, or a JSON array of requests (one document per item).
+    The file is parsed in chunks, but the documents are held as compact text (a fraction of
+    the file): these are debugging exports, not the bulk path, which is JSON Lines. Text that
+    is no JSON is one document of its own (from where it starts to the end of its line), so
+    that the reader lists it with its line."""
+    numbers, texts = [], []
+    for number, text in _documents_of(path):
+        numbers.append(number)
+        texts.append(text)
+    return pl.LazyFrame({"n": numbers, "line": texts}, schema={"n": pl.UInt32, "line": pl.String})
+
+
+def _documents_of(path: Path) -> Iterator[tuple[int, str]]:
+    decoder = json.JSONDecoder()
+    buffer, line, done = "", 1, False
+    with path.open(encoding="utf-8") as handle:
+        while True:
+            stripped = buffer.lstrip()
+            line += buffer.count("\n", 0, len(buffer) - len(stripped))
+            buffer = stripped
+            if not buffer and done:
+                return
+            try:
+                value, end = decoder.raw_decode(buffer)
+            except ValueError:
+                if not done:
+                    chunk = handle.read(CHUNK)
+                    done = not chunk
+                    buffer += chunk
+                    continue
+                end = buffer.find("\n") if "\n" in buffer else len(buffer)
+                yield line, buffer[:end]
+                buffer = buffer[end:]
+                continue
+            if end == len(buffer) and not done:  # a number or literal may go on in the next chunk
+                chunk = handle.read(CHUNK)
+                done = not chunk
+                if chunk:
+                    buffer += chunk
+                    continue
+            items = value if isinstance(value, list) else [value]
+            for item in items:
+                yield line, json.dumps(item, ensure_ascii=False)
+            line += buffer.count("\n", 0, end)
+            buffer = buffer[end:]
 
 
 def _spans(lines: pl.LazyFrame) -> pl.LazyFrame:
