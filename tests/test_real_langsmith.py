@@ -507,3 +507,92 @@ def test_an_llm_only_trace_question_answer_and_tokens_in_each_shape(tmp_path: Pa
         for r in read.rows.iter_rows(named=True)
     ]
     assert got == [s[3] for s in shapes]
+
+
+def _evaluations_carry_the_project() -> bool:
+    """Whether `ragframe.export.evaluations` passes a scored row's `project_id` on to the
+    writers (the feedback's `session_id` comes from it)."""
+    from ragframe.export import evaluations
+
+    scored = pl.LazyFrame(
+        {"span_id": ["s"], "project_id": ["p"], "m": [1.0], "m_detail": [{"reason": "r"}]}
+    )
+    return "project_id" in evaluations(scored)[0].collect_schema()
+
+
+def test_feedback_lines_are_create_feedbacks_arguments() -> None:
+    """Every key of a feedback line is a parameter of the current `Client.create_feedback`
+    (an unknown one warns), `session_id` is the row's project."""
+    import inspect
+
+    from ragframe.export.langsmith import frame
+
+    evaluations = pl.DataFrame(
+        {
+            "span_id": ["r1", "r2"],
+            "trace_id": ["t1", "t2"],
+            "name": ["faithfulness"] * 2,
+            "score": [0.5, None],
+            "label": ["pass", None],
+            "explanation": ["why", None],
+            "project_id": ["p1", None],
+        }
+    )
+    lines = frame(evaluations)
+    assert set(lines.columns) <= set(inspect.signature(Client.create_feedback).parameters)
+    assert lines["session_id"].to_list() == ["p1", None]
+    assert lines["run_id"].to_list() == ["r1", "r2"] and lines["key"][0] == "faithfulness"
+    assert frame(evaluations.drop("project_id"))["session_id"].to_list() == [None, None]
+
+
+@pytest.mark.xfail(
+    not _evaluations_carry_the_project(),
+    reason="needs ragframe.export.evaluations to keep `project_id` (H1's report)",
+    strict=True,
+)
+def test_feedback_round_trip_through_the_real_client(
+    exported: dict[str, Any],
+    capture: CaptureServer,
+    server: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`ragframe score --from langsmith` (fake judge) → `ragframe export --to langsmith` →
+    every line into the real `Client.create_feedback`, warnings as errors (a missing
+    `session_id` or an argument the client no longer takes warns): the feedback that reached
+    the service names the answer runs, their traces and their project, with the scores."""
+    from ragframe.cli import main
+
+    scored_path = tmp_path / "scored.parquet"
+    argv = ["score", str(exported["path"]), "--from", "langsmith", "-o", str(scored_path)]
+    argv += ["--metrics", "faithfulness", "--threshold", "faithfulness=0.5", "--model"]
+    argv += ["fake-judge", "--base-url", server.base_url, "--no-cache", "--no-progress"]
+    assert main(argv) == 0
+    feedback_path = tmp_path / "feedback.jsonl"
+    assert main(["export", str(scored_path), "--to", "langsmith", "-o", str(feedback_path)]) == 0
+    capsys.readouterr()
+    scored = pl.read_parquet(scored_path)
+    lines = [json.loads(line) for line in feedback_path.read_text().splitlines()]
+    assert len(lines) == scored.height == len(exported["seen"])
+
+    client = Client(api_url=capture.url, api_key="test")
+    before = len(capture.feedback)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for line in lines:
+            client.create_feedback(**line)
+    client.flush()
+    sent = capture.feedback[before:]
+    got = {(f["run_id"], f["trace_id"], f["session_id"], f["key"], f["score"]) for f in sent}
+    score_of = dict(zip(scored["trace_id"], scored["faithfulness"], strict=True))
+    expected = {  # the client rounds a score to 4 decimals
+        (s["span_id"], s["trace_id"], exported["project"], "faithfulness", round(score, 4))
+        for s in exported["seen"]
+        if (score := score_of[s["trace_id"]]) is not None
+    }
+    assert len(expected) == len(exported["seen"])
+    assert got == expected
+    passed = dict(zip(scored["span_id"], scored["faithfulness_pass"], strict=True))
+    assert {f["run_id"]: f["value"] for f in sent} == {
+        run: "pass" if ok else "fail" for run, ok in passed.items()
+    }
