@@ -305,3 +305,33 @@ def test_an_undetectable_file_names_from(tmp_path: Path, name: str, text: str) -
     pl.DataFrame({"question": ["Q"]}).write_parquet(tmp_path / "log.parquet")
     with pytest.raises(InputError, match=r"'question'.*\(--from\)"):
         detect_format(tmp_path / "log.parquet")
+
+
+def test_two_copies_on_one_line_the_one_that_ends_last_is_used(tmp_path: Path) -> None:
+    """An OTLP line holds many spans, so two copies of a span can share a line: the copy that
+    ends last is used, in one pass and in buckets alike."""
+    from datetime import UTC, datetime
+
+    from ragframe.inputs.traces.buckets import collect_assembled
+
+    def at(second: int) -> datetime:
+        return datetime(2024, 5, 1, 10, 0, second, tzinfo=UTC)
+
+    spans = pl.LazyFrame(
+        {
+            "line": [1, 1, 1],
+            "trace_id": ["t", "t", "t"],
+            "span_id": ["s", "s", "u"],
+            "kind": ["CHAIN", "CHAIN", "CHAIN"],
+            "start_time": [at(0), at(0), at(5)],
+            "end_time": [at(2), at(4), at(6)],
+            "input": ["Q", "Q", "inner"],
+            "output": ["A draft", "A final", "inner out"],
+            "parent_id": [None, None, "s"],
+            "has_attributes": [True, True, True],
+        }
+    )
+    for k in (1, 3):
+        rows, skipped = collect_assembled(spans, k)
+        assert rows["answer"].to_list() == ["A final"], k
+        assert skipped.select("span_id", "line").rows() == [("s", 1)], k

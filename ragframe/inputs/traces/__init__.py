@@ -7,8 +7,9 @@
 
 Formats: `openinference` (SDK span JSON Lines, Phoenix span frames as Parquet / JSON Lines /
 DataFrame), `otel` (OTLP JSON, the Collector's file exporter), `langsmith` (run JSON Lines),
-`ragas` (EvaluationDataset JSON Lines / CSV) and `deepeval` (test-case JSON). The rules that
-turn spans into rows are in `ragframe.inputs.traces.assemble`.
+`ragas` and `deepeval` (datasets as their save methods write them: `datasets`). The rules that
+turn spans into rows are in `ragframe.inputs.traces.assemble`; every entry point but the lazy
+`scan_traces` leaves out the row columns no row has a value for (`assemble.drop_empty`).
 """
 
 from __future__ import annotations
