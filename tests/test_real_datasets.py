@@ -96,6 +96,7 @@ frame.to_json(out / "pandas_records.json", orient="records")
 frame.to_json(out / "pandas_lines.jsonl", orient="records", lines=True)
 frame.to_json(out / "pandas_index.json", orient="index")
 frame.to_csv(out / "pandas.csv", index=False)
+frame.to_csv(out / "pandas_index.csv")
 hf.to_parquet(str(out / "hf.parquet"))
 hf.to_json(str(out / "hf.jsonl"))
 hf.to_csv(str(out / "hf.csv"), index=False)
@@ -110,6 +111,7 @@ RAGAS_FILES = (
     "pandas_lines.jsonl",
     "pandas_index.json",
     "pandas.csv",
+    "pandas_index.csv",
     "hf.parquet",
     "hf.jsonl",
     "hf.csv",
@@ -295,6 +297,19 @@ def test_deepeval_test_cases_from_each_save_as(deepeval_dir: Path, kind: str) ->
     metadata = [None if m is None else json.loads(m) for m in rows["additional_metadata"]]
     assert metadata == [c.get("additional_metadata") for c in DEEPEVAL_CASES]
     assert "note" not in rows.columns
+
+
+def test_deepeval_goldens_through_pandas_csv(deepeval_dir: Path, tmp_path: Path) -> None:
+    """deepeval's JSON put through pandas' `to_csv` (lists as Python lists, not `|`-joined)."""
+    pd = pytest.importorskip("pandas")
+    path = tmp_path / "goldens.csv"
+    pd.read_json(deepeval_dir / "goldens.json").to_csv(path, index=False)
+    rows = read_traces_report(path, "deepeval").rows
+    assert rows["contexts"].to_list() == [
+        DEEPEVAL_GOLDENS[0]["context"],
+        DEEPEVAL_GOLDENS[1]["retrieval_context"],
+    ]
+    assert rows["reference_contexts"].to_list() == [g["context"] for g in DEEPEVAL_GOLDENS]
 
 
 def test_a_bad_line_costs_only_itself(ragas_dir: Path, tmp_path: Path) -> None:

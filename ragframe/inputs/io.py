@@ -499,10 +499,15 @@ def check_json_lists(frame: pl.DataFrame, names: Collection[str], path: Path, of
 
 
 def _python_list_literal(cell: str) -> bool:
-    """A cell holding a Python list (`['a', 'b']`, as `str(list)` writes it) rather than JSON."""
+    """A cell holding a Python list (`['a', 'b']`, as `str(list)` writes it) that is not JSON."""
     text = cell.strip()
     if not text.startswith("["):
         return False
+    try:
+        json.loads(text, strict=False)
+        return False
+    except ValueError:
+        pass
     try:
         return isinstance(ast.literal_eval(text), list)
     except (ValueError, SyntaxError, MemoryError, RecursionError):

@@ -29,6 +29,7 @@ A JSON Lines line that is not a JSON object is skipped and listed with its line 
 from __future__ import annotations
 
 import ast
+import csv
 import json
 import re
 from collections.abc import Iterable
@@ -116,7 +117,6 @@ _DEEPEVAL_TYPES: dict[str, pl.DataType] = {
     "input_token_count": pl.Int64(),
     "output_token_count": pl.Int64(),
 }
-_DEEPEVAL_DELIMITER = "|"
 _DEEPEVAL_MARKER = re.compile(r"^deepeval_source=(?P<source>.*?),deepeval_context=(?P<context>.*)$")
 #: One Python string literal (numpy's array repr separates them by spaces, not commas).
 _PY_STRING = r"""(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
@@ -184,10 +184,12 @@ def _column(name: str, values: list[Any], *, list_of_text: bool) -> pl.Series:
 
 
 def _split_contexts(value: Any) -> Any:
-    """deepeval's contexts: a list, or in its JSON Lines and CSV files one `|`-joined text;
-    an item saved from a `RetrievedContextData` reads as its text."""
+    """deepeval's contexts: a list, or in its JSON Lines and CSV files one `|`-joined text (a
+    list as pandas' `to_csv` writes it is read as that list); an item saved from a
+    `RetrievedContextData` reads as its text."""
     if isinstance(value, str):
-        value = value.split(_DEEPEVAL_DELIMITER)
+        literal = _parse_literal(value)
+        value = list(literal) if isinstance(literal, (list, tuple)) else value.split("|")
     if isinstance(value, list):
         return [
             m["context"] if isinstance(x, str) and (m := _DEEPEVAL_MARKER.match(x)) else x
@@ -286,9 +288,20 @@ def _columns(path: Path, question: str) -> tuple[dict[str, list[Any]], list[tupl
             frame = pl.read_csv(path, infer_schema=False)
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise InputError(f"{path}: not a readable CSV file ({exc})") from exc
-        return {c: frame.get_column(c).to_list() for c in frame.columns}, [], True
+        columns = {c: frame.get_column(c).to_list() for c in frame.columns}
+        first = frame.columns[0] if frame.width else ""
+        if _unnamed_first(path) and columns[first] == [str(i) for i in range(frame.height)]:
+            del columns[first]  # pandas' `to_csv()` index (0, 1, ...), no data of the file's
+        return columns, [], True
     records, bad = _records_from_json(path, question)
     return _frame_of_records(records), bad, False
+
+
+def _unnamed_first(path: Path) -> bool:
+    """The CSV header starts with an empty name (as pandas writes its index)."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        header = next(csv.reader(handle), [])
+    return bool(header) and header[0] == ""
 
 
 def _out_name(name: str, fmt: str, mapped: dict[str, str]) -> str:
