@@ -103,6 +103,17 @@ def _dataset_format(names: Any) -> Format | None:
     return None
 
 
+def _hint(names: Any = ()) -> str:
+    """What to do about a file whose format was not told: name it with `--from`, or, when it
+    has ragframe's own columns already, score it as it is."""
+    if "question" in names and "answer" in names:
+        return (
+            "it has ragframe's own question and answer columns: score it without --from "
+            f"(or pass format= / --from one of {', '.join(FORMATS)})"
+        )
+    return f"pass format= (--from) one of {', '.join(FORMATS)}"
+
+
 def _csv_header(path: Path) -> list[str]:
     """The column names on a CSV file's first line (a byte-order mark left out)."""
     with path.open(encoding="utf-8-sig", newline="") as handle:
@@ -121,7 +132,6 @@ def detect_format(source: str | Path | Any) -> Format:
     path = Path(source)
     if not path.exists():
         raise InputError(f"{path}: no such file")
-    hint = f"pass format= (--from) one of {', '.join(FORMATS)}"
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         names = set(pl.read_parquet_schema(path))
@@ -134,7 +144,7 @@ def detect_format(source: str | Path | Any) -> Format:
             return found
         raise InputError(
             f"{path}: a Parquet file that is no span frame, run export or ragas / deepeval "
-            f"dataset (columns {sorted(names)[:8]}); {hint}"
+            f"dataset (columns {sorted(names)[:8]}); {_hint(names)}"
         )
     if suffix == ".csv":
         header = _csv_header(path)
@@ -143,13 +153,13 @@ def detect_format(source: str | Path | Any) -> Format:
             return found
         raise InputError(
             f"{path}: a CSV file with neither ragas' user_input nor deepeval's input / "
-            f"actual_output column (columns {header[:8]}); {hint}"
+            f"actual_output column (columns {header[:8]}); {_hint(header)}"
         )
     value = _peek(path)
     if isinstance(value, list):
         value = value[0] if value and isinstance(value[0], dict) else {}
     if not isinstance(value, dict):
-        raise InputError(f"{path}: line 1 is not a JSON object; {hint}")
+        raise InputError(f"{path}: line 1 is not a JSON object; {_hint()}")
     if "resourceSpans" in value or "resource_spans" in value:
         return "otel"
     if openinference.is_sdk_json(value) or openinference.is_phoenix_record(value):
@@ -163,7 +173,7 @@ def detect_format(source: str | Path | Any) -> Format:
     if found is not None:
         return found
     raise InputError(
-        f"{path}: cannot tell the format from line 1's keys {sorted(value)[:8]}; {hint}"
+        f"{path}: cannot tell the format from line 1's keys {sorted(value)[:8]}; {_hint(value)}"
     )
 
 
