@@ -78,7 +78,7 @@ def parts(path: Path, out: Path, buckets: int) -> dict[str, object]:
 
     out.mkdir(parents=True, exist_ok=True)
 
-    def keep(sorted_parts: list[Path], target: Path, ranges: int) -> None:
+    def keep(sorted_parts: list[Path], target: Path, ranges: int, columns: list[str]) -> None:
         for part in sorted_parts:
             shutil.copy(part, out / part.name)
 
@@ -90,12 +90,13 @@ def parts(path: Path, out: Path, buckets: int) -> dict[str, object]:
 
 def merge(folder: Path, method: str) -> dict[str, object]:
     from ragframe.inputs.traces import buckets as module
+    from ragframe.inputs.traces.assemble import ROW_SCHEMA
 
     files = sorted(folder.glob("*.parquet"))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.parquet"
         if method == "range":
-            module._merge_sorted_parts(files, out, ranges=len(files))
+            module._merge_sorted_parts(files, out, ranges=len(files), columns=list(ROW_SCHEMA))
         elif method == "merge_sorted":
             frames = [pl.scan_parquet(f) for f in files]
             while len(frames) > 1:  # a balanced tree of Polars' streaming merge_sorted
