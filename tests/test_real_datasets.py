@@ -100,6 +100,14 @@ frame.to_csv(out / "pandas_index.csv")
 hf.to_parquet(str(out / "hf.parquet"))
 hf.to_json(str(out / "hf.jsonl"))
 hf.to_csv(str(out / "hf.csv"), index=False)
+# ragas's Dataset with a local backend (a folder of datasets/<name>.jsonl or .csv)
+from ragas import Dataset
+for backend in ("local/jsonl", "local/csv"):
+    table = Dataset("golden", backend, data_model=SingleTurnSample, root_dir=str(out / "backend"))
+    for sample in ds:
+        table.append(sample)
+    table.save()
+print(json.dumps(list(SingleTurnSample.model_fields)))
 """
 RAGAS_FILES = (
     "to_jsonl.jsonl",
@@ -115,6 +123,8 @@ RAGAS_FILES = (
     "hf.parquet",
     "hf.jsonl",
     "hf.csv",
+    "backend/datasets/golden.jsonl",
+    "backend/datasets/golden.csv",
 )
 
 #: deepeval goldens as a user fills them: before the run (context, no output) and after it
@@ -175,7 +185,8 @@ for kind in ("json", "jsonl", "csv"):
 @pytest.fixture(scope="module")
 def ragas_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ragas")
-    run_peer("ragas", RAGAS_WRITER, str(out), json.dumps(RAGAS_SAMPLES))
+    fields = run_peer("ragas", RAGAS_WRITER, str(out), json.dumps(RAGAS_SAMPLES))
+    (out / "model_fields.json").write_text(fields.strip().splitlines()[-1])
     return out
 
 
@@ -254,8 +265,11 @@ def test_ragas_files_are_detected_as_ragas(ragas_dir: Path) -> None:
 
 @pytest.mark.parametrize("name", ["to_jsonl.jsonl", "to_csv.csv", "pandas.parquet"])
 def test_ragas_fields_are_all_known(ragas_dir: Path, name: str) -> None:
-    """The canary: a field ragas writes that the reader was never checked against fails here."""
+    """The canary: a field ragas writes that the reader was never checked against fails here,
+    whether the samples above fill it or not (SingleTurnSample's own fields)."""
     assert _source_fields(ragas_dir / name) <= KNOWN_FIELDS["ragas"]
+    fields = json.loads((ragas_dir / "model_fields.json").read_text())
+    assert set(fields) == KNOWN_FIELDS["ragas"]
 
 
 @pytest.mark.parametrize("kind", ["json", "jsonl", "csv"])
