@@ -337,3 +337,24 @@ def test_two_copies_on_one_line_the_one_that_ends_last_is_used(tmp_path: Path) -
         rows, skipped = collect_assembled(spans, k)
         assert rows["answer"].to_list() == ["A final"], k
         assert skipped.select("span_id", "line").rows() == [("s", 1)], k
+
+
+def test_score_from_keeps_the_rule(tmp_path: Path, server: Any) -> None:
+    """`ragframe score --from` scores the imported rows: the scored file has no row column
+    that no row had a value for (no ground truth, model or tokens here), and the scores."""
+    from ragframe.cli import main
+
+    traces = [f"{i:032x}" for i in range(1, 4)]
+    path = write_jsonl(
+        tmp_path / "s.jsonl", [r for n, t in enumerate(traces) for r in rag_trace(t, n)]
+    )
+    out = tmp_path / "scored.parquet"
+    judge = ["--model", "fake-judge", "--base-url", server.base_url, "--no-progress"]
+    command = ["score", str(path), "--from", "openinference", "-o", str(out)]
+    assert main([*command, "--metrics", "faithfulness", "--no-cache", *judge]) == 0
+    scored = pl.read_parquet(out)
+    assert scored.height == 3 and scored["faithfulness"].null_count() == 0
+    row_columns = [c for c in scored.columns if c in ROW_SCHEMA]
+    assert row_columns[:5] == list(ALWAYS)
+    absent = {"ground_truth", "model_name", "prompt_tokens", "session_id", "note"}
+    assert absent.isdisjoint(scored.columns)
