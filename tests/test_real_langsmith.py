@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import polars as pl
 import pytest
@@ -65,6 +66,16 @@ class CaptureServer:
     def project_id(self, name: str) -> str:
         return self.projects.setdefault(name, str(uuid.uuid5(uuid.NAMESPACE_URL, name)))
 
+    def project(self, name: str) -> dict[str, Any]:
+        """A project as the service describes it (`TracerSessionResult`)."""
+        tenant = str(uuid.uuid5(uuid.NAMESPACE_URL, "tenant"))
+        return {
+            "id": self.project_id(name),
+            "name": name,
+            "tenant_id": tenant,
+            "reference_dataset_id": None,
+        }
+
     def _store(self, run: dict[str, Any]) -> None:
         with self.lock:
             stored = self.runs.setdefault(run["id"], {})
@@ -98,6 +109,11 @@ class CaptureServer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
+                url = urlsplit(self.path)
+                names = parse_qs(url.query).get("name")
+                if url.path == "/sessions" and names:  # `read_project(project_name=...)`
+                    self._reply([server.project(names[0])])
+                    return
                 self._reply({})
 
             def do_POST(self) -> None:
@@ -595,4 +611,95 @@ def test_feedback_round_trip_through_the_real_client(
     passed = dict(zip(scored["span_id"], scored["faithfulness_pass"], strict=True))
     assert {f["run_id"]: f["value"] for f in sent} == {
         run: "pass" if ok else "fail" for run, ok in passed.items()
+    }
+
+
+def _docs_blocks(monkeypatch: pytest.MonkeyPatch, server: Any | None, work: Path) -> list[Any]:
+    """docs/traces/langsmith.md's blocks for LangSmith's service and its `ragframe` commands,
+    in order, with the environment a user has: the client's pointed at the capture server,
+    the judge's at the fake one, in a fresh directory."""
+    from test_docs import ROOT, blocks
+
+    if server is not None:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-docs-test")
+        monkeypatch.setenv("RAGFRAME_MODEL", "fake-judge")
+        monkeypatch.setenv("RAGFRAME_CACHE", str(work / "cache.sqlite3"))
+    work.mkdir()
+    monkeypatch.chdir(work)
+    page = (ROOT / "docs" / "traces" / "langsmith.md").read_text()
+    chosen = [
+        b
+        for b in blocks(page)
+        if (b.lang == "python" and b.no_run and "LangSmith's service" in b.no_run)
+        or (b.lang == "bash" and b.no_run is None)
+    ]
+    assert [b.lang for b in chosen] == ["python", "bash", "bash", "bash", "python"]
+    return chosen
+
+
+def _run_block(block: Any, namespace: dict[str, Any]) -> None:
+    from test_docs import commands, run_command
+
+    if block.lang == "python":
+        exec(compile(block.body, f"langsmith.md block {block.number}", "exec"), namespace)
+    else:
+        for line in commands(block.body):
+            run_command(line, f"langsmith.md block {block.number}")
+
+
+def test_the_docs_export_block_against_the_service(
+    exported: dict[str, Any],
+    capture: CaptureServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The page's export block, run as written with `Client()` pointed at the capture server
+    (LANGSMITH_ENDPOINT): its runs.jsonl reads back as the pipeline saw it."""
+    monkeypatch.setenv("LANGSMITH_ENDPOINT", capture.url)
+    monkeypatch.setenv("LANGSMITH_API_KEY", "test")
+    export_block = _docs_blocks(monkeypatch, None, tmp_path / "work")[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _run_block(export_block, {})
+    read = read_traces_report("runs.jsonl", "langsmith")
+    assert read.skipped.height == 0
+    rows = {r["trace_id"]: r for r in read.rows.iter_rows(named=True)}
+    for seen in exported["seen"]:
+        row = rows[seen["trace_id"]]
+        assert (row["question"], row["answer"], row["contexts"], row["span_id"]) == (
+            seen["question"],
+            seen["answer"],
+            seen["contexts"],
+            seen["span_id"],
+        )
+        assert row["project_id"] == exported["project"]
+
+
+@pytest.mark.xfail(
+    not _evaluations_carry_the_project(),
+    reason="needs ragframe.export.evaluations to keep `project_id` (H1's report)",
+    strict=True,
+)
+def test_the_docs_page_end_to_end_against_the_service(
+    exported: dict[str, Any],
+    capture: CaptureServer,
+    server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """Every block of the page a user runs against LangSmith, in order: export the runs,
+    score, import, export the feedback, load it with `create_feedback` (warnings as errors):
+    the feedback reaching the service is on the answer runs, their traces and project."""
+    monkeypatch.setenv("LANGSMITH_ENDPOINT", capture.url)
+    monkeypatch.setenv("LANGSMITH_API_KEY", "test")
+    before = len(capture.feedback)
+    namespace: dict[str, Any] = {}
+    for block in _docs_blocks(monkeypatch, server, tmp_path / "work"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            _run_block(block, namespace)
+    sent = capture.feedback[before:]
+    assert {(f["run_id"], f["trace_id"], f["session_id"], f["key"]) for f in sent} == {
+        (s["span_id"], s["trace_id"], exported["project"], "faithfulness") for s in exported["seen"]
     }
