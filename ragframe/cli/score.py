@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +181,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             return _score_on_ray(args, spec, judge)
         _refuse_output(args)
         if args.from_format is None:
-            _check_metrics(args, spec, judge, args.input)
+            spec = _check_metrics(args, spec, judge, args.input, args.input)
             return _score(args, spec, path, judge)
         return _score_traces(args, spec, path, judge)
 
@@ -193,36 +194,66 @@ def _refuse_output(args: argparse.Namespace) -> None:
     common.refuse_non_parquet_output(args.output)
 
 
-def _check_metrics(args: argparse.Namespace, spec: RunSpec, judge: Any, source: str) -> None:
-    """Before anything is sent: a judge that cannot serve a metric (no embedding model), and
-    gates on metrics the run does not score. Named metrics need no rows; "all" reads the
-    columns of `source`."""
-    from ragframe.engine.prepare import check_judge
+def _check_metrics(
+    args: argparse.Namespace,
+    spec: RunSpec,
+    judge: Any,
+    source: str | None,
+    where: str = "",
+    *,
+    imported: bool = False,
+) -> RunSpec:
+    """Before anything is sent: which inputs the rows of `source` have a value for (None:
+    named metrics checked without rows, before an export is converted), a metric named whose
+    input no row has (refused), a judge that cannot serve a metric (no embedding model), and
+    gates on metrics the run does not score. Returns the spec to run: for "all", the metrics
+    chosen from what the rows have (a `MeasuredAll`, so every path chooses the same), with one
+    line saying which were left out and why. `imported`: rows converted from an export (an
+    input it has no column for is refused here, as one it has no value for)."""
+    from ragframe.engine.prepare import check_judge, refuse_empty_inputs
+    from ragframe.metrics.catalog import MeasuredAll
 
-    chosen = chosen_metrics(source, spec)
+    chosen, have, skipped, columns = chosen_metrics(source, spec)
+    if have is not None:
+        if isinstance(spec.metrics, str):
+            spec = replace(spec, metrics=MeasuredAll(have))
+            print(left_out_line(skipped))
+        else:
+            present = None if imported else columns
+            refuse_empty_inputs(chosen, have, where, spec.columns, present)
     for one in spec.judges or (judge,):
         check_judge(one, chosen)
     gate_cli.check_gate_options(args, [m.name for m in chosen])
+    return spec
+
+
+def left_out_line(skipped: dict[str, str]) -> str:
+    """`--metrics all`'s metrics left out, grouped by why, on one line."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in skipped.items():
+        by_reason.setdefault(why, []).append(name)
+    parts = [f"{', '.join(names)} ({why})" for why, names in by_reason.items()]
+    return f"--metrics all left out: {'; '.join(parts)}"
 
 
 def _score_traces(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> int:
     """`--from FORMAT`: the export's rows written to a Parquet log of their own (in bounded
     memory, in a temporary directory), then scored like any log, every option as without it.
-    Named metrics are checked before the export is read (a refusal converts nothing); "all"
-    depends on the converted rows' columns, so it is checked after."""
+    What needs no rows (named metrics' judge and gates) is checked before the export is read
+    (a refusal converts nothing); which inputs the rows have (the metrics "all" picks, a named
+    metric whose input no row has) after, before any request."""
     import tempfile
 
     from ragframe.cli.import_traces import write_rows
 
-    named = not isinstance(spec.metrics, str)
-    if named:
-        _check_metrics(args, spec, judge, args.input)
+    if not isinstance(spec.metrics, str):
+        _check_metrics(args, spec, judge, None)
     with tempfile.TemporaryDirectory(prefix="ragframe-traces-") as folder:
         log = Path(folder) / "rows.parquet"
         write_rows(args.input, args.from_format, log)
         converted = argparse.Namespace(**{**vars(args), "input": str(log), "from_format": None})
-        if not named:
-            _check_metrics(converted, spec, judge, str(log))
+        where = f"{args.input} (read with --from {args.from_format})"
+        spec = _check_metrics(converted, spec, judge, str(log), where, imported=True)
         return _score(converted, spec, path, judge)
 
 
@@ -278,16 +309,24 @@ def exit_status(
     return status or gated or common.EXIT_OK
 
 
-def chosen_metrics(source: str, spec: RunSpec) -> list[Any]:
-    """The metrics a run will score: as named, or for "all" those whose inputs the file has."""
-    from ragframe.engine.prepare import choose_metrics
+def chosen_metrics(
+    source: str | None, spec: RunSpec
+) -> tuple[list[Any], set[str] | None, dict[str, str], list[str]]:
+    """The metrics a run will score (as named, or for "all" those whose inputs some row of
+    `source` has a value for), the inputs the rows have (None when `source` is None: named
+    metrics, not measured), for "all" the metrics left out and why, and the log's columns."""
+    from ragframe.engine.prepare import choose_metrics, inputs_with_values, needed_inputs
     from ragframe.inputs.columns import list_columns
     from ragframe.inputs.io import open_input
 
-    if not isinstance(spec.metrics, str):
-        return choose_metrics(spec.metrics, (), spec.columns)
-    head = open_input(source, list_columns=list_columns(spec.columns)).schema_frame()
-    return choose_metrics(spec.metrics, head.columns, spec.columns)
+    if source is None:
+        return choose_metrics(spec.metrics, (), spec.columns), None, {}, []
+    log = open_input(source, list_columns=list_columns(spec.columns))
+    present = log.schema_frame().columns
+    have = inputs_with_values(log, needed_inputs(spec.metrics), spec.columns)
+    extra: dict[str, Any] = {}
+    chosen = choose_metrics(spec.metrics, present, spec.columns, extra, have)
+    return chosen, have, extra.get("skipped_metrics", {}), present
 
 
 def _score_in_memory(args: argparse.Namespace, spec: RunSpec, judge: Any) -> int:

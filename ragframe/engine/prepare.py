@@ -10,14 +10,22 @@ import contextlib
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 import polars.selectors as cs
 
-from ragframe.engine.spec import RunSpec, metric_names
+from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, metric_names
 from ragframe.errors import ConfigError
-from ragframe.inputs.columns import CUT_FLAG, ROW_ID, load_frame, select_inputs
+from ragframe.inputs.columns import (
+    CUT_FLAG,
+    ROW_ID,
+    canonical_names,
+    is_blank,
+    load_frame,
+    select_inputs,
+)
 from ragframe.judge.client import Judge, JudgeSession, RunStats
 from ragframe.metrics import (
     Context,
@@ -244,19 +252,153 @@ def work_plan(metrics: Iterable[Metric | RagasScore], rows: int) -> dict[str, in
     return plan
 
 
+def _has_value(name: str, dtype: pl.DataType) -> pl.Expr:
+    """Whether some row has a value in column `name`, as the rows are judged
+    (`missing_input_reason`): a text that is not blank, a list with a non-blank item."""
+    col = pl.col(name)
+    if isinstance(dtype, pl.Array):
+        dtype, col = pl.List(dtype.inner), col.cast(pl.List(dtype.inner))
+    if isinstance(dtype, pl.List):
+        inner = dtype.inner
+        if inner == pl.Null:
+            return pl.lit(False)
+        item = pl.element().cast(pl.String) if inner == pl.String else pl.element()
+        filled = ~is_blank(item) if inner == pl.String else item.is_not_null()
+        value = col.list.eval(filled).list.any()
+    elif dtype == pl.Null:
+        return pl.lit(False)
+    elif dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum):
+        value = ~is_blank(col.cast(pl.String))
+    else:
+        value = col.is_not_null()
+    return value.fill_null(False).any()
+
+
+def _all_null_in_statistics(path: Path, names: Iterable[str]) -> set[str]:
+    """The flat columns whose Parquet statistics say every value is null (as older ragframe
+    imports wrote ground_truth): known without reading a page."""
+    from ragframe.inputs.io import open_parquet
+
+    meta = open_parquet(path).metadata
+    nulls: set[str] = set()
+    for name in names:
+        found = True
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            chunk = next(
+                (group.column(i) for i in range(group.num_columns)
+                 if group.column(i).path_in_schema == name),
+                None,
+            )  # fmt: skip
+            stats = None if chunk is None else chunk.statistics
+            if stats is None or not stats.has_null_count or stats.null_count != group.num_rows:
+                found = False
+                break
+        if found:
+            nulls.add(name)
+    return nulls
+
+
+def inputs_with_values(
+    rows: Any, needed: Iterable[str], columns: Mapping[str, str] | None = None
+) -> set[str]:
+    """The inputs of `needed` (canonical names) that at least one row of `rows` has a value
+    for: a column in the schema is not enough (a trace export's all-null ground_truth).
+
+    `rows`: a Polars frame or LazyFrame, a log's path or its opened `InputFile`. One lazy
+    query over the needed columns alone, run by the streaming engine (a file is never held
+    whole); Parquet statistics answer first for a column that holds only nulls, and CSV (text
+    cells, lists as JSON) is read a chunk at a time until every input is found."""
+    from ragframe.inputs.columns import list_columns
+    from ragframe.inputs.io import InputFile, ParquetInput, open_input
+
+    source = rows if isinstance(rows, InputFile) else None
+    if isinstance(rows, str | Path):
+        source = open_input(rows, list_columns=list_columns(columns))
+    path = None if source is None else source.path
+    schema = rows.lazy().collect_schema() if source is None else source.schema_frame().schema
+    mapping = canonical_names(list(schema), columns, needed=needed)
+    wanted = {c: mapping[c] for c in needed if c in mapping}
+    if isinstance(source, ParquetInput):
+        nulls = _all_null_in_statistics(source.path, wanted.values())
+        wanted = {c: name for c, name in wanted.items() if name not in nulls}
+    if not wanted:
+        return set()
+    exprs = [_has_value(name, schema[name]).alias(c) for c, name in wanted.items()]
+    if source is None:
+        found = rows.lazy().select(exprs).collect(engine="streaming").row(0, named=True)
+    elif isinstance(source, ParquetInput):
+        scan = pl.scan_parquet(source.path)
+        found = scan.select(exprs).collect(engine="streaming").row(0, named=True)
+    elif path is not None and source.format == "JSON Lines":
+        scan = pl.scan_ndjson(path, infer_schema_length=None)
+        found = scan.select(exprs).collect(engine="streaming").row(0, named=True)
+    else:
+        return _found_in_chunks(source, wanted, exprs)
+    return {c for c, value in found.items() if value}
+
+
+def _found_in_chunks(source: Any, wanted: Mapping[str, str], exprs: list[pl.Expr]) -> set[str]:
+    """A file read in chunks (CSV) until every wanted input has been seen with a value."""
+    found: set[str] = set()
+    for chunk in source.chunks(DEFAULT_CHUNK_ROWS):
+        row = chunk.select(exprs).row(0, named=True)
+        found |= {c for c, value in row.items() if value}
+        if len(found) == len(wanted):
+            break
+    return found
+
+
+def refuse_empty_inputs(
+    metrics: Iterable[Metric | RagasScore],
+    have: Iterable[str],
+    where: str,
+    columns: Mapping[str, str] | None = None,
+    present: Iterable[str] | None = None,
+) -> None:
+    """A ConfigError naming each metric asked for by name whose required input no row of
+    `where` has a value for, the input (and its column), and what to do: every row would
+    fail with "missing input", so nothing is sent. With `present` (the log's columns), an
+    input with no column at all is left to `select_inputs`, whose refusal says how to map
+    one; without (rows converted from an export, whose columns the user never named), an
+    absent input is refused here too."""
+    from ragframe.metrics.catalog import alternatives
+
+    have = set(have)
+    mapping = {} if present is None else canonical_names(list(present), columns, needed=())
+    problems = []
+    for metric in metrics:
+        if not isinstance(metric, Metric):
+            continue
+        empty = [c for c in metric.requires if c not in have and (present is None or c in mapping)]
+        if not empty:
+            continue
+        named = [c if mapping.get(c, c) == c else f"{c} (column {mapping[c]!r})" for c in empty]
+        instead = alternatives(metric.name, have)
+        fix = f"use {' or '.join(instead)}" if instead else f"fill {', '.join(empty)} in the rows"
+        problems.append(
+            f"{metric.name} needs {', '.join(named)}, which no row of {where} has; drop it or {fix}"
+        )
+    if problems:
+        raise ConfigError("; ".join(problems) + ". Nothing was sent.")
+
+
 def choose_metrics(
     metrics: Iterable[str | Metric | RagasScore] | str,
     present: Iterable[str],
     columns: Mapping[str, str] | None,
     extra: dict[str, Any] | None = None,
+    have: Iterable[str] | None = None,
 ) -> list[Metric | RagasScore]:
     """The metrics asked for; `"all"`: every metric whose inputs the frame has (`present`, its
-    columns), the others recorded in `extra["skipped_metrics"]` with why."""
+    columns; `have`, when measured, the inputs some row has a value for, else those the
+    `MeasuredAll` carries), the others recorded in `extra["skipped_metrics"]` with why."""
     from ragframe.metrics.catalog import all_metrics, is_all
 
     if not is_all(metrics):
         return resolve(metric_names(metrics))  # type: ignore[arg-type]
-    chosen, skipped = all_metrics(present, columns)
+    measured = getattr(metrics, "have", None)
+    chosen, skipped = all_metrics(present, columns, measured if measured is not None else have)
     if extra is not None:
         extra["skipped_metrics"] = skipped
     if not chosen:
@@ -301,20 +443,58 @@ def prepare_run(
     spec: RunSpec,
     judge: Judge | None,
     extra: dict[str, Any] | None = None,
+    *,
+    rows: Any = None,
 ) -> Prepared:
     """Every path's preparation, the same for all: the metrics chosen (for "all": those
-    whose inputs `head` has, the skipped ones in `extra`), the judge (default: `Judge()` with
-    a cache only when a metric needs one), thresholds and reasons set, and every check a
-    run can make before a row is read or a request sent. Only `head`'s columns and types are
-    looked at."""
+    whose inputs some row has a value for, the skipped ones in `extra`), the judge (default:
+    `Judge()` with a cache only when a metric needs one), thresholds and reasons set, and every
+    check a run can make before a row is read or a request sent.
+
+    For "all", which inputs the rows have is measured on `rows` (a frame, a log's path or
+    `InputFile`) when given, else on `head` when it has rows; a `head` without rows and no
+    `rows` (a file's schema) is judged by its columns alone, unless `spec.metrics` is a
+    `MeasuredAll` (the command line measured the log). Named metrics are not measured here: a
+    row without an input is null with "missing input", as row by row it would be (the command
+    line refuses a metric no row of its log can score: `refuse_empty_inputs`)."""
     extra = {} if extra is None else extra
-    resolved = choose_metrics(spec.metrics, head.columns, spec.columns, extra)
+    have = _measured(head, spec, rows)
+    resolved = choose_metrics(spec.metrics, head.columns, spec.columns, extra, have)
     uses_judge = needs_judge(resolved)
     judge = judge if judge is not None else Judge(cache=uses_judge)
     metric_list = prepare_metrics(resolved, judge, spec.reasons, spec.thresholds, spec.strict)
     check_run(head.head(0), metric_list, spec.columns, judge)
     started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return Prepared(metric_list, judge, uses_judge, extra, started)
+
+
+def needed_inputs(metrics: Any) -> set[str]:
+    """The inputs the metrics require ("all": those of every metric in the catalogue), and
+    those of the metrics of their family (`alternatives`)."""
+    from ragframe.metrics import REGISTRY
+    from ragframe.metrics.catalog import is_all
+
+    if is_all(metrics):
+        return {c for cls in REGISTRY.values() for c in cls.requires}
+    named = resolve(metric_names(metrics))  # type: ignore[arg-type]
+    chosen = [m for m in named if isinstance(m, Metric)]
+    # The family's too (context_precision_without_reference), to offer it in a refusal.
+    family = [cls for n, cls in REGISTRY.items() if any(n.startswith(m.name) for m in chosen)]
+    return {c for m in (*chosen, *family) for c in m.requires}
+
+
+def _measured(head: pl.DataFrame, spec: RunSpec, rows: Any) -> set[str] | None:
+    """For "all", the inputs some row has a value for (see `prepare_run`); else None."""
+    from ragframe.metrics.catalog import is_all
+
+    carried = getattr(spec.metrics, "have", None)
+    if carried is not None:
+        return set(carried)
+    if not is_all(spec.metrics) or (rows is None and head.height == 0):
+        return None
+    return inputs_with_values(
+        head if rows is None else rows, needed_inputs(spec.metrics), spec.columns
+    )
 
 
 def sampled_frame(

@@ -63,22 +63,59 @@ def catalog() -> pl.DataFrame:
     return pl.DataFrame([*entries, aggregate], schema_overrides={"required_inputs": pl.List(str)})
 
 
+class MeasuredAll(str):
+    """`metrics="all"` with the inputs its rows were found to have (`have`: canonical names),
+    for a path that sees only the schema when it chooses (the streamed one): the command line
+    measures the log once, and every path it hands the run to chooses the same metrics. It is
+    "all" wherever a run's options are read or recorded."""
+
+    have: frozenset[str]
+
+    def __new__(cls, have: Iterable[str]) -> MeasuredAll:
+        made = super().__new__(cls, ALL)
+        made.have = frozenset(have)
+        return made
+
+
 def all_metrics(
-    present: Iterable[str], columns: Mapping[str, str] | None = None
+    present: Iterable[str],
+    columns: Mapping[str, str] | None = None,
+    have: Iterable[str] | None = None,
 ) -> tuple[list[Metric], dict[str, str]]:
     """Every metric asked for by name whose inputs the frame has (with the ragas and deepeval
-    aliases and `columns=`), and {skipped metric: why}."""
-    have = set(canonical_names(list(present), columns))
+    aliases and `columns=`), and {skipped metric: why}. `present`: the frame's columns;
+    `have`: the inputs some row has a value for (`ragframe.engine.prepare.inputs_with_values`;
+    None: not measured, a column is enough). A column no row fills is no input: a trace
+    export's all-null ground_truth would fail every row of five metrics."""
+    mapping = canonical_names(list(present), columns)
+    filled = set(mapping) if have is None else set(have) & set(mapping)
     chosen: list[Metric] = []
     skipped: dict[str, str] = {}
     for name, cls in REGISTRY.items():
-        absent = [c for c in cls.requires if c not in have]
+        absent = [c for c in cls.requires if c not in mapping]
+        empty = [c for c in cls.requires if c in mapping and c not in filled]
         if absent:
-            skipped[name] = f"needs {', '.join(absent)}"
+            skipped[name] = f"needs {', '.join(absent)}" + (
+                f"; no row has a value for {', '.join(empty)}" if empty else ""
+            )
+        elif empty:
+            skipped[name] = f"needs {', '.join(empty)}, which no row has a value for"
         else:
             chosen.append(cls())
     skipped["g_eval"] = "built, not named: GEval(criteria=...) with your criteria"
     return chosen, skipped
+
+
+def alternatives(name: str, have: Iterable[str]) -> list[str]:
+    """Metrics of the same family (`context_precision` ->
+    `context_precision_without_reference`) whose every input is in `have`: what to score
+    instead of a metric whose inputs the rows lack."""
+    have = set(have)
+    return [
+        other
+        for other, cls in REGISTRY.items()
+        if other != name and other.startswith(name) and set(cls.requires) <= have
+    ]
 
 
 def is_all(metrics: Any) -> bool:
