@@ -358,3 +358,55 @@ def test_score_from_keeps_the_rule(tmp_path: Path, server: Any) -> None:
     assert row_columns[:5] == list(ALWAYS)
     absent = {"ground_truth", "model_name", "prompt_tokens", "session_id", "note"}
     assert absent.isdisjoint(scored.columns)
+
+
+def test_a_file_of_indented_documents_is_read_and_a_bad_one_listed(tmp_path: Path) -> None:
+    """Not JSON Lines: spans written one indented document after another (the SDK console
+    exporter's way) and an indented OTLP request (protobuf's MessageToJson default) are read
+    by every entry point; text between them that is no JSON is listed with its line."""
+    a, b = "a" * 32, "b" * 32
+    records = [*rag_trace(a, 0), *rag_trace(b, 1)]
+    texts = [json.dumps(r, indent=4) for r in records]
+    console = tmp_path / "console.txt"
+    console.write_text("\n".join([*texts[:2], "Traceback: not json", *texts[2:]]) + "\n")
+    assert detect_format(console) == "openinference"
+    bad_line = texts[0].count("\n") + texts[1].count("\n") + 3
+    read = read_traces_report(console)
+    assert read.rows["question"].to_list() == ["Q0", "Q1"]
+    assert read.rows["contexts"].to_list() == [["c0"], ["c1"]]
+    assert read.skipped.select("line", "reason").rows() == [
+        (bad_line, "line is not JSON (Expecting value at column 1)")
+    ]
+    wrote = write_traces(console, tmp_path / "c.parquet", buckets=3)
+    assert_frame_equal(pl.read_parquet(wrote.path), read.rows)
+    assert_frame_equal(wrote.skipped, read.skipped)
+
+    def otlp_span(trace: str, span_id: str, kind: str, **attributes: Any) -> dict[str, Any]:
+        values = [{"key": KIND_KEY, "value": {"stringValue": kind}}]
+        values += [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()]
+        return {
+            "traceId": trace,
+            "spanId": span_id,
+            "name": kind.lower(),
+            "startTimeUnixNano": "1700000000000000000",
+            "endTimeUnixNano": "1700000000500000000",
+            "attributes": values,
+        }
+
+    request = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {"spans": [otlp_span(a, "0" * 15 + "1", "CHAIN", **{IV: "Q", OV: "A"})]}
+                ]
+            }
+        ]
+    }
+    indented = tmp_path / "request.json"
+    indented.write_text(json.dumps(request, indent=2))
+    assert detect_format(indented) == "otel"
+    rows = read_traces(indented, on_skip="raise").collect()
+    assert rows.select("question", "answer", "trace_id").row(0) == ("Q", "A", a)
+
+
+KIND_KEY = SpanAttributes.OPENINFERENCE_SPAN_KIND

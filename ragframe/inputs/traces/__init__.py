@@ -78,16 +78,33 @@ class TraceRead:
 
 
 def _peek(path: Path) -> Any:
-    """The first JSON value of a file: a JSON Lines file's first line, else the whole file when
-    it is one JSON document (None when neither parses)."""
+    """The first JSON value of a file: a JSON Lines file's first line, else the first JSON
+    document of a file of indented documents (the first item of an array), read in chunks
+    (None when it is no JSON)."""
     first = openinference.first_record(path)
     if first is not None:
         return first
-    try:
-        with path.open("rb") as handle:
-            return json.load(handle)
-    except ValueError:
-        return None
+    return _first_document(path)
+
+
+def _first_document(path: Path) -> Any:
+    """The first document `otel.json_documents` would give (only as much of the file read as
+    it takes), parsed; None when the file starts with text that is no JSON."""
+    for _, text in otel._documents_of(path):  # a generator: reads only the first chunks
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
+    return None
+
+
+def _documents_file(path: Path) -> bool:
+    """A file of JSON documents that are not one a line (protobuf's `MessageToJson` indented
+    by default, the SDK console exporter's spans, a JSON array of requests): its first line
+    is no JSON object, but the file starts with a JSON object or an array of them."""
+    if path.suffix.lower() == ".parquet" or openinference.first_record(path) is not None:
+        return False
+    return isinstance(_first_document(path), dict)
 
 
 def _dataset_format(names: Any) -> Format | None:
@@ -198,10 +215,38 @@ def _bad_json_lines(path: Path, *, require: str | None = None) -> list[tuple[int
 
 
 def _lines(path: Path) -> pl.LazyFrame:
-    """A JSON Lines file as (`n`: 1-based line number, `line`: text), empty lines left out."""
+    """A JSON Lines file as (`n`: 1-based line number, `line`: text), empty lines left out;
+    a file of indented JSON documents as one document a row (`n`: the line it starts on)."""
+    if _documents_file(path):
+        return otel.json_documents(path)
     return pl.scan_lines(path, name="line", row_index_name="n", row_index_offset=1).filter(
         pl.col("line").str.strip_chars() != ""
     )
+
+
+def _bad_documents(
+    lines: pl.LazyFrame, require: str | None
+) -> tuple[list[tuple[int, str]], pl.LazyFrame]:
+    """(line, reason) of every document that is not a JSON object (or lacks `require`), and
+    the frame without them: a file of documents is held as compact text anyway (small
+    debugging exports), so each is checked in Python."""
+    frame = lines.collect().with_row_index("i")
+    bad, dropped = [], []
+    for i, number, text in frame.iter_rows():
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            reason = f"line is not JSON ({exc.msg} at column {exc.colno})"
+        else:
+            if not isinstance(value, dict):
+                reason = "line is not a JSON object"
+            elif require is not None and require not in value:
+                reason = f"line has no {require!r} key"
+            else:
+                continue
+        bad.append((number, reason))
+        dropped.append(i)
+    return bad, frame.filter(~pl.col("i").is_in(dropped)).drop("i").lazy()
 
 
 def _with_bad_lines(
@@ -214,11 +259,15 @@ def _with_bad_lines(
     try:
         return run(lines)
     except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError) as exc:
-        bad = _bad_json_lines(path, require=require)
+        if _documents_file(path):
+            bad, rest = _bad_documents(lines, require)
+        else:
+            bad = _bad_json_lines(path, require=require)
+            rest = lines.filter(~pl.col("n").is_in([n for n, _ in bad]))
         if not bad:
             raise InputError(f"{path}: could not be read as {require or 'spans'}: {exc}") from exc
     numbers = [n for n, _ in bad]
-    skipped = run(lines.filter(~pl.col("n").is_in(numbers)))
+    skipped = run(rest)
     listed = pl.DataFrame(
         {
             "reason": [r for _, r in bad],
@@ -348,8 +397,10 @@ def _span_reader(path: Path, fmt: Format) -> tuple[SpanReader | None, str | None
         return otel.scan_otlp, "resourceSpans"
     if fmt == "langsmith":
         return langsmith.scan_runs, "id"
-    first = openinference.first_record(path) if path.suffix != ".parquet" else None
-    if path.suffix == ".parquet" or (first is not None and openinference.is_phoenix_record(first)):
+    first = _peek(path) if path.suffix.lower() != ".parquet" else None
+    if path.suffix.lower() == ".parquet" or (
+        isinstance(first, dict) and openinference.is_phoenix_record(first)
+    ):
         return None, None
     return (lambda lines: openinference.scan_jsonl(lines, pl.col("n"))), None
 
