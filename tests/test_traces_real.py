@@ -175,7 +175,7 @@ def test_openinference_jsonl_rows_equal_what_the_pipeline_saw(traced: dict[str, 
         assert row["model_name"] == "fake-rag-model"
         assert row["prompt_tokens"] is not None and row["total_tokens"] >= row["prompt_tokens"]
         assert row["latency_ms"] > 0
-        assert row["retrievals"] == 1 and row["note"] is None
+        assert row["retrievals"] == 1 and row.get("note") is None
 
 
 def test_phoenix_span_frame_from_the_same_spans(traced: dict[str, Any], tmp_path: Path) -> None:
@@ -455,3 +455,60 @@ def test_the_genai_attributes_read_are_the_conventions_names() -> None:
     assert set(attributes.values()) <= names, set(attributes.values()) - names
     operations = {v.value for v in G.GenAiOperationNameValues}
     assert set(otel.GENAI_KINDS) <= operations
+
+
+def reshaped_spans(path: Path) -> list[dict[str, Any]]:
+    """The SDK's span lines with attributes in the shapes OTel allows and writers produce: the
+    retriever's `input.value` a list of strings, each CHAIN span's `input.value` an object (no
+    mime type), its `metadata` an object and `session.id` / `user.id` / `tag.tags` set."""
+    spans = [json.loads(line) for line in path.read_text().splitlines()]
+    for span in spans:
+        attributes = span["attributes"]
+        kind = attributes[SpanAttributes.OPENINFERENCE_SPAN_KIND]
+        if kind == "RETRIEVER":
+            attributes[SpanAttributes.INPUT_VALUE] = [attributes[SpanAttributes.INPUT_VALUE], "x"]
+        if kind == "CHAIN":
+            question = attributes[SpanAttributes.INPUT_VALUE]
+            attributes[SpanAttributes.INPUT_VALUE] = {"question": question, "k": 2}
+            attributes[SpanAttributes.METADATA] = {"turn": question, "n": [1, 2]}
+            attributes[SpanAttributes.SESSION_ID] = "session-1"
+            attributes[SpanAttributes.USER_ID] = "user-1"
+            attributes[SpanAttributes.TAG_TAGS] = ["rag", "prod"]
+    return spans
+
+
+@pytest.mark.parametrize("bad_line", [None, 4])
+def test_lists_and_objects_as_attribute_values_never_stop_the_file(
+    traced: dict[str, Any], tmp_path: Path, bad_line: int | None
+) -> None:
+    """A span whose `input.value` is a list or an object (valid in OTel) is read (the object's
+    question field, the list as JSON text); with a truncated line too, that line is listed as
+    skipped with its number and the rest read; no traceback, no Polars error."""
+    lines = [json.dumps(span) for span in reshaped_spans(traced["path"])]
+    if bad_line is not None:
+        lines.insert(bad_line - 1, lines[0][:60])
+    path = tmp_path / "spans.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    read = read_traces_report(path)
+    expected = [] if bad_line is None else [bad_line]
+    assert read.skipped["line"].to_list() == expected
+    assert read.rows.height == len(QUESTIONS)
+    for row, seen in zip(read.rows.iter_rows(named=True), traced["seen"], strict=True):
+        for key in ("question", "answer", "contexts", "context_document_ids", "span_id"):
+            assert row[key] == seen[key], key
+        assert json.loads(row["metadata"]) == {"turn": seen["question"], "n": [1, 2]}
+        assert (row["session_id"], row["user_id"], row["tags"]) == (
+            "session-1",
+            "user-1",
+            ["rag", "prod"],
+        )
+
+
+def test_a_line_holding_an_array_of_spans(traced: dict[str, Any], tmp_path: Path) -> None:
+    """Spans saved as one JSON array (`json.dump(spans, f)`): read as if a span a line."""
+    path = tmp_path / "spans.json"
+    path.write_text(json.dumps(reshaped_spans(traced["path"])) + "\n")
+    read = read_traces_report(path, format="openinference")
+    assert read.skipped.height == 0
+    assert read.rows["question"].to_list() == [s["question"] for s in traced["seen"]]
+    assert read.rows["contexts"].to_list() == [s["contexts"] for s in traced["seen"]]

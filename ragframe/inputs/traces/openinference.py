@@ -11,14 +11,21 @@ Two shapes are read:
   list of `{"document.content": ...}` objects), given as a Polars or pandas DataFrame, or
   saved as Parquet or JSON Lines.
 
+* Phoenix's REST span list (`Client().spans.get_spans()`, `GET /v1/projects/{p}/spans`): the
+  SDK shape with the kind in `span_kind`, written a span a line or as one JSON array.
+
 Attribute names come from `openinference-semantic-conventions`, never typed by hand. JSON
-Lines are parsed by Polars with an explicit schema (no per-line Python); the schema's number
-of document and message slots is measured by a first streaming pass over the file.
+Lines are parsed by Polars with an explicit schema (no per-line Python); a first streaming pass
+over the file (`survey`) measures the schema's number of document and message slots, and finds
+the attributes the reader reads that some span holds as a list or an object (valid in OTel):
+those are read as their JSON text, so no span's shape stops the file.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,16 +60,69 @@ SCALARS = (
     S.LLM_TOKEN_COUNT_PROMPT,
     S.LLM_TOKEN_COUNT_COMPLETION,
     S.LLM_TOKEN_COUNT_TOTAL,
+    S.SESSION_ID,
+    S.USER_ID,
+    S.METADATA,
 )
+#: The trace-level attributes a row carries (`tag.tags` is a list of strings in OTel).
+TRACE_TEXT = {S.SESSION_ID: "session_id", S.USER_ID: "user_id", S.METADATA: "metadata"}
+TAGS = S.TAG_TAGS
 
-__all__ = ["from_frame", "json_text", "scan_jsonl", "slots"]
+#: The fields the reader knows, by place (read, or left alone on purpose): a real export with
+#: a field outside these fails the canary test, so a tool's new field is looked at, not missed.
+KNOWN_FIELDS: dict[str, frozenset[str]] = {
+    # Phoenix's REST span list (`Client().spans.get_spans()`), each span's keys.
+    "rest_span": frozenset(
+        {"id", "name", "context", "span_kind", "parent_id", "start_time", "end_time"}
+        | {"status_code", "status_message", "attributes", "events"}
+    ),
+    # An SDK span (`ReadableSpan.to_json()`), its keys.
+    "sdk_span": frozenset(
+        {"name", "context", "kind", "parent_id", "start_time", "end_time", "status"}
+        | {"attributes", "events", "links", "resource"}
+    ),
+    # `context` of either.
+    "context": frozenset({"trace_id", "span_id", "trace_state"}),
+    # Phoenix's span frame (`get_spans_dataframe()`), its columns other than `attributes.*`.
+    "frame_column": frozenset(
+        {"name", "span_kind", "parent_id", "start_time", "end_time", "status_code"}
+        | {"status_message", "events", "context.span_id", "context.trace_id"}
+    ),
+    # Attributes: read ones (retrieval documents and messages by their list name) and those
+    # deliberately left (request parameters, vendor, finish reason, tool schemas).
+    "attribute": frozenset(
+        {*SCALARS, TAGS, S.RETRIEVAL_DOCUMENTS, S.LLM_INPUT_MESSAGES, S.LLM_OUTPUT_MESSAGES}
+        | {S.LLM_INVOCATION_PARAMETERS, S.LLM_SYSTEM, S.LLM_PROVIDER, "llm.finish_reason"}
+        | {S.LLM_TOOLS, S.EMBEDDING_MODEL_NAME, S.EMBEDDING_EMBEDDINGS}
+    ),
+    # A retrieved document's fields (`document.metadata` is left).
+    "document": frozenset({*DOC_FIELDS.values(), DocumentAttributes.DOCUMENT_METADATA}),
+    # A message's fields (tool calls and content parts are left).
+    "message": frozenset(
+        {ROLE, CONTENT, MessageAttributes.MESSAGE_TOOL_CALLS, MessageAttributes.MESSAGE_NAME}
+        | {MessageAttributes.MESSAGE_CONTENTS, MessageAttributes.MESSAGE_TOOL_CALL_ID}
+    ),
+}
+
+__all__ = [
+    "KNOWN_FIELDS",
+    "Survey",
+    "attribute_name",
+    "from_frame",
+    "json_text",
+    "scan_jsonl",
+    "survey",
+]
+
+
+JSON_MIME = "application/json"
 
 
 def json_text(value: pl.Expr, mime: pl.Expr, keys: tuple[str, ...]) -> pl.Expr:
     """The text of an `input.value` / `output.value`: a JSON object's first known field
     (`question`, `answer`, ...) when its mime type is JSON, else the value as it is."""
     fields = [value.str.json_path_match(f"$.{k}") for k in keys]
-    return pl.when(mime == "application/json").then(pl.coalesce(*fields, value)).otherwise(value)
+    return pl.when(mime == JSON_MIME).then(pl.coalesce(*fields, value)).otherwise(value)
 
 
 def doc_key(i: int, field: str) -> str:
@@ -73,34 +133,146 @@ def msg_key(prefix: str, i: int, field: str) -> str:
     return f"{prefix}.{i}.{field}"
 
 
-def slots(lines: pl.LazyFrame) -> tuple[int, int, int]:
-    """The most documents, input messages and output messages any span of the file has (one
-    streaming pass of counts; the schema then has that many slots)."""
+#: A key whose value is a list or an object (`"key": [` / `"key": {`); a key inside a JSON
+#: string has escaped quotes and does not match.
+NESTED_KEY = r'"([^"\\]+)"\s*:\s*[\[{]'
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What the first pass over a file found: the most document / input / output message slots
+    of any span, the read attributes some span holds as a list or object, and whether some
+    line is a JSON array of spans (Phoenix's REST span list saved with `json.dump`)."""
+
+    docs: int
+    inputs: int
+    outputs: int
+    nested: frozenset[str]
+    arrays: bool
+    metadata: tuple[str, ...] = ()
+
+    def attributes(self) -> list[str]:
+        """Every attribute read, in schema order."""
+        keys = [*SCALARS, TAGS]
+        keys += [doc_key(i, f) for i in range(self.docs) for f in DOC_FIELDS]
+        for prefix, n in (
+            (S.LLM_INPUT_MESSAGES, self.inputs),
+            (S.LLM_OUTPUT_MESSAGES, self.outputs),
+        ):
+            keys += [msg_key(prefix, i, f) for i in range(n) for f in (ROLE, CONTENT)]
+        return keys
+
+
+def survey(lines: pl.LazyFrame) -> Survey:
+    """One streaming pass of counts over the lines (see `Survey`)."""
 
     def most(pattern: str) -> pl.Expr:
         return pl.col("line").str.count_matches(pattern).max()
 
-    counts = lines.select(
+    found = lines.select(
         most(rf'"{S.RETRIEVAL_DOCUMENTS}\.\d+\.{DocumentAttributes.DOCUMENT_CONTENT}"'),
         most(rf'"{S.LLM_INPUT_MESSAGES}\.\d+\.{ROLE}"').alias("i"),
         most(rf'"{S.LLM_OUTPUT_MESSAGES}\.\d+\.{ROLE}"').alias("o"),
+        pl.col("line")
+        .str.extract_all(NESTED_KEY)
+        .explode()
+        .drop_nulls()
+        .unique()
+        .implode()
+        .alias("nested"),
+        pl.col("line").str.strip_chars_start().str.starts_with("[").any().alias("arrays"),
+        pl.col("line")
+        .str.extract_all(FLAT_METADATA)
+        .explode()
+        .drop_nulls()
+        .unique()
+        .implode()
+        .alias("metadata"),
     ).collect()
-    return tuple(int(v or 0) for v in counts.row(0))  # type: ignore[return-value]
+    docs, inputs, outputs, matches, arrays, flat = found.row(0)
+    slots = Survey(int(docs or 0), int(inputs or 0), int(outputs or 0), frozenset(), bool(arrays))
+    names = {m.group(1) for m in map(re.compile(NESTED_KEY).match, matches or []) if m}
+    keys = sorted({m.group(1) for m in map(re.compile(FLAT_METADATA).match, flat or []) if m})
+    return replace(slots, nested=frozenset(names & set(slots.attributes())), metadata=tuple(keys))
 
 
-def attribute_dtype(docs: int, inputs: int, outputs: int) -> pl.Struct:
+#: A metadata key flattened by Phoenix's REST span list (`"metadata.turn": 2`).
+FLAT_METADATA = rf'"{S.METADATA}\.([^"\\]+)"\s*:'
+#: A JSON scalar or a list of scalars, as written (a flattened attribute's value).
+JSON_VALUE = r'"(?:[^"\\]|\\.)*"|\[[^\]]*\]|[^,}\s]+'
+
+
+def flat_metadata(keys: tuple[str, ...]) -> pl.Expr:
+    """The `metadata.<key>` attributes of a span (Phoenix's REST list flattens the metadata
+    object) gathered back into one JSON object, each value as written; null when it has none.
+    Nested objects come back as dotted keys."""
+    if not keys:
+        return pl.lit(None, pl.String)
+    parts = [
+        pl.concat_str(
+            pl.lit(f'"{key}":'),
+            pl.col("text").str.extract(
+                rf'"{S.METADATA}\.{re.escape(key)}"\s*:\s*({JSON_VALUE})', 1
+            ),
+        )
+        for key in keys
+    ]
+    joined = pl.concat_str(parts, separator=",", ignore_nulls=True)
+    return pl.when(joined.str.len_chars() > 0).then(pl.concat_str(pl.lit("{"), joined, pl.lit("}")))
+
+
+def attribute_family(key: str) -> str:
+    """The attribute a flat key belongs to: `retrieval.documents.0.document.content` is
+    `retrieval.documents` (as Phoenix's span frame names its column), `metadata.turn` (the REST
+    list flattens the metadata object) `metadata`, others themselves."""
+    for family in (S.RETRIEVAL_DOCUMENTS, S.LLM_INPUT_MESSAGES, S.LLM_OUTPUT_MESSAGES, S.METADATA):
+        if key.startswith(family + "."):
+            return family
+    return key
+
+
+def attribute_name(key: str) -> str:
+    """A JSON path to attribute `key` of a span line (keys hold dots: bracket notation)."""
+    return "$.attributes['" + key.replace("'", "\\'") + "']"
+
+
+def attribute_dtype(shape: Survey) -> pl.Struct:
     """The flat `attributes` object, every value read as text (a number in a string slot is
-    kept; a mixed-type value never fails the whole file) and cast afterwards."""
-    keys = list(SCALARS)
-    keys += [doc_key(i, f) for i in range(docs) for f in DOC_FIELDS]
-    keys += [msg_key(S.LLM_INPUT_MESSAGES, i, f) for i in range(inputs) for f in (ROLE, CONTENT)]
-    keys += [msg_key(S.LLM_OUTPUT_MESSAGES, i, f) for i in range(outputs) for f in (ROLE, CONTENT)]
-    return pl.Struct({k: pl.String for k in keys})
+    kept; a mixed-type value never fails the whole file) and cast afterwards; attributes some
+    span holds as a list or object are left out (read by `json_path_match` instead)."""
+    return pl.Struct({k: pl.String for k in shape.attributes() if k not in shape.nested})
 
 
-def last_message(prefix: str, n: int, role: str) -> pl.Expr:
-    """The content of the last message with `role` among `n` flat message slots."""
+def attribute_reader(shape: Survey) -> Any:
+    """How to read one attribute of a decoded span: the struct field, or for an attribute some
+    span holds as a list or object, its text (a list or object as JSON) from the line."""
     field = pl.col("attributes").struct.field
+
+    def attr(key: str) -> pl.Expr:
+        if key in shape.nested:
+            return pl.col("text").str.json_path_match(attribute_name(key))
+        return field(key)
+
+    return attr
+
+
+def tags_of(text: pl.Expr, *, json: bool) -> pl.Expr:
+    """`tag.tags` as a list of strings: a JSON list's items (`json`: some span holds a list),
+    a plain string as one tag."""
+    if not json:
+        return pl.when(text.is_not_null()).then(pl.concat_list(text))
+    listed = pl.when(text.str.starts_with("[")).then(text)
+    return (
+        pl.when(text.str.starts_with("["))
+        .then(listed.str.json_decode(pl.List(pl.String)))
+        .when(text.is_not_null())
+        .then(pl.concat_list(text))
+    )
+
+
+def last_message(attr: Any, prefix: str, n: int, role: str) -> pl.Expr:
+    """The content of the last message with `role` among `n` flat message slots."""
+    field = attr
     messages = [
         pl.when(field(msg_key(prefix, i, ROLE)) == role).then(field(msg_key(prefix, i, CONTENT)))
         for i in range(n)
@@ -108,7 +280,9 @@ def last_message(prefix: str, n: int, role: str) -> pl.Expr:
     return pl.coalesce(*reversed(messages)) if messages else pl.lit(None, pl.String)
 
 
-def span_columns(attr: Any, documents: pl.Expr, user: pl.Expr, assistant: pl.Expr) -> list[pl.Expr]:
+def span_columns(
+    attr: Any, documents: pl.Expr, user: pl.Expr, assistant: pl.Expr, tags: pl.Expr
+) -> list[pl.Expr]:
     """The attribute-derived span columns, given how to read one attribute (`attr(key)`)."""
 
     def number(key: str) -> pl.Expr:
@@ -128,6 +302,8 @@ def span_columns(attr: Any, documents: pl.Expr, user: pl.Expr, assistant: pl.Exp
             number(S.LLM_TOKEN_COUNT_TOTAL),
             number(S.LLM_TOKEN_COUNT_PROMPT) + number(S.LLM_TOKEN_COUNT_COMPLETION),
         ).alias("total_tokens"),
+        *[attr(key).cast(pl.String).alias(name) for key, name in TRACE_TEXT.items()],
+        tags.alias("tags"),
     ]
 
 
@@ -154,35 +330,62 @@ def parse_time(expr: pl.Expr) -> pl.Expr:
 
 def scan_jsonl(lines: pl.LazyFrame, line_numbers: pl.Expr) -> pl.LazyFrame:
     """The span frame of SDK-serialised JSON lines (column `line`: the text; `line_numbers`:
-    its 1-based number). Malformed lines are removed by the caller before this."""
-    docs, inputs, outputs = slots(lines)
+    its 1-based number), or of Phoenix's REST spans (a span a line, or a line holding a JSON
+    array of them, each span then numbered by that line). Malformed lines are removed by the
+    caller before this."""
+    shape = survey(lines)
     dtype = pl.Struct(
         {
             "name": pl.String,
             "context": pl.Struct({"trace_id": pl.String, "span_id": pl.String}),
+            "span_kind": pl.String,
             "parent_id": pl.String,
             "start_time": pl.String,
             "end_time": pl.String,
-            "attributes": attribute_dtype(docs, inputs, outputs),
+            "attributes": attribute_dtype(shape),
         }
     )
-    field = pl.col("attributes").struct.field
+    attr = attribute_reader(shape)
     documents = pl.concat_list(
         [
             pl.struct(
-                field(doc_key(i, "content")).alias("content"),
-                field(doc_key(i, "id")).alias("id"),
-                field(doc_key(i, "score")).cast(pl.Float64, strict=False).alias("score"),
+                attr(doc_key(i, "content")).alias("content"),
+                attr(doc_key(i, "id")).alias("id"),
+                attr(doc_key(i, "score")).cast(pl.Float64, strict=False).alias("score"),
             )
-            for i in range(docs)
+            for i in range(shape.docs)
         ]
         or [pl.lit([], pl.List(DOCUMENT))]
     ).list.eval(pl.element().filter(pl.element().struct.field("content").is_not_null()))
     raw = lines.select(line_numbers.cast(pl.Int64).alias("line"), pl.col("line").alias("text"))
-    decoded = raw.select("line", pl.col("text").str.json_decode(dtype).alias("span")).unnest("span")
+    if shape.arrays:
+        raw = raw.with_columns(
+            pl.col("text").map_elements(array_items, return_dtype=pl.List(pl.String))
+        ).explode("text")
+    decoded = raw.select(
+        "line", "text", pl.col("text").str.json_decode(dtype).alias("span")
+    ).unnest("span")
     has_attributes = pl.col("attributes").is_not_null() & pl.any_horizontal(
-        [field(k).is_not_null() for k in SCALARS]
+        [attr(k).is_not_null() for k in SCALARS]
     )
+    # Phoenix's REST spans keep the kind in `span_kind`, not among the attributes.
+    kind = pl.coalesce(attr(S.OPENINFERENCE_SPAN_KIND), pl.col("span_kind"))
+    metadata = pl.coalesce(attr(S.METADATA), flat_metadata(shape.metadata))
+
+    # An object as `input.value` / `output.value` is JSON, whatever its mime type says.
+    objects = {S.INPUT_MIME_TYPE: S.INPUT_VALUE, S.OUTPUT_MIME_TYPE: S.OUTPUT_VALUE}
+
+    def read(key: str) -> pl.Expr:
+        if key == S.OPENINFERENCE_SPAN_KIND:
+            return kind
+        if key == S.METADATA:
+            return metadata
+        value = objects.get(key)
+        if value in shape.nested:
+            is_object = attr(value).str.starts_with("{")
+            return pl.when(is_object).then(pl.lit(JSON_MIME)).otherwise(attr(key))
+        return attr(key)
+
     return decoded.select(
         "line",
         normalize_id(pl.col("context").struct.field("trace_id")).alias("trace_id"),
@@ -191,14 +394,28 @@ def scan_jsonl(lines: pl.LazyFrame, line_numbers: pl.Expr) -> pl.LazyFrame:
         parse_time(pl.col("start_time")).alias("start_time"),
         parse_time(pl.col("end_time")).alias("end_time"),
         *span_columns(
-            field,
+            read,
             documents,
-            last_message(S.LLM_INPUT_MESSAGES, inputs, "user"),
-            last_message(S.LLM_OUTPUT_MESSAGES, outputs, "assistant"),
+            last_message(attr, S.LLM_INPUT_MESSAGES, shape.inputs, "user"),
+            last_message(attr, S.LLM_OUTPUT_MESSAGES, shape.outputs, "assistant"),
+            tags_of(attr(TAGS), json=TAGS in shape.nested),
         ),
         pl.lit(None, pl.String).alias("ground_truth"),
         has_attributes.fill_null(False).alias("has_attributes"),
     )
+
+
+def array_items(text: str) -> list[str]:
+    """A line holding a JSON array of spans as one JSON text per span; any other line (or one
+    that does not parse: the caller lists it) as it is. Run only on files that have such a
+    line: a whole-document JSON the size of the file, already read whole to find its format."""
+    if not text.lstrip().startswith("["):
+        return [text]
+    try:
+        items = json.loads(text)
+    except ValueError:
+        return [text]
+    return [json.dumps(item) for item in items] if isinstance(items, list) else [text]
 
 
 #: The prefix of a Phoenix span frame's attribute columns.
@@ -210,10 +427,11 @@ def from_frame(frame: pl.LazyFrame) -> pl.LazyFrame:
     names = frame.collect_schema()
     span_kind = _frame_kind(names)
     columns = span_columns(
-        lambda k: span_kind if k == S.OPENINFERENCE_SPAN_KIND else _frame_attr(names, k),
+        lambda k: span_kind if k == S.OPENINFERENCE_SPAN_KIND else _frame_attr(names, k, True),
         _frame_documents(names),
         _frame_message(names, S.LLM_INPUT_MESSAGES, "user"),
         _frame_message(names, S.LLM_OUTPUT_MESSAGES, "assistant"),
+        _frame_tags(names),
     )
     attr_columns = [c for c in names if c.startswith(FRAME_ATTR)]
     return frame.with_row_index("line", offset=1).select(
@@ -235,10 +453,38 @@ def from_frame(frame: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
-def _frame_attr(names: pl.Schema, key: str) -> pl.Expr:
-    """An attribute column of the frame, null where the frame has none."""
+def _frame_attr(names: pl.Schema, key: str, objects_as_json: bool = False) -> pl.Expr:
+    """An attribute column of the frame as text (a list or object as its JSON, a number as
+    written), null where the frame has none; with `objects_as_json`, the mime type of an
+    `input.value` / `output.value` column of objects is JSON whatever the frame says."""
     name = FRAME_ATTR + key
-    return pl.col(name) if name in names else pl.lit(None, pl.String)
+    value = {S.INPUT_MIME_TYPE: S.INPUT_VALUE, S.OUTPUT_MIME_TYPE: S.OUTPUT_VALUE}.get(key)
+    if objects_as_json and value and isinstance(names.get(FRAME_ATTR + value), pl.Struct):
+        return pl.lit(JSON_MIME)
+    if name not in names:
+        return pl.lit(None, pl.String)
+    return as_text(pl.col(name), names[name])
+
+
+def as_text(column: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """A column as text: strings as they are, lists and structs as JSON, others cast."""
+    if dtype == pl.String:
+        return column
+    if isinstance(dtype, (pl.Struct, pl.List, pl.Array)):
+        wrapped = pl.struct(column.alias("v")).struct.json_encode()
+        return pl.when(column.is_not_null()).then(wrapped.str.extract(r'^\{"v":(.*)\}$', 1))
+    return column.cast(pl.String)
+
+
+def _frame_tags(names: pl.Schema) -> pl.Expr:
+    """`tag.tags` as a list of strings, whether the frame holds a list or a string."""
+    name = FRAME_ATTR + TAGS
+    dtype = names.get(name)
+    if dtype is None:
+        return pl.lit(None, pl.List(pl.String))
+    if isinstance(dtype, (pl.List, pl.Array)):
+        return pl.col(name).cast(pl.List(pl.String), strict=False)
+    return tags_of(as_text(pl.col(name), dtype), json=False)
 
 
 def _frame_kind(names: pl.Schema) -> pl.Expr:
@@ -291,11 +537,30 @@ def _frame_time(names: pl.Schema, name: str) -> pl.Expr:
         return pl.lit(None, TIME)
     if names[name] == pl.String:
         return parse_time(pl.col(name))
+    if names[name].is_numeric():
+        return epoch_time(pl.col(name))
     return (
         pl.col(name).dt.replace_time_zone("UTC")
         if getattr(names[name], "time_zone", None) is None
         else pl.col(name).dt.convert_time_zone("UTC")
     )
+
+
+def epoch_time(number: pl.Expr) -> pl.Expr:
+    """Epoch times in whichever unit their size says (pandas' `to_json()` writes milliseconds
+    by default): seconds below 1e11, milliseconds below 1e14, microseconds below 1e17, else
+    nanoseconds; any of them is a date between 1973 and 5138."""
+    value = number.cast(pl.Float64)
+    micros = (
+        pl.when(value.abs() < 1e11)
+        .then(value * 1e6)
+        .when(value.abs() < 1e14)
+        .then(value * 1e3)
+        .when(value.abs() < 1e17)
+        .then(value)
+        .otherwise(value / 1e3)
+    )
+    return pl.from_epoch(micros.round(0).cast(pl.Int64), "us").dt.replace_time_zone("UTC")
 
 
 def _frame_ident(names: pl.Schema, name: str) -> pl.Expr:
@@ -313,13 +578,29 @@ def is_phoenix_record(first: dict[str, Any]) -> bool:
 
 
 def read_phoenix_file(path: Path) -> pl.LazyFrame:
-    """A Phoenix span frame saved as Parquet or JSON Lines, lazily."""
+    """A Phoenix span frame saved as Parquet, as JSON Lines, or by pandas' `to_json()` with its
+    defaults (one object per column keyed by the index), lazily."""
     if path.suffix == ".parquet":
         return pl.scan_parquet(path)
+    first = first_record(path)
+    if first is not None and isinstance(first.get("context.span_id"), dict):
+        return columns_frame(first).lazy()
     try:
         return pl.scan_ndjson(path, infer_schema_length=None)
     except pl.exceptions.ComputeError as exc:  # pragma: no cover - polars message varies
         raise InputError(f"{path}: not a Phoenix span frame in JSON Lines ({exc})") from exc
+
+
+def columns_frame(columns: dict[str, Any]) -> pl.DataFrame:
+    """A frame written by pandas' `DataFrame.to_json()` (orient "columns": `{column: {index:
+    value}}`, the whole file one object, already parsed to detect it): one row per index key,
+    in the file's order, each column's values taken as Polars infers them over the column."""
+    index = list(columns["context.span_id"])
+    data = {}
+    for name, values in columns.items():
+        cells = values if isinstance(values, dict) else {}
+        data[name] = pl.Series(name, [cells.get(k) for k in index], strict=False)
+    return pl.DataFrame(data)
 
 
 def first_record(path: Path) -> dict[str, Any] | None:
