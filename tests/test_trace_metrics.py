@@ -224,6 +224,45 @@ def test_what_counts_as_a_value(tmp_path: Path) -> None:
     path = tmp_path / "f.parquet"
     frame.write_parquet(path, row_group_size=1)
     assert inputs_with_values(path, needed) == expected
+    frame.write_ndjson(tmp_path / "f.jsonl")
+    assert inputs_with_values(tmp_path / "f.jsonl", needed) == expected
+    lists = ("contexts", "reference_contexts")
+    frame.with_columns(
+        pl.col(c).map_elements(lambda v: json.dumps(list(v)), pl.String) for c in lists
+    ).write_csv(tmp_path / "f.csv")
+    assert inputs_with_values(tmp_path / "f.csv", needed) == expected
     # A ragas alias and columns= are read as the run reads them.
     renamed = frame.rename({"ground_truth": "reference", "question": "my_q"})
     assert inputs_with_values(renamed, needed, {"question": "my_q"}) == expected
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "jsonl"])
+def test_a_log_is_read_only_until_every_input_is_found(
+    suffix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ragframe.engine.prepare as prepare
+
+    monkeypatch.setattr(prepare, "PRESENCE_BATCH_ROWS", 2)
+    read: list[int] = []
+    batches = prepare._batches
+
+    def counted(source: object, names: list[str]) -> object:
+        for batch in batches(source, names):
+            read.append(batch.height)
+            yield batch
+
+    monkeypatch.setattr(prepare, "_batches", counted)
+    rows = pl.concat([logged_rows([None, None, None])] * 4)  # 12 rows, no ground truth
+    path = tmp_path / f"rows.{suffix}"
+    rows.write_parquet(path) if suffix == "parquet" else rows.write_ndjson(path)
+    needed = {"question", "answer", "contexts", "ground_truth"}
+    # The all-null column is known from the statistics / the inferred Null type: one batch.
+    assert inputs_with_values(path, needed) == needed - {"ground_truth"}
+    assert read == [2]
+    read.clear()
+    late = rows.with_columns(
+        pl.when(pl.int_range(pl.len()) == 11).then(pl.lit("t")).alias("ground_truth")
+    )
+    late.write_parquet(path) if suffix == "parquet" else late.write_ndjson(path)
+    assert inputs_with_values(path, needed) == needed
+    assert sum(read) == 12  # the value in the last row is found by reading to it

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,8 +16,8 @@ from typing import Any
 import polars as pl
 import polars.selectors as cs
 
-from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, metric_names
-from ragframe.errors import ConfigError
+from ragframe.engine.spec import RunSpec, metric_names
+from ragframe.errors import ConfigError, InputError
 from ragframe.inputs.columns import (
     CUT_FLAG,
     ROW_ID,
@@ -299,54 +299,74 @@ def _all_null_in_statistics(path: Path, names: Iterable[str]) -> set[str]:
     return nulls
 
 
+#: Rows of the needed columns read at a time to find which inputs a log has values for.
+PRESENCE_BATCH_ROWS = 10_000
+
+
 def inputs_with_values(
     rows: Any, needed: Iterable[str], columns: Mapping[str, str] | None = None
 ) -> set[str]:
     """The inputs of `needed` (canonical names) that at least one row of `rows` has a value
     for: a column in the schema is not enough (a trace export's all-null ground_truth).
 
-    `rows`: a Polars frame or LazyFrame, a log's path or its opened `InputFile`. One lazy
-    query over the needed columns alone, run by the streaming engine (a file is never held
-    whole); Parquet statistics answer first for a column that holds only nulls, and CSV (text
-    cells, lists as JSON) is read a chunk at a time until every input is found."""
+    `rows`: a Polars frame or LazyFrame, a log's path or its opened `InputFile`. A log is
+    read in batches of the needed columns alone (never whole), stopping as soon as every
+    input has been seen with a value, which for a log that has them is its first batch;
+    Parquet statistics answer first, without a page read, for a column of nulls only."""
     from ragframe.inputs.columns import list_columns
     from ragframe.inputs.io import InputFile, ParquetInput, open_input
 
     source = rows if isinstance(rows, InputFile) else None
     if isinstance(rows, str | Path):
         source = open_input(rows, list_columns=list_columns(columns))
-    path = None if source is None else source.path
     schema = rows.lazy().collect_schema() if source is None else source.schema_frame().schema
     mapping = canonical_names(list(schema), columns, needed=needed)
     wanted = {c: mapping[c] for c in needed if c in mapping}
+    # A column typed Null (JSON's all-null field) has no value; nor, in a Parquet file, one
+    # whose statistics count only nulls: known without reading a row.
+    nulls = {name for name in wanted.values() if schema[name] == pl.Null}
     if isinstance(source, ParquetInput):
-        nulls = _all_null_in_statistics(source.path, wanted.values())
-        wanted = {c: name for c, name in wanted.items() if name not in nulls}
+        nulls |= _all_null_in_statistics(source.path, wanted.values())
+    wanted = {c: name for c, name in wanted.items() if name not in nulls}
     if not wanted:
         return set()
     exprs = [_has_value(name, schema[name]).alias(c) for c, name in wanted.items()]
-    if source is None:
-        found = rows.lazy().select(exprs).collect(engine="streaming").row(0, named=True)
-    elif isinstance(source, ParquetInput):
-        scan = pl.scan_parquet(source.path)
-        found = scan.select(exprs).collect(engine="streaming").row(0, named=True)
-    elif path is not None and source.format == "JSON Lines":
-        scan = pl.scan_ndjson(path, infer_schema_length=None)
-        found = scan.select(exprs).collect(engine="streaming").row(0, named=True)
+    if isinstance(rows, pl.DataFrame):
+        batches: Iterable[pl.DataFrame] = [rows]
+    elif source is None:
+        batches = [rows.lazy().select(wanted.values()).collect(engine="streaming")]
     else:
-        return _found_in_chunks(source, wanted, exprs)
-    return {c for c, value in found.items() if value}
-
-
-def _found_in_chunks(source: Any, wanted: Mapping[str, str], exprs: list[pl.Expr]) -> set[str]:
-    """A file read in chunks (CSV) until every wanted input has been seen with a value."""
+        batches = _batches(source, sorted(set(wanted.values())))
     found: set[str] = set()
-    for chunk in source.chunks(DEFAULT_CHUNK_ROWS):
-        row = chunk.select(exprs).row(0, named=True)
-        found |= {c for c, value in row.items() if value}
+    for batch in batches:
+        found |= {c for c, value in batch.select(exprs).row(0, named=True).items() if value}
         if len(found) == len(wanted):
             break
     return found
+
+
+def _batches(source: Any, names: list[str]) -> Iterator[pl.DataFrame]:
+    """A log's `names` columns, PRESENCE_BATCH_ROWS rows at a time, in bounded memory."""
+    import pyarrow as pa
+
+    from ragframe.inputs.io import ParquetInput
+
+    if source.format == "CSV":  # text cells: read as scored, the JSON lists decoded
+        yield from source.chunks(PRESENCE_BATCH_ROWS)
+        return
+    try:
+        if isinstance(source, ParquetInput):
+            parquet = source.parquet
+            for batch in parquet.iter_batches(
+                PRESENCE_BATCH_ROWS, columns=names, use_threads=False
+            ):
+                yield pl.DataFrame(pl.from_arrow(batch))
+        else:  # JSON Lines, with the types inferred from every line when it was opened
+            schema = source.schema_frame().schema
+            scan = pl.scan_ndjson(source.path, schema=schema).select(names)
+            yield from scan.collect_batches(chunk_size=PRESENCE_BATCH_ROWS, maintain_order=False)
+    except (pa.ArrowException, pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read {str(source.path)!r} as {source.format}: {exc}") from exc
 
 
 def refuse_empty_inputs(
