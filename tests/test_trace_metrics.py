@@ -17,6 +17,7 @@ from openinference.semconv.trace import DocumentAttributes, SpanAttributes
 import ragframe
 from ragframe.cli import main
 from ragframe.engine.prepare import inputs_with_values
+from ragframe.errors import ConfigError
 from ragframe.metrics import REGISTRY
 from ragframe.testing.server import FakeServer
 
@@ -201,6 +202,10 @@ def test_the_python_api_records_what_all_left_out_and_why(
     # A frame without the column keeps the old reason.
     without = ragframe.run(rows.drop("ground_truth"), "all", judge=judge)
     assert without.extra["skipped_metrics"]["context_recall"] == "needs ground_truth"
+    # Nothing to score is one line naming the columns and what has values.
+    blank = rows.select("question", pl.lit(None, pl.List(pl.String)).alias("contexts"))
+    with pytest.raises(ConfigError, match=r"inputs with a value in some row: \['question'\]"):
+        ragframe.run(blank, "all", judge=judge)
     # Named, in Python, each row is what it scores alone: null, "missing input", nothing sent.
     sent = server.count()
     named = ragframe.run(rows, ["context_recall"], judge=judge).frame
@@ -266,3 +271,29 @@ def test_a_log_is_read_only_until_every_input_is_found(
     late.write_parquet(path) if suffix == "parquet" else late.write_ndjson(path)
     assert inputs_with_values(path, needed) == needed
     assert sum(read) == 12  # the value in the last row is found by reading to it
+
+
+def test_prepare_run_chooses_from_the_rows_it_is_given_not_the_schema(tmp_path: Path) -> None:
+    """A path that validates on a file's schema (the streamed one) hands prepare_run the file
+    (`rows=`), or the command line's measurement (`MeasuredAll`): both choose as the rows say."""
+    from ragframe.engine.prepare import prepare_run
+    from ragframe.engine.spec import RunSpec
+    from ragframe.inputs.io import open_input
+    from ragframe.metrics.catalog import MeasuredAll
+
+    path = tmp_path / "rows.parquet"
+    logged_rows([None, None, None]).write_parquet(path)
+    log = open_input(path)
+    judge = ragframe.Judge("m", base_url="http://127.0.0.1:9", api_key="k", embedding_model="e")
+    have = {"question", "answer", "contexts"}
+    schema_only = prepare_run(log.schema_frame(), RunSpec(metrics="all"), judge)
+    assert {m.name for m in schema_only.metrics} >= NEED_TRUTH  # a column is all it sees
+    for ready in (
+        prepare_run(log.schema_frame(), RunSpec(metrics="all"), judge, rows=log),
+        prepare_run(log.schema_frame(), RunSpec(metrics="all"), judge, rows=path),
+        prepare_run(log.schema_frame(), RunSpec(metrics=MeasuredAll(have)), judge),
+    ):
+        assert not NEED_TRUTH & {m.name for m in ready.metrics}
+        assert set(ready.extra["skipped_metrics"]) >= NEED_TRUTH
+    carried = RunSpec(metrics=MeasuredAll(have))
+    assert carried.metrics == "all" and carried.metadata("streamed")["metrics"] == "all"

@@ -386,18 +386,31 @@ def refuse_empty_inputs(
 
     have = set(have)
     mapping = {} if present is None else canonical_names(list(present), columns, needed=())
-    problems = []
+    # Metrics lacking the same inputs are named together: one clause per set of inputs.
+    lacking: dict[tuple[str, ...], list[str]] = {}
     for metric in metrics:
-        if not isinstance(metric, Metric):
-            continue
-        empty = [c for c in metric.requires if c not in have and (present is None or c in mapping)]
-        if not empty:
-            continue
-        named = [c if mapping.get(c, c) == c else f"{c} (column {mapping[c]!r})" for c in empty]
-        instead = alternatives(metric.name, have)
-        fix = f"use {' or '.join(instead)}" if instead else f"fill {', '.join(empty)} in the rows"
+        if isinstance(metric, Metric):
+            empty = tuple(
+                c for c in metric.requires if c not in have and (present is None or c in mapping)
+            )
+            if empty:
+                lacking.setdefault(empty, []).append(metric.name)
+    problems = []
+    for empty, names in lacking.items():
+        inputs = ", ".join(
+            c if mapping.get(c, c) == c else f"{c} (column {mapping[c]!r})" for c in empty
+        )
+        one = len(names) == 1
+        swaps = {n: alternatives(n, have) for n in names}
+        use = [
+            " or ".join(alts) + ("" if one else f" for {n}") for n, alts in swaps.items() if alts
+        ]
+        fix = f"drop {'it' if one else 'them'}" + (f" or use {', '.join(use)}" if use else "")
+        if not all(swaps.values()):
+            fix += f"{',' if use else ''} or add {', '.join(empty)} to the rows"
         problems.append(
-            f"{metric.name} needs {', '.join(named)}, which no row of {where} has; drop it or {fix}"
+            f"{', '.join(names)} need{'s' if one else ''} {inputs}, which no row of {where} "
+            f"has; {fix}"
         )
     if problems:
         raise ConfigError("; ".join(problems) + ". Nothing was sent.")
@@ -418,11 +431,16 @@ def choose_metrics(
     if not is_all(metrics):
         return resolve(metric_names(metrics))  # type: ignore[arg-type]
     measured = getattr(metrics, "have", None)
-    chosen, skipped = all_metrics(present, columns, measured if measured is not None else have)
+    filled = measured if measured is not None else have
+    chosen, skipped = all_metrics(present, columns, filled)
     if extra is not None:
         extra["skipped_metrics"] = skipped
     if not chosen:
-        raise ConfigError(f"metrics='all', but the input has no metric's inputs: {skipped}")
+        values = "" if filled is None else f"; inputs with a value in some row: {sorted(filled)}"
+        raise ConfigError(
+            f"metrics='all', but no metric has every input it needs (columns: {list(present)}"
+            f"{values}); `ragframe metrics` lists what each metric needs"
+        )
     return list(chosen)
 
 
