@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from pathlib import Path
 
 import polars as pl
@@ -297,3 +298,6 @@ def test_prepare_run_chooses_from_the_rows_it_is_given_not_the_schema(tmp_path: 
         assert set(ready.extra["skipped_metrics"]) >= NEED_TRUTH
     carried = RunSpec(metrics=MeasuredAll(have))
     assert carried.metrics == "all" and carried.metadata("streamed")["metrics"] == "all"
+    again = pickle.loads(pickle.dumps(carried))  # a spec handed to another process
+    assert again.metrics == "all" and again.metrics.have == have
+    assert json.dumps(carried.metadata("streamed")["metrics"]) == '"all"'

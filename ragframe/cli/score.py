@@ -211,7 +211,7 @@ def _check_metrics(
     line saying which were left out and why. `imported`: rows converted from an export (an
     input it has no column for is refused here, as one it has no value for)."""
     from ragframe.engine.prepare import check_judge, refuse_empty_inputs
-    from ragframe.metrics.catalog import MeasuredAll
+    from ragframe.metrics.catalog import MeasuredAll, left_out_line
 
     chosen, have, skipped, columns = chosen_metrics(source, spec)
     if have is not None:
@@ -225,15 +225,6 @@ def _check_metrics(
         check_judge(one, chosen)
     gate_cli.check_gate_options(args, [m.name for m in chosen])
     return spec
-
-
-def left_out_line(skipped: dict[str, str]) -> str:
-    """`--metrics all`'s metrics left out, grouped by why, on one line."""
-    by_reason: dict[str, list[str]] = {}
-    for name, why in skipped.items():
-        by_reason.setdefault(why, []).append(name)
-    parts = [f"{', '.join(names)} ({why})" for why, names in by_reason.items()]
-    return f"--metrics all left out: {'; '.join(parts)}"
 
 
 def _score_traces(args: argparse.Namespace, spec: RunSpec, path: str, judge: Any) -> int:

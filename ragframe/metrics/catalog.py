@@ -76,6 +76,10 @@ class MeasuredAll(str):
         made.have = frozenset(have)
         return made
 
+    def __reduce__(self) -> tuple[type[MeasuredAll], tuple[list[str]]]:
+        """Pickled (a spec sent to another process) with what it measured, not its text."""
+        return (MeasuredAll, (sorted(self.have),))
+
 
 def all_metrics(
     present: Iterable[str],
@@ -104,6 +108,16 @@ def all_metrics(
             chosen.append(cls())
     skipped["g_eval"] = "built, not named: GEval(criteria=...) with your criteria"
     return chosen, skipped
+
+
+def left_out_line(skipped: Mapping[str, str]) -> str:
+    """`metrics="all"`'s metrics left out (`all_metrics`' second half), grouped by why, on
+    one line (`ragframe score --metrics all` prints it before anything is sent)."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in skipped.items():
+        by_reason.setdefault(why, []).append(name)
+    parts = [f"{', '.join(names)} ({why})" for why, names in by_reason.items()]
+    return f"--metrics all left out: {'; '.join(parts)}"
 
 
 def alternatives(name: str, have: Iterable[str]) -> list[str]:
