@@ -29,6 +29,8 @@ FENCE = re.compile(
 )
 SNIPPET = re.compile(r'^--8<-- "(?P<path>[^":]+)(?::(?P<start>\d*)(?::(?P<end>\d*))?)?"$', re.M)
 RUN = {"python", "bash", "console", "sh", "shell"}
+#: Pages whose blocks talk to Phoenix's server (the `phoenix` fixture of conftest.py).
+NEEDS_PHOENIX = {Path("docs/traces/phoenix.md")}
 #: Commands whose documented outcome includes exit status 1: a gate that fails.
 GATE_OPTIONS = ("--fail-under", "--min-pass-rate")
 
@@ -133,7 +135,10 @@ def test_readme_examples_run(judge_env):
 @pytest.mark.parametrize(
     "page", [p for p in pages() if p.name != "README.md"], ids=lambda p: str(p.relative_to(ROOT))
 )
-def test_page_examples_run(judge_env, page):
+def test_page_examples_run(judge_env, page, request, monkeypatch):
+    if page.relative_to(ROOT) in NEEDS_PHOENIX:
+        # Phoenix's own server for the page; its tracer and client read this variable
+        monkeypatch.setenv("PHOENIX_COLLECTOR_ENDPOINT", request.getfixturevalue("phoenix").url)
     run_page(page)
 
 
