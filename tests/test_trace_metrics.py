@@ -182,9 +182,17 @@ def test_sample_and_dry_run_choose_from_the_whole_log(
     printed = capsys.readouterr().out
     assert "ground_truth" not in printed.split("left out:")[1].split("\n")[0]
     logged_rows([None, None, None]).write_parquet(log)
+    # The dry run counts what the run will score: the metrics the rows can feed.
+    assert main([*base, "--dry-run"]) == 0
+    estimate = [x for x in capsys.readouterr().out.splitlines() if x.startswith("estimate")]
+    can = [
+        n for n, cls in REGISTRY.items() if set(cls.requires) <= {"question", "answer", "contexts"}
+    ]
+    assert main([*base[:-1], ",".join(can), "--dry-run"]) == 0
+    assert estimate == [x for x in capsys.readouterr().out.splitlines() if x.startswith("estimate")]
     assert main([*base, "--sample", "2"]) == 0
     assert "context_recall" in capsys.readouterr().out.split("left out:")[1]
-    assert not NEED_TRUTH & set(pl.read_parquet(out).columns)
+    assert set(pl.read_parquet(out).columns) & set(REGISTRY) == set(can)
     sent = server.count()
     assert main([*base[:-1], "context_recall", "--sample", "2", "--overwrite"]) == 2
     assert "context_recall needs ground_truth" in capsys.readouterr().err
