@@ -209,12 +209,8 @@ def test_json_documents_keep_lines_and_list_what_is_not_json(tmp_path: Path) -> 
     assert json.loads(frame["line"][4]) == {"d": 4}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ragframe.inputs.traces reads span files as JSON Lines; the change that routes a "
-    "file of indented documents through otel.json_documents is in H3's report",
-)
 def test_indented_documents_read_by_read_traces(traced: dict[str, Any]) -> None:
+    """The same files given to read_traces: detected, and read through json_documents."""
     for name in ("message_to_json_indented", "console_default"):
         read = read_traces_report(traced["files"][name])
         assert read.skipped.height == 0

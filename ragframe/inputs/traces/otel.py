@@ -235,10 +235,13 @@ def _items(value: pl.Expr) -> pl.Expr:
     )
 
 
-def _attr(key: str, column: str = "attrs", field: str = "text") -> pl.Expr:
+def _attr(key: str, column: str = "attrs") -> pl.Expr:
+    """The text of the span's attribute `key` (its first, if repeated)."""
     return (
         pl.col(column)
-        .list.eval(pl.element().filter(pl.element().struct.field("key") == key).struct.field(field))
+        .list.eval(
+            pl.element().filter(pl.element().struct.field("key") == key).struct.field("text")
+        )
         .list.first()
     )
 
@@ -299,7 +302,7 @@ def scan_otlp(lines: pl.LazyFrame) -> pl.LazyFrame:
         _attr(S.SESSION_ID).alias("session_id"),
         _attr(S.USER_ID).alias("user_id"),
         _attr(S.METADATA).alias("metadata"),
-        _attr(S.TAG_TAGS, field="items").alias("tags"),
+        "tags",
     )
 
 
@@ -358,7 +361,7 @@ def _documents_of(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def _spans(lines: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per span (`sid`: its index), its attributes as `attrs` (key, text, items)."""
+    """One row per span (`sid`: its index), its attributes as `attrs` (key, text), its tags."""
     snake = [f'"{name}":' for name in SNAKE_CASE]
     camel = [f'"{name}":' for name in SNAKE_CASE.values()]
     return (
@@ -378,18 +381,27 @@ def _spans(lines: pl.LazyFrame) -> pl.LazyFrame:
         .filter(pl.col("spans").is_not_null())
         .unnest("spans")
         .with_row_index("sid")
-        .with_columns(
+        .select(
+            pl.exclude("attributes"),
+            _tags(pl.col("attributes")).alias("tags"),
             pl.col("attributes")
             .list.eval(
                 pl.struct(
                     pl.element().struct.field("key"),
                     _text(pl.element().struct.field("value")).alias("text"),
-                    _items(pl.element().struct.field("value")).alias("items"),
                 )
             )
-            .alias("attrs")
+            .alias("attrs"),
         )
     )
+
+
+def _tags(attributes: pl.Expr) -> pl.Expr:
+    """OpenInference's `tag.tags`: an array's items as texts (a single text as one tag)."""
+    value = attributes.list.eval(
+        pl.element().filter(pl.element().struct.field("key") == S.TAG_TAGS).struct.field("value")
+    ).list.first()
+    return _items(value)
 
 
 def _decode(lines: pl.Series) -> pl.Series:
