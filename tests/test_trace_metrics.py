@@ -309,3 +309,19 @@ def test_prepare_run_chooses_from_the_rows_it_is_given_not_the_schema(tmp_path: 
     again = pickle.loads(pickle.dumps(carried))  # a spec handed to another process
     assert again.metrics == "all" and again.metrics.have == have
     assert json.dumps(carried.metadata("streamed")["metrics"]) == '"all"'
+
+
+def test_a_log_without_rows_is_judged_by_its_columns(
+    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No row means nothing to send and nothing to refuse: the columns decide, as before."""
+    empty = logged_rows([None, None, None]).head(0)
+    needed = {"question", "answer", "contexts", "ground_truth"}
+    assert inputs_with_values(empty, needed) == needed
+    log, out = tmp_path / "empty.parquet", tmp_path / "out.parquet"
+    empty.write_parquet(log)
+    assert inputs_with_values(log, needed) == needed
+    argv = ["score", str(log), "-o", str(out), *judge_args(server)]
+    assert main([*argv, "--metrics", "context_precision"]) == 0
+    assert pl.read_parquet(out).height == 0 and "context_precision" in pl.read_parquet(out).columns
+    assert server.count() == 0

@@ -312,7 +312,9 @@ def inputs_with_values(
     `rows`: a Polars frame or LazyFrame, a log's path or its opened `InputFile`. A log is
     read in batches of the needed columns alone (never whole), stopping as soon as every
     input has been seen with a value, which for a log that has them is its first batch;
-    Parquet statistics answer first, without a page read, for a column of nulls only."""
+    Parquet statistics answer first, without a page read, for a column of nulls only. A log
+    without rows has every input it has a column for: there is nothing to refuse, since
+    scoring it sends nothing."""
     from ragframe.inputs.columns import list_columns
     from ragframe.inputs.io import InputFile, ParquetInput, open_input
 
@@ -322,6 +324,11 @@ def inputs_with_values(
     schema = rows.lazy().collect_schema() if source is None else source.schema_frame().schema
     mapping = canonical_names(list(schema), columns, needed=needed)
     wanted = {c: mapping[c] for c in needed if c in mapping}
+    # A log without rows: nothing to measure and nothing to send; its columns say it all.
+    height = rows.height if isinstance(rows, pl.DataFrame) else getattr(source, "rows", None)
+    if height == 0:
+        return set(wanted)
+    columned = set(wanted)
     # A column typed Null (JSON's all-null field) has no value; nor, in a Parquet file, one
     # whose statistics count only nulls: known without reading a row.
     nulls = {name for name in wanted.values() if schema[name] == pl.Null}
@@ -338,11 +345,13 @@ def inputs_with_values(
     else:
         batches = _batches(source, sorted(set(wanted.values())))
     found: set[str] = set()
+    seen = 0
     for batch in batches:
+        seen += batch.height
         found |= {c for c, value in batch.select(exprs).row(0, named=True).items() if value}
         if len(found) == len(wanted):
             break
-    return found
+    return found if seen else columned
 
 
 def _batches(source: Any, names: list[str]) -> Iterator[pl.DataFrame]:
