@@ -323,3 +323,45 @@ def test_pandas_reads_the_export_with_nan_for_null_text(tmp_path: Path) -> None:
 
 def assert_frame_equal_pl(left: pd.DataFrame, right: pd.DataFrame) -> None:
     assert left.to_dict("records") == right.to_dict("records")
+
+
+def mixed_shapes(frame: pd.DataFrame) -> pd.DataFrame:
+    """The span frame with attributes in both shapes OTel allows: the retrievers' `input.value`
+    a list of strings beside the other spans' strings, and the LLM spans' `metadata` JSON text
+    beside the CHAIN spans' objects (Arrow takes one type per column and refuses such a frame)."""
+    changed = frame.copy()
+    retrievers = changed["span_kind"] == "RETRIEVER"
+    values = changed["attributes.input.value"].astype(object)
+    values[retrievers] = pd.Series(
+        [["capital", "k=2"]] * int(retrievers.sum()), index=values[retrievers].index, dtype=object
+    )
+    changed["attributes.input.value"] = values
+    llm = changed["span_kind"] == "LLM"
+    metadata = changed["attributes.metadata"].astype(object)
+    metadata[llm] = [json.dumps(m) for m in metadata[llm]]
+    changed["attributes.metadata"] = metadata
+    return changed
+
+
+def test_a_frame_mixing_lists_and_strings_in_a_column(
+    traced: dict[str, Any], tmp_path: Path
+) -> None:
+    """`openinference.from_pandas` takes a span frame whose object column mixes lists with
+    strings (the lists kept as JSON text), and pandas' `to_json()` of it reads the same."""
+    frame = mixed_shapes(traced["frame"])
+    with pytest.raises((TypeError, ValueError)):
+        pl.from_pandas(frame)  # what a plain conversion does with it
+    spans = openinference.from_pandas(frame)
+    retriever_inputs = spans.filter(pl.col("span_kind") == "RETRIEVER")["attributes.input.value"]
+    assert retriever_inputs.to_list() == ['["capital", "k=2"]'] * len(QUESTIONS)
+    chains = spans.filter(pl.col("span_kind") == "CHAIN")["attributes.metadata"]
+    assert all(isinstance(json.loads(m), dict) for m in chains)
+    read = read_traces_report(spans)
+    assert read.skipped.height == 0
+    assert_rows_are_what_the_pipeline_saw(read.rows, traced["seen"])
+    path = tmp_path / "spans.json"
+    with pytest.warns():  # pandas' future-format notice
+        frame.to_json(path)
+    read = read_traces_report(path)
+    assert read.skipped.height == 0
+    assert_rows_are_what_the_pipeline_saw(read.rows, traced["seen"])

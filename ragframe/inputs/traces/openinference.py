@@ -133,9 +133,21 @@ def msg_key(prefix: str, i: int, field: str) -> str:
     return f"{prefix}.{i}.{field}"
 
 
-#: A key whose value is a list or an object (`"key": [` / `"key": {`); a key inside a JSON
-#: string has escaped quotes and does not match.
-NESTED_KEY = r'"([^"\\]+)"\s*:\s*[\[{]'
+#: A read attribute whose value is a list or an object (`"input.value": [`, `"tag.tags": [`); a
+#: key inside a JSON string has escaped quotes and does not match.
+NESTED_READ = (
+    '"('
+    + "|".join(
+        [re.escape(k) for k in (*SCALARS, TAGS)]
+        + [rf"{re.escape(S.RETRIEVAL_DOCUMENTS)}\.\d+\.{re.escape(f)}" for f in DOC_FIELDS.values()]
+        + [
+            rf"{re.escape(m)}\.\d+\.{re.escape(f)}"
+            for m in (S.LLM_INPUT_MESSAGES, S.LLM_OUTPUT_MESSAGES)
+            for f in (ROLE, CONTENT)
+        ]
+    )
+    + r')"\s*:\s*[\[{]'
+)
 
 
 @dataclass(frozen=True)
@@ -164,7 +176,10 @@ class Survey:
 
 
 def survey(lines: pl.LazyFrame) -> Survey:
-    """One streaming pass of counts over the lines (see `Survey`)."""
+    """One streaming pass of counts and flags over the lines (see `Survey`); only when it
+    flags a read attribute held as a list or object, or a flattened metadata key, a second
+    streaming pass names them. Every aggregate is one the streaming engine keeps in constant
+    memory (a list of matches gathered beside them would hold the file: 2 GiB at 1M spans)."""
 
     def most(pattern: str) -> pl.Expr:
         return pl.col("line").str.count_matches(pattern).max()
@@ -173,26 +188,29 @@ def survey(lines: pl.LazyFrame) -> Survey:
         most(rf'"{S.RETRIEVAL_DOCUMENTS}\.\d+\.{DocumentAttributes.DOCUMENT_CONTENT}"'),
         most(rf'"{S.LLM_INPUT_MESSAGES}\.\d+\.{ROLE}"').alias("i"),
         most(rf'"{S.LLM_OUTPUT_MESSAGES}\.\d+\.{ROLE}"').alias("o"),
-        pl.col("line")
-        .str.extract_all(NESTED_KEY)
-        .explode()
-        .drop_nulls()
-        .unique()
-        .implode()
-        .alias("nested"),
+        pl.col("line").str.contains(NESTED_READ).any().alias("nested"),
+        pl.col("line").str.contains(FLAT_METADATA).any().alias("flat"),
         pl.col("line").str.strip_chars_start().str.starts_with("[").any().alias("arrays"),
-        pl.col("line")
-        .str.extract_all(FLAT_METADATA)
-        .explode()
+    ).collect(engine="streaming")
+    docs, inputs, outputs, nested, flat, arrays = found.row(0)
+    slots = Survey(int(docs or 0), int(inputs or 0), int(outputs or 0), frozenset(), bool(arrays))
+    if not (nested or flat):
+        return slots
+    matches = (
+        lines.select(
+            pl.concat_list(
+                pl.col("line").str.extract_all(NESTED_READ),
+                pl.col("line").str.extract_all(FLAT_METADATA),
+            ).alias("match")
+        )
+        .explode("match")
         .drop_nulls()
         .unique()
-        .implode()
-        .alias("metadata"),
-    ).collect()
-    docs, inputs, outputs, matches, arrays, flat = found.row(0)
-    slots = Survey(int(docs or 0), int(inputs or 0), int(outputs or 0), frozenset(), bool(arrays))
-    names = {m.group(1) for m in map(re.compile(NESTED_KEY).match, matches or []) if m}
-    keys = sorted({m.group(1) for m in map(re.compile(FLAT_METADATA).match, flat or []) if m})
+        .collect(engine="streaming")["match"]
+        .to_list()
+    )
+    names = {m.group(1) for m in map(re.compile(NESTED_READ).match, matches) if m}
+    keys = sorted({m.group(1) for m in map(re.compile(FLAT_METADATA).match, matches) if m})
     return replace(slots, nested=frozenset(names & set(slots.attributes())), metadata=tuple(keys))
 
 
@@ -599,8 +617,46 @@ def columns_frame(columns: dict[str, Any]) -> pl.DataFrame:
     data = {}
     for name, values in columns.items():
         cells = values if isinstance(values, dict) else {}
-        data[name] = pl.Series(name, [cells.get(k) for k in index], strict=False)
+        data[name] = pl.Series(name, mixed_cells([cells.get(k) for k in index]), strict=False)
     return pl.DataFrame(data)
+
+
+def mixed_cells(cells: list[Any]) -> list[Any]:
+    """A column's cells, its lists and objects as JSON text when it holds scalars too (an
+    attribute may take either shape in OTel; a column takes one type, and Polars would write a
+    list beside strings as `[x,y]`, not JSON)."""
+    containers = [isinstance(v, (dict, list, tuple)) for v in cells if v is not None]
+    if any(containers) and not all(containers):
+        return [
+            json.dumps(v, default=str) if isinstance(v, (dict, list, tuple)) else v for v in cells
+        ]
+    return cells
+
+
+def from_pandas(frame: Any) -> pl.DataFrame:
+    """A pandas span frame (Phoenix's `get_spans_dataframe()`) as Polars. Where Arrow refuses
+    an object column (lists or objects beside strings, numbers beside text), that column's
+    cells go through `mixed_cells`, so one span's shape never costs the frame."""
+    try:
+        return pl.from_pandas(frame)
+    except (TypeError, ValueError):  # pyarrow's ArrowTypeError / ArrowInvalid
+        pass
+    data = {}
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype != object:
+            data[name] = pl.from_pandas(column)
+            continue
+        cells = [_cell(v) for v in column.tolist()]
+        data[name] = pl.Series(str(name), mixed_cells(cells), strict=False)
+    return pl.DataFrame(data)
+
+
+def _cell(value: Any) -> Any:
+    """A pandas object cell as plain Python: NaN and None as None, arrays as lists."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    return value.tolist() if hasattr(value, "tolist") and not isinstance(value, str) else value
 
 
 def first_record(path: Path) -> dict[str, Any] | None:
