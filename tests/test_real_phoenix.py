@@ -225,13 +225,29 @@ def test_the_fields_read_are_the_fields_phoenix_writes(traced: dict[str, Any]) -
     attributes = {c[len(prefix) :] for c in frame.columns if c.startswith(prefix)}
     flat = {openinference.attribute_family(k) for s in spans for k in s["attributes"]}
     assert attributes | flat <= known["attribute"], (attributes | flat) - known["attribute"]
-    nested = [
-        key.split(".", 3)[-1] if key.startswith(SpanAttributes.RETRIEVAL_DOCUMENTS) else ""
-        for s in spans
-        for key in s["attributes"]
-    ]
-    documents = {d for d in nested if d}
-    assert documents <= known["document"], documents - known["document"]
+    assert_item_fields_known({k for s in spans for k in s["attributes"]})
+    for family, place in (
+        (SpanAttributes.RETRIEVAL_DOCUMENTS, "document"),
+        (SpanAttributes.LLM_INPUT_MESSAGES, "message"),
+        (SpanAttributes.LLM_OUTPUT_MESSAGES, "message"),
+    ):
+        column = frame.get(prefix + family)
+        items = [item for cell in (column if column is not None else []) for item in cell or []]
+        fields = {k for item in items for k in item}
+        assert fields <= known[place], fields - known[place]
+
+
+def assert_item_fields_known(keys: set[str]) -> None:
+    """The fields of flat list attributes (`retrieval.documents.0.document.content`,
+    `llm.input_messages.1.message.role`) are fields the reader knows in that place."""
+    known = openinference.KNOWN_FIELDS
+    for family, place in (
+        (SpanAttributes.RETRIEVAL_DOCUMENTS, "document"),
+        (SpanAttributes.LLM_INPUT_MESSAGES, "message"),
+        (SpanAttributes.LLM_OUTPUT_MESSAGES, "message"),
+    ):
+        fields = {k[len(family) + 1 :].split(".", 1)[1] for k in keys if k.startswith(family + ".")}
+        assert fields <= known[place], fields - known[place]
 
 
 def test_scores_logged_back_as_span_annotations(

@@ -512,3 +512,21 @@ def test_a_line_holding_an_array_of_spans(traced: dict[str, Any], tmp_path: Path
     assert read.skipped.height == 0
     assert read.rows["question"].to_list() == [s["question"] for s in traced["seen"]]
     assert read.rows["contexts"].to_list() == [s["contexts"] for s in traced["seen"]]
+
+
+def test_the_fields_read_are_the_fields_the_sdk_writes(traced: dict[str, Any]) -> None:
+    """The canary for SDK span lines (`ReadableSpan.to_json()` with the OpenAI instrumentor's
+    attributes): every key, context key and attribute is one `openinference.KNOWN_FIELDS`
+    lists (read or left on purpose), so a field a new SDK or instrumentor writes fails here."""
+    from test_real_phoenix import assert_item_fields_known
+
+    from ragframe.inputs.traces import openinference
+
+    known = openinference.KNOWN_FIELDS
+    spans = [json.loads(line) for line in traced["path"].read_text().splitlines()]
+    assert {k for s in spans for k in s} <= known["sdk_span"]
+    assert {k for s in spans for k in s["context"]} <= known["context"]
+    attributes = {k for s in spans for k in s["attributes"]}
+    families = {openinference.attribute_family(k) for k in attributes}
+    assert families <= known["attribute"], families - known["attribute"]
+    assert_item_fields_known(attributes)
