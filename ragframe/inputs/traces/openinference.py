@@ -1,6 +1,6 @@
 """OpenInference spans (Phoenix, Arize, the LlamaIndex / LangChain / OpenAI instrumentors).
 
-Two shapes are read:
+Three shapes are read:
 
 * JSON Lines of spans as the OpenTelemetry SDK serialises them (`ReadableSpan.to_json()`, what
   a file or console exporter writes): `context.trace_id`, `context.span_id`, `parent_id`,
@@ -8,9 +8,9 @@ Two shapes are read:
   conventions (`retrieval.documents.0.document.content`, ...).
 * Span frames as Phoenix's `get_spans_dataframe()` returns them (`context.span_id`,
   `parent_id`, `span_kind`, `attributes.input.value`, `attributes.retrieval.documents` as a
-  list of `{"document.content": ...}` objects), given as a Polars or pandas DataFrame, or
-  saved as Parquet or JSON Lines.
-
+  list of `{"document.content": ...}` objects), given as a Polars or pandas DataFrame
+  (`from_pandas`), or saved as Parquet, JSON Lines, or by pandas' `to_json()` with its
+  defaults (`columns_frame`).
 * Phoenix's REST span list (`Client().spans.get_spans()`, `GET /v1/projects/{p}/spans`): the
   SDK shape with the kind in `span_kind`, written a span a line or as one JSON array.
 
@@ -18,7 +18,9 @@ Attribute names come from `openinference-semantic-conventions`, never typed by h
 Lines are parsed by Polars with an explicit schema (no per-line Python); a first streaming pass
 over the file (`survey`) measures the schema's number of document and message slots, and finds
 the attributes the reader reads that some span holds as a list or an object (valid in OTel):
-those are read as their JSON text, so no span's shape stops the file.
+those are read as their JSON text, so no span's shape stops the file. The trace-level
+`session.id`, `user.id`, `metadata` (JSON text) and `tag.tags` are read wherever they are.
+`KNOWN_FIELDS` lists every field the reader knows, for the tests' unknown-field canary.
 """
 
 from __future__ import annotations
@@ -107,8 +109,10 @@ KNOWN_FIELDS: dict[str, frozenset[str]] = {
 __all__ = [
     "KNOWN_FIELDS",
     "Survey",
-    "attribute_name",
+    "attribute_family",
+    "columns_frame",
     "from_frame",
+    "from_pandas",
     "json_text",
     "scan_jsonl",
     "survey",
