@@ -530,3 +530,21 @@ def test_the_fields_read_are_the_fields_the_sdk_writes(traced: dict[str, Any]) -
     families = {openinference.attribute_family(k) for k in attributes}
     assert families <= known["attribute"], families - known["attribute"]
     assert_item_fields_known(attributes)
+
+
+def test_a_span_frame_whose_input_values_are_objects(
+    traced: dict[str, Any], tmp_path: Path
+) -> None:
+    """A span frame whose `attributes.input.value` column holds objects (a struct column, as
+    Polars or Parquet keeps them) with no JSON mime type: the object's question field is the
+    question, as for a JSON value."""
+    frame = phoenix_frame(traced["spans"]).with_columns(
+        pl.struct(pl.col("attributes.input.value").alias("question"), pl.lit(2).alias("k")).alias(
+            "attributes.input.value"
+        ),
+        pl.lit(None, pl.String).alias("attributes.input.mime_type"),
+    )
+    frame.write_parquet(tmp_path / "spans.parquet")
+    for source in (frame, tmp_path / "spans.parquet"):
+        rows = read_traces(source, on_skip="raise").collect()
+        assert rows["question"].to_list() == [s["question"] for s in traced["seen"]]
