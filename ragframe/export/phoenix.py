@@ -10,8 +10,9 @@ current client (`arize-phoenix-client`) logs with
 `annotations_frame` is needed under pandas 3: `pd.read_parquet` gives text columns the `str`
 dtype, whose missing value is NaN; the client keeps a label or explanation when it is truthy
 (`bool(nan)` is True) and sends `str(nan)`, so every empty label would be stored as the string
-"nan". The frame it returns holds None for every null, which the client sends as null (pandas
-2 and 3 alike). Phoenix 20 has no `px.Client().log_evaluations`: this is the route.
+"nan". The frame it returns holds None for every null, which the client sends as null
+(`bool(None)` is false under any pandas; tested with pandas 3.1). Phoenix 20 has no
+`px.Client().log_evaluations`: this is the route.
 """
 
 from __future__ import annotations
