@@ -703,3 +703,49 @@ def test_the_docs_page_end_to_end_against_the_service(
     assert {(f["run_id"], f["trace_id"], f["session_id"], f["key"]) for f in sent} == {
         (s["span_id"], s["trace_id"], exported["project"], "faithfulness") for s in exported["seen"]
     }
+
+
+def test_the_usual_shapes_are_decoded_by_polars_as_python_reads_them(
+    exported: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs of the usual shapes (documents as dicts with text ids, OpenAI-style messages,
+    tags of text) are decoded by Polars a batch at a time, never per run in Python, into what
+    the per-run reading gives; a batch with one odd run is read per run (the test above)."""
+    from ragframe.inputs.traces import langsmith
+
+    usual = {
+        s["trace_id"]
+        for s in exported["seen"]
+        if s.get("tags", ["", "documents"])[1] in ("documents",)
+    }
+    lines = [
+        line
+        for line in exported["path"].read_text().splitlines()
+        if json.loads(line)["trace_id"] in usual
+    ]
+    outputs = [
+        json.dumps(run["outputs"])
+        for run in map(json.loads, lines)
+        if run["run_type"] == "retriever"
+    ]
+    fast = langsmith._documents_fast(pl.Series(outputs))
+    assert fast is not None
+    assert fast.to_list() == [langsmith.documents_of(o) for o in outputs]
+
+    def per_run(_: str) -> Any:
+        raise AssertionError("a usual run was read per run in Python")
+
+    for name in ("documents_of", "last_user_message", "tags_of"):
+        monkeypatch.setattr(langsmith, name, per_run)
+    path = tmp_path / "usual.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    read = read_traces_report(path, "langsmith")
+    assert read.skipped.height == 0 and read.rows.height == len(usual) == 2
+    for row in read.rows.iter_rows(named=True):
+        seen = next(s for s in exported["seen"] if s["trace_id"] == row["trace_id"])
+        assert (row["question"], row["answer"], row["contexts"], row["context_document_ids"]) == (
+            seen["question"],
+            seen["answer"],
+            seen["contexts"],
+            seen["context_document_ids"],
+        )

@@ -37,6 +37,7 @@ real-writer test fails on a field outside it).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import polars as pl
@@ -56,8 +57,19 @@ KINDS = {
 }
 #: Roles of a user's message: OpenAI's and LangChain's (`type` of a serialised message).
 USER_ROLES = frozenset({"user", "human", "HumanMessage", "HumanMessageChunk"})
-#: A JSON list of strings only (what `tags` is): decoded by Polars; any other shape by Python.
-STRING_LIST = r'^\[("([^"\\]|\\.)*"(,"([^"\\]|\\.)*")*)?\]$'
+#: The usual shapes, decoded by Polars a batch at a time (any other shape: by Python, per run).
+_DOCS = pl.List(
+    pl.Struct(
+        {
+            "page_content": pl.String,
+            "content": pl.String,
+            "id": pl.String,
+            "metadata": pl.Struct({"id": pl.String, "source": pl.String, "score": pl.Float64}),
+        }
+    )
+)
+OUTPUTS = pl.Struct({"documents": _DOCS, "output": _DOCS})
+INPUTS = pl.Struct({"messages": pl.List(pl.Struct({"role": pl.String, "content": pl.String}))})
 
 #: Per place the reader reads from, the fields LangSmith writes there that it maps (→) or
 #: deliberately leaves (ids of things ragframe has no column for, costs, timings, runtime).
@@ -149,15 +161,28 @@ ENV_METADATA_PREFIXES = ("LANGSMITH_", "LANGCHAIN_")
 __all__ = ["ENV_METADATA_PREFIXES", "KINDS", "KNOWN_FIELDS", "scan_runs"]
 
 
-def _path(*paths: str) -> pl.Expr:
-    """The first of `paths` that the run has (objects and lists as JSON text)."""
-    return pl.coalesce(*(pl.col("text").str.json_path_match(p) for p in paths))
+#: The parts of a run cut out once (as JSON text), so that the fields inside them are looked
+#: up in a small text rather than by parsing the whole run again for each path.
+PARTS = {
+    "inputs": "$.inputs",
+    "outputs": "$.outputs",
+    "meta": "$.extra.metadata",
+    "params": "$.extra.invocation_params",
+}
+
+
+def _path(*paths: str, within: str = "text") -> pl.Expr:
+    """The first of `paths` that column `within` (the run, or one of its `PARTS`) has;
+    objects and lists as JSON text."""
+    return pl.coalesce(*(pl.col(within).str.json_path_match(p) for p in paths))
 
 
 def _text(value: Any) -> str | None:
     """A field as text: strings as they are, anything else (object, list, number) as JSON."""
     if value is None or isinstance(value, str):
         return value
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # as Polars writes a JSON number it reads as text
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))  # as Polars writes it
 
 
@@ -168,14 +193,20 @@ def _score(value: Any) -> float | None:
         return None
 
 
+def _first(mapping: dict[str, Any], *keys: str) -> Any:
+    """The first of `keys` whose value is not null (as `pl.coalesce` takes them)."""
+    return next((mapping[k] for k in keys if mapping.get(k) is not None), None)
+
+
 def _document(item: Any) -> dict[str, Any]:
     """One retrieved document, whatever its shape: a plain string is its content."""
     if not isinstance(item, dict):
         return {"content": _text(item), "id": None, "score": None}
     meta = item.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
-    content = item.get("page_content", item.get("content"))
-    ident = meta.get("id", meta.get("source", item.get("id")))
+    content = _first(item, "page_content", "content")
+    ident = _first(meta, "id", "source")
+    ident = item.get("id") if ident is None else ident
     return {"content": _text(content), "id": _text(ident), "score": _score(meta.get("score"))}
 
 
@@ -189,7 +220,7 @@ def documents_of(outputs: str | None) -> list[dict[str, Any]] | None:
         return None
     if not isinstance(value, dict):
         return None
-    docs = value.get("documents", value.get("output"))
+    docs = _first(value, "documents", "output")
     if docs is None and ("page_content" in value or "content" in value):
         docs = value  # `@traceable` stores a returned dict as the outputs themselves
     if docs is None:
@@ -243,32 +274,84 @@ def tags_of(tags: str | None) -> list[str] | None:
     return [t for t in map(_text, value if isinstance(value, list) else [value]) if t is not None]
 
 
-def _python(expr: pl.Expr, function: Any, dtype: pl.DataType) -> pl.Expr:
-    """`function` over the non-null texts of `expr`: for the fields whose shape varies from run
-    to run (Polars' typed JSON decoding refuses a whole column for one odd value)."""
-    return expr.map_elements(function, return_dtype=dtype, skip_nulls=True)
+def _per_batch(
+    expr: pl.Expr,
+    fast: Callable[[pl.Series], pl.Series | None],
+    slow: Callable[[str], Any],
+    dtype: pl.DataType,
+) -> pl.Expr:
+    """`fast(texts)` (Polars' typed JSON decoding) of each batch of `expr`'s texts, or, when
+    it refuses the batch (a value of an unexpected shape), `slow` over each text in Python:
+    Polars' decoding is all or nothing, and one odd run must cost neither the file nor the
+    speed of the usual shapes. Elementwise, so that the streaming engine keeps it batched."""
+
+    def batch(texts: pl.Series) -> pl.Series:
+        try:
+            done = fast(texts)
+        except (pl.exceptions.ComputeError, pl.exceptions.InvalidOperationError):
+            done = None
+        if done is not None:
+            return done
+        return pl.Series([None if t is None else slow(t) for t in texts], dtype=dtype)
+
+    return expr.map_batches(batch, return_dtype=dtype, is_elementwise=True)
+
+
+def _documents_fast(outputs: pl.Series) -> pl.Series | None:
+    """`documents_of` by Polars for outputs of the usual shape; None when some have another."""
+    frame = pl.DataFrame({"outputs": outputs.str.json_decode(OUTPUTS)})
+    docs = pl.coalesce(
+        pl.col("outputs").struct.field("documents"), pl.col("outputs").struct.field("output")
+    )
+    if frame.select((pl.col("outputs").is_not_null() & docs.is_null()).any()).item():
+        return None  # e.g. one document as the outputs themselves
+    doc = pl.element().struct.field
+    meta = doc("metadata").struct.field
+    return frame.select(
+        docs.list.drop_nulls().list.eval(
+            pl.struct(
+                pl.coalesce(doc("page_content"), doc("content")).alias("content"),
+                pl.coalesce(meta("id"), meta("source"), doc("id")).alias("id"),
+                meta("score").alias("score"),
+            )
+        )
+    ).to_series()
+
+
+def _user_message_fast(inputs: pl.Series) -> pl.Series | None:
+    """`last_user_message` by Polars for OpenAI-style messages; None for other shapes."""
+    frame = pl.DataFrame({"inputs": inputs.str.json_decode(INPUTS)})
+    messages = pl.col("inputs").struct.field("messages")
+    role = pl.element().struct.field("role")
+    if frame.select(messages.list.eval(role.is_null()).list.any().any()).item():
+        return None  # LangChain's messages carry `type`, not `role`
+    user = pl.element().filter(role.is_in(list(USER_ROLES))).struct.field("content")
+    return frame.select(messages.list.eval(user).list.last()).to_series()
+
+
+def _tags_fast(tags: pl.Series) -> pl.Series:
+    return tags.str.json_decode(pl.List(pl.String))
 
 
 def _tokens(name: str, usage: str, other: str) -> pl.Expr:
-    return _path(
-        f"$.{name}",
-        f"$.outputs.usage_metadata.{usage}",
-        f"$.extra.metadata.usage_metadata.{usage}",
-        f"$.outputs.llm_output.token_usage.{name}",
-        f"$.outputs.usage.{name}",
-        f"$.outputs.usage.{other}",
+    return pl.coalesce(
+        _path(f"$.{name}"),
+        _path(f"$.usage_metadata.{usage}", f"$.llm_output.token_usage.{name}", within="outputs"),
+        _path(f"$.usage_metadata.{usage}", within="meta"),
+        _path(f"$.usage.{name}", f"$.usage.{other}", within="outputs"),
     ).cast(pl.Int64, strict=False)
 
 
 def scan_runs(lines: pl.LazyFrame) -> pl.LazyFrame:
     """The span frame of LangSmith run lines (`n`: line number, `line`: one run)."""
-    runs = lines.select(pl.col("n").cast(pl.Int64).alias("line"), pl.col("line").alias("text"))
-    run_type = _path("$.run_type")
-    kind = run_type.replace_strict(KINDS, default=None, return_dtype=pl.String)
-    outputs = pl.when(kind == "RETRIEVER").then(_path("$.outputs"))
-    inputs = pl.when(kind == "LLM").then(_path("$.inputs"))
-    tags = _path("$.tags")
-    plain_tags = tags.str.contains(STRING_LIST)
+    runs = lines.select(
+        pl.col("n").cast(pl.Int64).alias("line"),
+        pl.col("line").alias("text"),
+        *(pl.col("line").str.json_path_match(path).alias(part) for part, path in PARTS.items()),
+    )
+    kind = _path("$.run_type").replace_strict(KINDS, default=None, return_dtype=pl.String)
+    outputs = pl.when(kind == "RETRIEVER").then(pl.col("outputs"))
+    inputs = pl.when(kind == "LLM").then(pl.col("inputs"))
     return runs.select(
         "line",
         normalize_id(_path("$.trace_id", "$.id")).alias("trace_id"),
@@ -277,38 +360,35 @@ def scan_runs(lines: pl.LazyFrame) -> pl.LazyFrame:
         kind.alias("kind"),
         parse_time(_path("$.start_time")).cast(TIME).alias("start_time"),
         parse_time(_path("$.end_time")).cast(TIME).alias("end_time"),
-        _path("$.inputs.question", "$.inputs.query", "$.inputs.input").alias("input"),
-        _path("$.outputs.answer", "$.outputs.output", "$.outputs.text").alias("output"),
-        _python(inputs, last_user_message, pl.String()).alias("user_message"),
+        _path("$.question", "$.query", "$.input", within="inputs").alias("input"),
+        _path("$.answer", "$.output", "$.text", within="outputs").alias("output"),
+        _per_batch(inputs, _user_message_fast, last_user_message, pl.String()).alias(
+            "user_message"
+        ),
         _path(
-            "$.outputs.choices[0].message.content",
-            "$.outputs.generations[0][0].text",
-            "$.outputs.content",
+            "$.choices[0].message.content",
+            "$.generations[0][0].text",
+            "$.content",
+            within="outputs",
         ).alias("assistant_message"),
-        _python(outputs, documents_of, pl.List(DOCUMENT)).alias("documents"),
-        _path(
-            "$.extra.metadata.ls_model_name",
-            "$.extra.invocation_params.model",
-            "$.extra.invocation_params.model_name",
-            "$.outputs.model",
+        _per_batch(outputs, _documents_fast, documents_of, pl.List(DOCUMENT)).alias("documents"),
+        pl.coalesce(
+            _path("$.ls_model_name", within="meta"),
+            _path("$.model", "$.model_name", within="params"),
+            _path("$.model", within="outputs"),
         ).alias("model_name"),
         _tokens("prompt_tokens", "input_tokens", "input_tokens").alias("prompt_tokens"),
         _tokens("completion_tokens", "output_tokens", "output_tokens").alias("completion_tokens"),
         _tokens("total_tokens", "total_tokens", "total_tokens").alias("total_tokens"),
-        _path("$.outputs.reference", "$.reference_outputs.answer").alias("ground_truth"),
-        (_path("$.inputs").is_not_null() | _path("$.outputs").is_not_null()).alias(
-            "has_attributes"
-        ),
-        _path(
-            "$.extra.metadata.session_id",
-            "$.extra.metadata.thread_id",
-            "$.extra.metadata.conversation_id",
-        ).alias("session_id"),
-        _path("$.extra.metadata.user_id").alias("user_id"),
-        _path("$.extra.metadata").alias("metadata"),
         pl.coalesce(
-            pl.when(plain_tags).then(tags).str.json_decode(pl.List(pl.String)),
-            _python(pl.when(~plain_tags).then(tags), tags_of, pl.List(pl.String())),
-        ).alias("tags"),
+            _path("$.reference", within="outputs"), _path("$.reference_outputs.answer")
+        ).alias("ground_truth"),
+        (pl.col("inputs").is_not_null() | pl.col("outputs").is_not_null()).alias("has_attributes"),
+        _path("$.session_id", "$.thread_id", "$.conversation_id", within="meta").alias(
+            "session_id"
+        ),
+        _path("$.user_id", within="meta").alias("user_id"),
+        pl.col("meta").alias("metadata"),
+        _per_batch(_path("$.tags"), _tags_fast, tags_of, pl.List(pl.String())).alias("tags"),
         normalize_id(_path("$.session_id")).alias("project_id"),
     )
