@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as G
+from polars.testing import assert_frame_equal
 from test_traces_real import QUESTIONS, answer_from_context, retrieve
 
 from ragframe import Judge, evaluate
@@ -310,6 +311,27 @@ def test_odd_spans_and_bad_lines_never_cost_the_file(
     assert set(skipped) == {n + 1, n + 2, n + 4}
     assert "not JSON" in skipped[n + 1]
     assert read.skipped.filter(pl.col("line") == n + 4)["span_id"].to_list() == [odd_span]
+
+
+def test_the_polars_only_path_reads_the_same_and_refuses_odd_shapes(
+    traced: dict[str, Any], tmp_path: Path
+) -> None:
+    """`scan_otlp(tolerant=False)` (Polars alone) gives the tolerant path's rows on what the
+    writers write, and fails on a value of no AnyValue shape, which the tolerant path reads."""
+    for name in LINES:
+        lines = pl.scan_lines(traced["files"][name], name="line", row_index_name="n")
+        fast, _ = assemble(otel.scan_otlp(lines, tolerant=False))
+        tolerant, _ = assemble(otel.scan_otlp(lines))
+        assert_frame_equal(fast.collect(), tolerant.collect())
+    odd = span(
+        "ab" * 16, "01" * 8, "CHAIN", [attr("input.value", "bare"), attr("output.value", "A")]
+    )
+    path = tmp_path / "odd.jsonl"
+    path.write_text(otlp_line([odd]) + "\n")
+    lines = pl.scan_lines(path, name="line", row_index_name="n")
+    with pytest.raises(pl.exceptions.ComputeError):
+        assemble(otel.scan_otlp(lines, tolerant=False))[0].collect()
+    assert assemble(otel.scan_otlp(lines))[0].collect()["question"].to_list() == ["bare"]
 
 
 def keys_at(requests: list[dict[str, Any]]) -> dict[str, set[str]]:
