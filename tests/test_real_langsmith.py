@@ -749,3 +749,42 @@ def test_the_usual_shapes_are_decoded_by_polars_as_python_reads_them(
             seen["contexts"],
             seen["context_document_ids"],
         )
+
+
+def test_runs_of_the_newer_query_api_keep_their_project_and_thread(
+    exported: dict[str, Any], capture: CaptureServer, tmp_path: Path
+) -> None:
+    """`client.runs.query_v2` yields `langsmith.types.run.Run`: run types in capitals, the
+    project as `project_id` and the thread as `thread_id` (no `session_id`): the rows are
+    the same and carry both, so the feedback export has its `session_id`."""
+    from langsmith.types.run import Run as RunV2
+
+    fields = set(RunV2.model_fields)
+    lines = []
+    for stored in capture.runs.values():
+        metadata = (stored.get("extra") or {}).get("metadata") or {}
+        run = {k: v for k, v in stored.items() if k in fields}
+        run.update(
+            project_id=stored["session_id"],
+            thread_id=metadata.get("thread_id"),
+            metadata=metadata,
+            status="SUCCESS",
+            run_type=stored["run_type"].upper(),  # the newer API's run types
+        )
+        lines.append(RunV2(**run).model_dump_json())
+    path = tmp_path / "runs_v2.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert not {k for line in lines for k in json.loads(line)} - KNOWN_FIELDS["run"]
+    read = read_traces_report(path, "langsmith")
+    assert read.skipped.height == 0
+    rows = {r["trace_id"]: r for r in read.rows.iter_rows(named=True)}
+    for seen in exported["seen"]:
+        row = rows[seen["trace_id"]]
+        assert (row["question"], row["answer"], row["contexts"], row["span_id"]) == (
+            seen["question"],
+            seen["answer"],
+            seen["contexts"],
+            seen["span_id"],
+        )
+        assert row["project_id"] == exported["project"]
+        assert row["session_id"] == seen["session_id"]

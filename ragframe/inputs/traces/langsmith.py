@@ -25,8 +25,9 @@ tokens, model
     `outputs.llm_output.token_usage` / `outputs.usage`; the model from
     `extra.metadata.ls_model_name`, `extra.invocation_params.model(_name)` or `outputs.model`.
 trace-level
-    `project_id` ← the run's `session_id` (its tracing project, which the feedback API wants);
-    `session_id` ← `extra.metadata.session_id | thread_id | conversation_id` (the thread);
+    `project_id` ← the run's `session_id` (its tracing project, which the feedback API wants;
+    `project_id` in the runs of `client.runs.query_v2`); `session_id` ←
+    `extra.metadata.session_id | thread_id | conversation_id` (the thread), else `thread_id`;
     `user_id` ← `extra.metadata.user_id`; `metadata` ← `extra.metadata` as JSON text; `tags`.
 
 `span_id` is the run id, so feedback goes back on it. `KNOWN_FIELDS` lists, per place the reader
@@ -114,6 +115,24 @@ KNOWN_FIELDS: dict[str, frozenset[str]] = {
             "parent_run_ids",
             "dotted_order",
             "in_dataset",
+            # `langsmith.types.run.Run` (`client.runs.query_v2`) names beside those above
+            "project_id",  # → project_id
+            "thread_id",  # → session_id
+            "metadata",
+            "is_root",
+            "is_in_dataset",
+            "inputs_preview",
+            "outputs_preview",
+            "error_preview",
+            "latency_seconds",
+            "ls_user_id",
+            "manifest",
+            "price_model_id",
+            "query_metadata",
+            "reference_dataset_id",
+            "share_url",
+            "last_queued_at",
+            "thread_evaluation_time",
         }
     ),
     "extra": frozenset({"metadata", "runtime", "invocation_params", "batch_size"}),
@@ -349,7 +368,8 @@ def scan_runs(lines: pl.LazyFrame) -> pl.LazyFrame:
         pl.col("line").alias("text"),
         *(pl.col("line").str.json_path_match(path).alias(part) for part, path in PARTS.items()),
     )
-    kind = _path("$.run_type").replace_strict(KINDS, default=None, return_dtype=pl.String)
+    run_type = _path("$.run_type").str.to_lowercase()  # `query_v2` writes "CHAIN", "LLM"...
+    kind = run_type.replace_strict(KINDS, default=None, return_dtype=pl.String)
     outputs = pl.when(kind == "RETRIEVER").then(pl.col("outputs"))
     inputs = pl.when(kind == "LLM").then(pl.col("inputs"))
     return runs.select(
@@ -384,11 +404,12 @@ def scan_runs(lines: pl.LazyFrame) -> pl.LazyFrame:
             _path("$.reference", within="outputs"), _path("$.reference_outputs.answer")
         ).alias("ground_truth"),
         (pl.col("inputs").is_not_null() | pl.col("outputs").is_not_null()).alias("has_attributes"),
-        _path("$.session_id", "$.thread_id", "$.conversation_id", within="meta").alias(
-            "session_id"
-        ),
+        pl.coalesce(
+            _path("$.session_id", "$.thread_id", "$.conversation_id", within="meta"),
+            _path("$.thread_id"),  # `client.runs.query_v2`'s runs
+        ).alias("session_id"),
         _path("$.user_id", within="meta").alias("user_id"),
         pl.col("meta").alias("metadata"),
         _per_batch(_path("$.tags"), _tags_fast, tags_of, pl.List(pl.String())).alias("tags"),
-        normalize_id(_path("$.session_id")).alias("project_id"),
+        normalize_id(_path("$.session_id", "$.project_id")).alias("project_id"),
     )
