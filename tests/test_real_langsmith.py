@@ -788,3 +788,29 @@ def test_runs_of_the_newer_query_api_keep_their_project_and_thread(
         )
         assert row["project_id"] == exported["project"]
         assert row["session_id"] == seen["session_id"]
+
+
+def test_a_frame_of_runs_reads_as_its_json_lines(exported: dict[str, Any], tmp_path: Path) -> None:
+    """Runs held a column a field (a Parquet export: `inputs`, `outputs`, `extra`, `tags`...
+    as JSON text, times as datetimes): `runs_as_lines` gives `scan_runs` the same rows as the
+    JSON Lines."""
+    from ragframe.inputs.traces.assemble import assemble
+    from ragframe.inputs.traces.langsmith import runs_as_lines, scan_runs
+
+    runs = [json.loads(line) for line in exported["path"].read_text().splitlines()]
+    as_text = pl.DataFrame(
+        [
+            {k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in run.items()}
+            for run in runs
+        ],
+        infer_schema_length=None,
+    ).with_columns(pl.col("start_time", "end_time").str.to_datetime(time_zone="UTC"))
+    as_text.write_parquet(tmp_path / "runs.parquet")
+    expected = read_traces_report(exported["path"], "langsmith").rows
+    rows, skipped = assemble(scan_runs(runs_as_lines(pl.scan_parquet(tmp_path / "runs.parquet"))))
+    got = rows.collect()
+    assert skipped.collect().height == 0
+    for column in ("question", "answer", "contexts", "context_document_ids", "span_id"):
+        assert got[column].to_list() == expected[column].to_list(), column
+    for column in ("project_id", "session_id", "model_name", "total_tokens", "tags"):
+        assert got[column].to_list() == expected[column].to_list(), column

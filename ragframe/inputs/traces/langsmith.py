@@ -177,17 +177,15 @@ KNOWN_FIELDS: dict[str, frozenset[str]] = {
 #: `extra.metadata` also holds the client's environment variables named so (kept in `metadata`).
 ENV_METADATA_PREFIXES = ("LANGSMITH_", "LANGCHAIN_")
 
-__all__ = ["ENV_METADATA_PREFIXES", "KINDS", "KNOWN_FIELDS", "scan_runs"]
+__all__ = ["ENV_METADATA_PREFIXES", "KINDS", "KNOWN_FIELDS", "runs_as_lines", "scan_runs"]
 
 
 #: The parts of a run cut out once (as JSON text), so that the fields inside them are looked
 #: up in a small text rather than by parsing the whole run again for each path.
-PARTS = {
-    "inputs": "$.inputs",
-    "outputs": "$.outputs",
-    "meta": "$.extra.metadata",
-    "params": "$.extra.invocation_params",
-}
+PARTS = {"inputs": "$.inputs", "outputs": "$.outputs", "extra": "$.extra"}
+#: Parts of `extra`, looked up in its text: an export that holds `extra` as JSON text (a
+#: Parquet export's column) has them there too.
+EXTRA_PARTS = {"meta": "$.metadata", "params": "$.invocation_params"}
 
 
 def _path(*paths: str, within: str = "text") -> pl.Expr:
@@ -352,6 +350,23 @@ def _tags_fast(tags: pl.Series) -> pl.Series:
     return tags.str.json_decode(pl.List(pl.String))
 
 
+def runs_as_lines(runs: pl.LazyFrame) -> pl.LazyFrame:
+    """A frame of runs (a column a field, as a Parquet export of runs holds them: `inputs`,
+    `outputs`, `extra` as structs or as JSON text) as the (`n`, `line`) JSON Lines that
+    `scan_runs` reads; times as ISO text."""
+    schema = runs.collect_schema()
+    fields = []
+    for name, dtype in schema.items():
+        column = pl.col(name)
+        if isinstance(dtype, pl.Datetime):
+            zone = "%:z" if dtype.time_zone else ""
+            column = column.dt.strftime(f"%Y-%m-%dT%H:%M:%S%.f{zone}")
+        fields.append(column)
+    return runs.with_row_index("n", offset=1).select(
+        pl.col("n").cast(pl.Int64), pl.struct(fields).struct.json_encode().alias("line")
+    )
+
+
 def _tokens(name: str, usage: str, other: str) -> pl.Expr:
     return pl.coalesce(
         _path(f"$.{name}"),
@@ -367,6 +382,8 @@ def scan_runs(lines: pl.LazyFrame) -> pl.LazyFrame:
         pl.col("n").cast(pl.Int64).alias("line"),
         pl.col("line").alias("text"),
         *(pl.col("line").str.json_path_match(path).alias(part) for part, path in PARTS.items()),
+    ).with_columns(
+        pl.col("extra").str.json_path_match(path).alias(part) for part, path in EXTRA_PARTS.items()
     )
     run_type = _path("$.run_type").str.to_lowercase()  # `query_v2` writes "CHAIN", "LLM"...
     kind = run_type.replace_strict(KINDS, default=None, return_dtype=pl.String)
