@@ -30,6 +30,11 @@ trace-level
     `extra.metadata.session_id | thread_id | conversation_id` (the thread), else `thread_id`;
     `user_id` ← `extra.metadata.user_id`; `metadata` ← `extra.metadata` as JSON text; `tags`.
 
+Documents, messages and tags are decoded by Polars a batch at a time; a batch holding a run of
+another shape is read per run in Python (`documents_of`, `last_user_message`, `tags_of`), so
+one odd run costs neither the file nor the speed of the rest. `runs_as_lines` turns a frame of
+runs (a Parquet export) into the lines `scan_runs` reads.
+
 `span_id` is the run id, so feedback goes back on it. `KNOWN_FIELDS` lists, per place the reader
 reads from, every field LangSmith writes there that it maps or deliberately ignores (the
 real-writer test fails on a field outside it).
@@ -282,6 +287,7 @@ def last_user_message(inputs: str | None) -> str | None:
 
 
 def tags_of(tags: str | None) -> list[str] | None:
+    """A run's tags whatever their shape: a list's items (objects as JSON text), one tag."""
     try:
         value = json.loads(tags) if tags is not None else None
     except ValueError:
