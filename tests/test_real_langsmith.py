@@ -525,17 +525,6 @@ def test_an_llm_only_trace_question_answer_and_tokens_in_each_shape(tmp_path: Pa
     assert got == [s[3] for s in shapes]
 
 
-def _evaluations_carry_the_project() -> bool:
-    """Whether `ragframe.export.evaluations` passes a scored row's `project_id` on to the
-    writers (the feedback's `session_id` comes from it)."""
-    from ragframe.export import evaluations
-
-    scored = pl.LazyFrame(
-        {"span_id": ["s"], "project_id": ["p"], "m": [1.0], "m_detail": [{"reason": "r"}]}
-    )
-    return "project_id" in evaluations(scored)[0].collect_schema()
-
-
 def test_feedback_lines_are_create_feedbacks_arguments() -> None:
     """Every key of a feedback line is a parameter of the current `Client.create_feedback`
     (an unknown one warns), `session_id` is the row's project."""
@@ -561,11 +550,6 @@ def test_feedback_lines_are_create_feedbacks_arguments() -> None:
     assert frame(evaluations.drop("project_id"))["session_id"].to_list() == [None, None]
 
 
-@pytest.mark.xfail(
-    not _evaluations_carry_the_project(),
-    reason="needs ragframe.export.evaluations to keep `project_id` (H1's report)",
-    strict=True,
-)
 def test_feedback_round_trip_through_the_real_client(
     exported: dict[str, Any],
     capture: CaptureServer,
@@ -676,11 +660,6 @@ def test_the_docs_export_block_against_the_service(
         assert row["project_id"] == exported["project"]
 
 
-@pytest.mark.xfail(
-    not _evaluations_carry_the_project(),
-    reason="needs ragframe.export.evaluations to keep `project_id` (H1's report)",
-    strict=True,
-)
 def test_the_docs_page_end_to_end_against_the_service(
     exported: dict[str, Any],
     capture: CaptureServer,

@@ -13,11 +13,14 @@ metric name    annotation_name            key                          gen_ai.ev
 {metric}       score                      score                        gen_ai.evaluation.score.value
 {metric}_pass  label ("pass" / "fail")    value ("pass" / "fail")      gen_ai.evaluation.score.label
 reasons        explanation                comment                      gen_ai.evaluation.explanation
+project_id     (not used)                 session_id (the run's        (not used)
+                                          project)
 =============  =========================  ===========================  ==========================
 
 `explanation` joins the verdict reasons of `{metric}_detail` (with the detail's error, if any)
 and is cut at `MAX_EXPLANATION` characters. Ids are written exactly as the rows carry them
-(those `ragframe.inputs.traces` read), so read → score → export → the ids match the input's.
+(those `ragframe.inputs.traces` read), so read → score → export → the ids match the input's
+(the OTel writer refuses an id that is no OpenTelemetry id).
 
 Layer: beside `report`, above `decide`; imports the layers below it.
 """
@@ -113,6 +116,10 @@ def evaluations(
     if not chosen:
         raise InputError("the file has no score columns (METRIC with METRIC_detail beside it)")
     trace = pl.col("trace_id").cast(pl.String) if "trace_id" in schema else pl.lit(None, pl.String)
+    # LangSmith's feedback API wants the run's project (rows read from its export carry it)
+    project = (
+        pl.col("project_id").cast(pl.String) if "project_id" in schema else pl.lit(None, pl.String)
+    )
     parts = []
     for metric in chosen:
         passed = f"{metric}{PASS}"
@@ -129,6 +136,7 @@ def evaluations(
                 pl.col(metric).cast(pl.Float64).alias("score"),
                 label.cast(pl.String).alias("label"),
                 reasons_text(schema, metric).alias("explanation"),
+                project.alias("project_id"),
             )
         )
     return pl.concat(parts), chosen
