@@ -207,7 +207,8 @@ def test_the_python_api_records_what_all_left_out_and_why(
     skipped = result.extra["skipped_metrics"]
     assert set(skipped) >= NEED_TRUTH and not NEED_TRUTH & {m.name for m in result.metrics}
     assert skipped["context_recall"] == "needs ground_truth, which no row has a value for"
-    assert "skipped context_recall: needs ground_truth, which no row" in str(result)
+    line = next(li for li in str(result).splitlines() if li.startswith("skipped: "))
+    assert "context_recall" in line.split("(needs ground_truth, which no row")[0]
     # A frame without the column keeps the old reason.
     without = ragframe.run(rows.drop("ground_truth"), "all", judge=judge)
     assert without.extra["skipped_metrics"]["context_recall"] == "needs ground_truth"
@@ -325,3 +326,18 @@ def test_a_log_without_rows_is_judged_by_its_columns(
     assert main([*argv, "--metrics", "context_precision"]) == 0
     assert pl.read_parquet(out).height == 0 and "context_precision" in pl.read_parquet(out).columns
     assert server.count() == 0
+
+
+def test_score_file_chooses_all_by_the_rows_values_too(
+    judge: ragframe.Judge, tmp_path: Path
+) -> None:
+    """The streamed path called from Python sees the file's schema only; "all" is still
+    chosen by the values its rows have (an all-null ground_truth counts as absent)."""
+    from ragframe.engine.stream import score_file
+
+    source, out = tmp_path / "log.parquet", tmp_path / "out.parquet"
+    logged_rows([None, None, None]).write_parquet(source)
+    result = score_file(source, out, "all", judge=judge)  # type: ignore[arg-type]
+    scored = {m.name for m in result.metrics}
+    assert scored and not scored & NEED_TRUTH
+    assert set(result.extra["skipped_metrics"]) >= NEED_TRUTH

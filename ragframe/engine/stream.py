@@ -140,7 +140,7 @@ async def ascore_file(
     # Inputs, output names and what the judge can serve, on the file's schema: before a row
     # is read or a request sent.
     empty = source_file.schema_frame()
-    ready = prepare_run(empty, spec, judge)
+    ready = prepare_run(empty, spec, judge, rows=source_file)
     calibrations = run_calibrations(spec.calibration, ready.metrics, ready.judge)
     session, opened = ready.session()
     if source_file.rows is not None:  # Parquet records its rows; others are planned by chunk

@@ -316,8 +316,10 @@ def run_notes(summary: dict[str, Any]) -> list[str]:
     cut = cut_line(summary)
     if cut:
         lines.append(cut)
-    for name, why in (summary.get("skipped_metrics") or {}).items():
-        lines.append(f"skipped {name}: {why}")
+    if summary.get("skipped_metrics"):
+        from ragframe.metrics.catalog import left_out_line
+
+        lines.append(left_out_line(summary["skipped_metrics"], "skipped"))
     if summary.get("cost_usd") is not None:
         lines.append(f"cost ${summary['cost_usd']:.4f} (requests sent in this run)")
     if summary.get("retries"):

@@ -110,14 +110,15 @@ def all_metrics(
     return chosen, skipped
 
 
-def left_out_line(skipped: Mapping[str, str]) -> str:
+def left_out_line(skipped: Mapping[str, str], lead: str = "--metrics all left out") -> str:
     """`metrics="all"`'s metrics left out (`all_metrics`' second half), grouped by why, on
-    one line (`ragframe score --metrics all` prints it before anything is sent)."""
+    one line (`ragframe score --metrics all` prints it before anything is sent; a run's
+    summary ends with it, led by "skipped")."""
     by_reason: dict[str, list[str]] = {}
     for name, why in skipped.items():
         by_reason.setdefault(why, []).append(name)
     parts = [f"{', '.join(names)} ({why})" for why, names in by_reason.items()]
-    return f"--metrics all left out: {'; '.join(parts)}"
+    return f"{lead}: {'; '.join(parts)}"
 
 
 def alternatives(name: str, have: Iterable[str]) -> list[str]:
