@@ -410,3 +410,107 @@ def test_a_file_of_indented_documents_is_read_and_a_bad_one_listed(tmp_path: Pat
 
 
 KIND_KEY = SpanAttributes.OPENINFERENCE_SPAN_KIND
+
+
+def test_langsmith_runs_saved_as_parquet_read_as_the_json_lines(tmp_path: Path) -> None:
+    """Runs saved as Parquet (a column a field, nested fields as JSON text) are detected and
+    read through `langsmith.runs_as_lines`: the same rows as the runs as JSON Lines."""
+    from datetime import UTC, datetime
+
+    def at(second: int) -> datetime:
+        return datetime(2024, 5, 1, 10, 0, second, tzinfo=UTC)
+
+    trace = "0190a1b2-0000-7000-8000-000000000001"
+    docs_out = {"documents": [{"page_content": "X is Y.", "metadata": {"id": "k1"}}]}
+    runs = {
+        "id": [trace, "0190a1b2-0000-7000-8000-000000000002"],
+        "trace_id": [trace, trace],
+        "parent_run_id": [None, trace],
+        "run_type": ["chain", "retriever"],
+        "name": ["rag", "retrieve"],
+        "inputs": [json.dumps({"question": "What is X?"}), json.dumps({"query": "X"})],
+        "outputs": [json.dumps({"answer": "X is Y."}), json.dumps(docs_out)],
+        "start_time": [at(0), at(1)],
+        "end_time": [at(3), at(2)],
+    }
+    table = pl.DataFrame(runs)
+    table.write_parquet(tmp_path / "runs.parquet")
+    records = [
+        {
+            **row,
+            "inputs": json.loads(row["inputs"]),
+            "outputs": json.loads(row["outputs"]),
+            "start_time": row["start_time"].isoformat(),
+            "end_time": row["end_time"].isoformat(),
+        }
+        for row in table.iter_rows(named=True)
+    ]
+    write_jsonl(tmp_path / "runs.jsonl", records)
+    assert detect_format(tmp_path / "runs.parquet") == "langsmith"
+    as_lines = read_traces_report(tmp_path / "runs.jsonl", "langsmith")
+    assert as_lines.rows.select("question", "answer", "contexts").row(0) == (
+        "What is X?",
+        "X is Y.",
+        ["X is Y."],
+    )
+    read = read_traces_report(tmp_path / "runs.parquet")
+    assert read.skipped.height == 0
+    assert_frame_equal(read.rows, as_lines.rows)
+    assert_frame_equal(read_traces(tmp_path / "runs.parquet").collect(), as_lines.rows)
+    wrote = write_traces(tmp_path / "runs.parquet", tmp_path / "rows.parquet")
+    assert_frame_equal(pl.read_parquet(wrote.path), as_lines.rows)
+
+
+def test_otlp_is_read_by_polars_alone_first_and_tolerantly_when_that_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`otel.scan_otlp(tolerant=False)` (faster, lighter) reads a file first; when Polars
+    refuses it, the tolerant decoder reads it again and the rows are the same."""
+    from ragframe.inputs.traces import otel
+
+    values = [{"key": KIND_KEY, "value": {"stringValue": "CHAIN"}}]
+    values += [{"key": k, "value": {"stringValue": v}} for k, v in ((IV, "Q"), (OV, "A"))]
+    request = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "a" * 32,
+                                "spanId": "b" * 16,
+                                "name": "chain",
+                                "startTimeUnixNano": "1700000000000000000",
+                                "endTimeUnixNano": "1700000000500000000",
+                                "attributes": values,
+                            }
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
+    path = write_jsonl(tmp_path / "otlp.jsonl", [request])
+    calls: list[bool] = []
+    real = otel.scan_otlp
+
+    def spy(lines: pl.LazyFrame, *, tolerant: bool = True) -> pl.LazyFrame:
+        calls.append(tolerant)
+        return real(lines, tolerant=tolerant)
+
+    monkeypatch.setattr(otel, "scan_otlp", spy)
+    fast = read_traces_report(path)
+    assert calls == [False] and fast.rows["answer"].to_list() == ["A"]
+
+    def refuse(lines: pl.LazyFrame, *, tolerant: bool = True) -> pl.LazyFrame:
+        calls.append(tolerant)
+        if not tolerant:
+            return lines.select(pl.col("line").str.to_integer().cast(pl.String).alias("trace_id"))
+        return real(lines, tolerant=tolerant)
+
+    calls.clear()
+    monkeypatch.setattr(otel, "scan_otlp", refuse)
+    again = read_traces_report(path)
+    assert calls == [False, True]
+    assert_frame_equal(again.rows, fast.rows)
+    assert again.skipped.height == 0

@@ -298,6 +298,8 @@ def scan_traces(
     spans_of, _ = _span_reader(path, fmt)
     if spans_of is None:
         return assemble(_phoenix_spans(path))
+    if _is_run_table(path, fmt):
+        return assemble(spans_of(_run_lines(path)))
     return assemble(spans_of(_lines(path)))
 
 
@@ -313,7 +315,24 @@ def _over_spans(
     spans_of, require = _span_reader(path, fmt)
     if spans_of is None:
         return run(_phoenix_spans(path))
+    if _is_run_table(path, fmt):
+        return run(spans_of(_run_lines(path)))
+    if fmt == "otel":
+        try:  # Polars alone: faster and lighter, but one odd value refuses the whole file
+            return run(otel.scan_otlp(_lines(path), tolerant=False))
+        except pl.exceptions.PolarsError:
+            pass  # read again by the tolerant decoder, which lists what it cannot read
     return _with_bad_lines(path, lambda lines: run(spans_of(lines)), require=require)
+
+
+def _is_run_table(path: Path, fmt: Format) -> bool:
+    """LangSmith runs saved as Parquet (a column a field), not as JSON Lines."""
+    return fmt == "langsmith" and path.suffix.lower() == ".parquet"
+
+
+def _run_lines(path: Path) -> pl.LazyFrame:
+    """A Parquet file of LangSmith runs as the JSON Lines frame `scan_runs` reads."""
+    return langsmith.runs_as_lines(pl.scan_parquet(path))
 
 
 def _format(source: str | Path | Any, format: Format | None) -> Format:
