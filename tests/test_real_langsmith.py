@@ -793,3 +793,147 @@ def test_a_frame_of_runs_reads_as_its_json_lines(exported: dict[str, Any], tmp_p
         assert got[column].to_list() == expected[column].to_list(), column
     for column in ("project_id", "session_id", "model_name", "total_tokens", "tags"):
         assert got[column].to_list() == expected[column].to_list(), column
+
+
+def _export_project(capture: CaptureServer, project: str, path: Path, pipeline: Any) -> Path:
+    """Trace `pipeline()` with the real client into `project` and export its runs with
+    `Client.list_runs`, a `Run.model_dump_json()` a line."""
+    client = Client(api_url=capture.url, api_key="test", auto_batch_tracing=False)
+    with tracing_context(enabled=True, client=client, project_name=project):
+        pipeline()
+    client.flush()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        runs = list(client.list_runs(project_id=capture.project_id(project)))
+    path.write_text("".join(run.model_dump_json() + "\n" for run in runs))
+    return path
+
+
+def _human(content: str) -> dict[str, Any]:
+    """A user message as LangChain serialises it in an LLM run's inputs."""
+    return {
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain", "schema", "messages", "HumanMessage"],
+        "kwargs": {"content": content, "type": "human"},
+    }
+
+
+@traceable(run_type="llm", name="ChatOpenAI")
+def stuffed_chat(messages: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    prompt = messages[-1][-1]["kwargs"]["content"]
+    return {"generations": [[{"text": "Answer: " + prompt.split("\n")[1]}]]}
+
+
+def test_langchain_shaped_chains_question_and_answer_keys(
+    capture: CaptureServer, tmp_path: Path
+) -> None:
+    """LangChain's `RetrievalQA` records `inputs.query` / `outputs.result`, LlamaIndex-like
+    chains `query_str` / `response`: the row's question and answer are the chain's, not the
+    LLM run's stuffed prompt (the keys are OpenInference's `INPUT_KEYS` / `OUTPUT_KEYS`)."""
+    seen: list[dict[str, Any]] = []
+
+    def stuff(question: str) -> tuple[list[str], str]:
+        contexts = [t for _, t, _ in overlap(question)]
+        found = search(question, "documents")
+        assert [d["page_content"] for d in found] == contexts
+        prompt = "Use the following pieces of context.\n" + "\n".join(contexts)
+        reply = stuffed_chat([[_human(f"{prompt}\nQuestion: {question}")]])
+        return contexts, str(reply["generations"][0][0]["text"])
+
+    @traceable(run_type="chain", name="RetrievalQA")
+    def retrieval_qa(query: str) -> dict[str, str]:
+        contexts, answer = stuff(query)
+        seen.append({"question": query, "answer": answer, "contexts": contexts})
+        return {"result": answer}
+
+    @traceable(run_type="chain", name="QueryEngine")
+    def query_engine(query_str: str) -> dict[str, str]:
+        contexts, answer = stuff(query_str)
+        seen.append({"question": query_str, "answer": answer, "contexts": contexts})
+        return {"response": answer}
+
+    def pipeline() -> None:
+        retrieval_qa("What is the capital of France?")
+        query_engine("What is the capital of Italy?")
+
+    path = _export_project(capture, "langchain-shaped", tmp_path / "runs.jsonl", pipeline)
+    read = read_traces_report(path, "langsmith")
+    assert read.skipped.height == 0, read.skipped
+    got = sorted(read.rows.select("question", "answer", "contexts").to_dicts(), key=str)
+    assert got == sorted(seen, key=str)
+
+
+def _one_trace_edited(
+    exported: dict[str, Any], path: Path, edit: dict[str, dict[str, Any]]
+) -> tuple[Path, dict[str, Any]]:
+    """The first question's trace of the real export, its runs of each run type in `edit`
+    (`"root"` for the root) given those fields."""
+    first = exported["seen"][0]
+    runs = [json.loads(line) for line in exported["path"].read_text().splitlines()]
+    trace = [r for r in runs if r["trace_id"] == first["trace_id"]]
+    for run in trace:
+        key = "root" if run["parent_run_id"] is None else run["run_type"]
+        run.update(edit.get(key, {}))
+    path.write_text("".join(json.dumps(r) + "\n" for r in trace))
+    return path, first
+
+
+def test_documents_without_text_dropped_and_scores_alike_in_both_paths(
+    exported: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A document whose `page_content` is null is no context (as OpenInference drops such
+    documents), and a `metadata.score` that is not a number (`true`) is no score, whether the
+    batch is decoded by Polars or read per run in Python."""
+    from ragframe.inputs.traces import langsmith
+
+    docs = [
+        {"page_content": None, "metadata": {"id": "x", "score": 0.9}},
+        {"page_content": "b", "metadata": {"id": "y", "score": True}},
+        {"page_content": "c", "metadata": {"id": "z", "score": 0.5}},
+        {"content": None, "metadata": {"id": "w"}},
+    ]
+    outputs = json.dumps({"documents": docs})
+    expected = [
+        {"content": "b", "id": "y", "score": None},
+        {"content": "c", "id": "z", "score": 0.5},
+    ]
+    assert langsmith.documents_of(outputs) == expected
+    fast = langsmith._documents_fast(pl.Series([outputs]))
+    assert fast is not None and fast.to_list() == [expected]
+    edit = {"retriever": {"outputs": {"documents": docs}}}
+    path, first = _one_trace_edited(exported, tmp_path / "docs.jsonl", edit)
+    for per_run in (False, True):
+        if per_run:
+            monkeypatch.setattr(langsmith, "_documents_fast", lambda _: None)
+        row = read_traces_report(path, "langsmith").rows.row(0, named=True)
+        assert row["question"] == first["question"]
+        assert row["contexts"] == ["b", "c"], per_run
+        assert row["context_document_ids"] == ["y", "z"], per_run
+        assert row["context_scores"] == [None, 0.5], per_run
+
+
+def test_tokens_as_floats_and_times_as_epoch_numbers(
+    exported: dict[str, Any], tmp_path: Path
+) -> None:
+    """Token counts written as floats (`12.0`) are counts, and start / end times written as
+    epoch numbers (seconds, milliseconds) are times, not nulls."""
+    from datetime import UTC, datetime
+
+    start = datetime(2026, 11, 26, 10, 0, 0, 500000, tzinfo=UTC)
+    edit = {
+        "root": {"start_time": start.timestamp(), "end_time": start.timestamp() * 1000 + 1500},
+        "llm": {
+            "prompt_tokens": 12.0,
+            "completion_tokens": 3.0,
+            "total_tokens": 15.0,
+            "outputs": {"choices": [{"message": {"content": "x"}}]},
+        },
+    }
+    path, first = _one_trace_edited(exported, tmp_path / "numbers.jsonl", edit)
+    read = read_traces_report(path, "langsmith")
+    row = read.rows.row(0, named=True)
+    assert (row["question"], row["answer"]) == (first["question"], first["answer"])
+    assert (row["prompt_tokens"], row["completion_tokens"], row["total_tokens"]) == (12, 3, 15)
+    assert row["start_time"] == start
+    assert row["latency_ms"] == 1500

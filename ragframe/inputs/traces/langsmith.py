@@ -8,22 +8,30 @@ RETRIEVER. Text fields are found by JSON path, never by a fixed schema of `input
 JSON text):
 
 question
-    `inputs.question | query | input`; an LLM run's last user message in `inputs.messages`
-    (dicts with `role` / `type`, LangChain's serialised messages, nested lists, content parts).
+    The first of OpenInference's `INPUT_KEYS` in `inputs` (`question`, `query` as LangChain's
+    `RetrievalQA` writes it, `input`, `query_str`, ...); an LLM run's last user message in
+    `inputs.messages` (dicts with `role` / `type`, LangChain's serialised messages, nested
+    lists, content parts).
 answer
-    `outputs.answer | output | text` (`@traceable` stores a returned non-dict as
+    The first of `OUTPUT_KEYS` in `outputs` (`answer`, `output`, `response`, `result` as
+    `RetrievalQA` writes it, ...; `@traceable` stores a returned non-dict as
     `{"output": value}`); an LLM run's `outputs.choices[0].message.content`, `outputs.content`
     or `outputs.generations[0][0].text`.
 documents
     A retriever's `outputs.documents`, else `outputs.output` (what `@traceable` writes for a
     function returning a list): a list or a single document, each a dict with `page_content` or
     `content` and `metadata.id` / `metadata.source` / `metadata.score`, or a plain string (its
-    content). An id that is an object or a number comes out as JSON text.
+    content). An id that is an object or a number comes out as JSON text; a score that is
+    not a number (or a number's text) is null; a document with no text is no context (as
+    OpenInference drops it).
 tokens, model
     `prompt_tokens` / `completion_tokens` / `total_tokens` of the run, else `usage_metadata`
     (`input_tokens`, `output_tokens`, `total_tokens`) in `outputs` or `extra.metadata`, else
-    `outputs.llm_output.token_usage` / `outputs.usage`; the model from
-    `extra.metadata.ls_model_name`, `extra.invocation_params.model(_name)` or `outputs.model`.
+    `outputs.llm_output.token_usage` / `outputs.usage`, each read through Float64 (`12.0` is
+    12); the model from `extra.metadata.ls_model_name`, `extra.invocation_params.model(_name)`
+    or `outputs.model`.
+times
+    ISO text with any offset or none (UTC), or an epoch number in the unit its size says.
 trace-level
     `project_id` ← the run's `session_id` (its tracing project, which the feedback API wants;
     `project_id` in the runs of `client.runs.query_v2`); `session_id` ←
@@ -49,7 +57,7 @@ from typing import Any
 import polars as pl
 
 from ragframe.inputs.traces.assemble import DOCUMENT, TIME, normalize_id
-from ragframe.inputs.traces.openinference import parse_time
+from ragframe.inputs.traces.openinference import INPUT_KEYS, OUTPUT_KEYS, epoch_time, parse_time
 
 KINDS = {
     "chain": "CHAIN",
@@ -70,7 +78,8 @@ _DOCS = pl.List(
             "page_content": pl.String,
             "content": pl.String,
             "id": pl.String,
-            "metadata": pl.Struct({"id": pl.String, "source": pl.String, "score": pl.Float64}),
+            # the score as text, cast as `_score` reads it (`true` is no score)
+            "metadata": pl.Struct({"id": pl.String, "source": pl.String, "score": pl.String}),
         }
     )
 )
@@ -209,6 +218,7 @@ def _text(value: Any) -> str | None:
 
 
 def _score(value: Any) -> float | None:
+    """A document's score: a number, or a number's text; anything else (`true`) is none."""
     try:
         return float(value) if value is not None and not isinstance(value, bool) else None
     except (TypeError, ValueError):
@@ -247,7 +257,10 @@ def documents_of(outputs: str | None) -> list[dict[str, Any]] | None:
         docs = value  # `@traceable` stores a returned dict as the outputs themselves
     if docs is None:
         return None
-    return [_document(d) for d in (docs if isinstance(docs, list) else [docs]) if d is not None]
+    documents = [
+        _document(d) for d in (docs if isinstance(docs, list) else [docs]) if d is not None
+    ]
+    return [d for d in documents if d["content"] is not None]  # no text: no context
 
 
 def _content(value: Any) -> str | None:
@@ -331,13 +344,15 @@ def _documents_fast(outputs: pl.Series) -> pl.Series | None:
     doc = pl.element().struct.field
     meta = doc("metadata").struct.field
     return frame.select(
-        docs.list.drop_nulls().list.eval(
+        docs.list.drop_nulls()
+        .list.eval(
             pl.struct(
                 pl.coalesce(doc("page_content"), doc("content")).alias("content"),
                 pl.coalesce(meta("id"), meta("source"), doc("id")).alias("id"),
-                meta("score").alias("score"),
+                meta("score").cast(pl.Float64, strict=False).alias("score"),
             )
         )
+        .list.eval(pl.element().filter(pl.element().struct.field("content").is_not_null()))
     ).to_series()
 
 
@@ -373,13 +388,27 @@ def runs_as_lines(runs: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def _count(*paths: str, within: str = "text") -> pl.Expr:
+    """A token count, through Float64 as OpenInference reads one (`12.0` is 12); text, NaN or
+    a number beyond Int64 is null, so the next place holding the count is tried."""
+    return _path(*paths, within=within).cast(pl.Float64, strict=False).cast(pl.Int64, strict=False)
+
+
 def _tokens(name: str, usage: str, other: str) -> pl.Expr:
     return pl.coalesce(
-        _path(f"$.{name}"),
-        _path(f"$.usage_metadata.{usage}", f"$.llm_output.token_usage.{name}", within="outputs"),
-        _path(f"$.usage_metadata.{usage}", within="meta"),
-        _path(f"$.usage.{name}", f"$.usage.{other}", within="outputs"),
-    ).cast(pl.Int64, strict=False)
+        _count(f"$.{name}"),
+        _count(f"$.usage_metadata.{usage}", f"$.llm_output.token_usage.{name}", within="outputs"),
+        _count(f"$.usage_metadata.{usage}", within="meta"),
+        _count(f"$.usage.{name}", f"$.usage.{other}", within="outputs"),
+    )
+
+
+def _time(path: str) -> pl.Expr:
+    """An ISO time, or an epoch number in the unit its size says (`epoch_time`)."""
+    text = _path(path)
+    number = text.cast(pl.Float64, strict=False)
+    usable = pl.when(number.is_finite() & (number.abs() < 1e18)).then(number)
+    return pl.coalesce(parse_time(text), epoch_time(usable))
 
 
 def scan_runs(lines: pl.LazyFrame) -> pl.LazyFrame:
@@ -401,10 +430,10 @@ def scan_runs(lines: pl.LazyFrame) -> pl.LazyFrame:
         normalize_id(_path("$.id")).alias("span_id"),
         normalize_id(_path("$.parent_run_id")).alias("parent_id"),
         kind.alias("kind"),
-        parse_time(_path("$.start_time")).cast(TIME).alias("start_time"),
-        parse_time(_path("$.end_time")).cast(TIME).alias("end_time"),
-        _path("$.question", "$.query", "$.input", within="inputs").alias("input"),
-        _path("$.answer", "$.output", "$.text", within="outputs").alias("output"),
+        _time("$.start_time").cast(TIME).alias("start_time"),
+        _time("$.end_time").cast(TIME).alias("end_time"),
+        _path(*(f"$.{k}" for k in INPUT_KEYS), within="inputs").alias("input"),
+        _path(*(f"$.{k}" for k in OUTPUT_KEYS), within="outputs").alias("output"),
         _per_batch(inputs, _user_message_fast, last_user_message, pl.String()).alias(
             "user_message"
         ),
