@@ -43,9 +43,11 @@ another shape is read per run in Python (`documents_of`, `last_user_message`, `t
 one odd run costs neither the file nor the speed of the rest. `runs_as_lines` turns a frame of
 runs (a Parquet export) into the lines `scan_runs` reads.
 
-`span_id` is the run id, so feedback goes back on it. `KNOWN_FIELDS` lists, per place the reader
-reads from, every field LangSmith writes there that it maps or deliberately ignores (the
-real-writer test fails on a field outside it).
+`span_id` is the run id, so feedback goes back on it: a run with no id (null or empty) forms
+no row (its scores could go nowhere) and is listed as skipped, "run has no id"
+(`skip_reason`). `KNOWN_FIELDS` lists, per place the reader reads from, every field LangSmith
+writes there that it maps or deliberately ignores (the real-writer test fails on a field
+outside it).
 """
 
 from __future__ import annotations
@@ -188,6 +190,8 @@ KNOWN_FIELDS: dict[str, frozenset[str]] = {
     "document.metadata": frozenset({"id", "source", "score"}),
 }
 
+#: The skipped reason of a run without an id: no row, since feedback could not reach it.
+NO_ID = "run has no id"
 #: `extra.metadata` also holds the client's environment variables named so (kept in `metadata`).
 ENV_METADATA_PREFIXES = ("LANGSMITH_", "LANGCHAIN_")
 
@@ -420,6 +424,7 @@ def scan_runs(lines: pl.LazyFrame) -> pl.LazyFrame:
     ).with_columns(
         pl.col("extra").str.json_path_match(path).alias(part) for part, path in EXTRA_PARTS.items()
     )
+    ident = _path("$.id")
     run_type = _path("$.run_type").str.to_lowercase()  # `query_v2` writes "CHAIN", "LLM"...
     kind = run_type.replace_strict(KINDS, default=None, return_dtype=pl.String)
     outputs = pl.when(kind == "RETRIEVER").then(pl.col("outputs"))
@@ -427,7 +432,7 @@ def scan_runs(lines: pl.LazyFrame) -> pl.LazyFrame:
     return runs.select(
         "line",
         normalize_id(_path("$.trace_id", "$.id")).alias("trace_id"),
-        normalize_id(_path("$.id")).alias("span_id"),
+        normalize_id(ident).alias("span_id"),
         normalize_id(_path("$.parent_run_id")).alias("parent_id"),
         kind.alias("kind"),
         _time("$.start_time").cast(TIME).alias("start_time"),
@@ -464,4 +469,6 @@ def scan_runs(lines: pl.LazyFrame) -> pl.LazyFrame:
         pl.col("meta").alias("metadata"),
         _per_batch(_path("$.tags"), _tags_fast, tags_of, pl.List(pl.String())).alias("tags"),
         normalize_id(_path("$.session_id", "$.project_id")).alias("project_id"),
+        # why the run forms no row, listed as skipped by `assemble`
+        pl.when(ident.is_null() | (ident == "")).then(pl.lit(NO_ID)).alias("skip_reason"),
     )
