@@ -341,3 +341,30 @@ def test_score_file_chooses_all_by_the_rows_values_too(
     scored = {m.name for m in result.metrics}
     assert scored and not scored & NEED_TRUTH
     assert set(result.extra["skipped_metrics"]) >= NEED_TRUTH
+
+
+def test_a_ray_run_measures_its_partitions_and_refuses_before_ray_starts(
+    server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--ray` reads a directory of Parquet files: "all" counts an input a row of any file
+    has (here only the second file's), and a named metric no file can feed is refused before
+    Ray is started or anything is sent."""
+
+    from ragframe.cli.score import chosen_metrics
+    from ragframe.engine.spec import RunSpec
+
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    logged_rows([None, None, None]).write_parquet(parts / "a.parquet")
+    logged_rows([None, "Paris.", None]).write_parquet(parts / "b.parquet")
+    files = [str(parts / "a.parquet"), str(parts / "b.parquet")]
+    _, have, skipped, _ = chosen_metrics(files, RunSpec.of("all"))
+    assert have is not None and "ground_truth" in have and not set(skipped) & NEED_TRUTH
+    _, have, skipped, _ = chosen_metrics(files[:1], RunSpec.of("all"))
+    assert have is not None and "ground_truth" not in have and set(skipped) >= NEED_TRUTH
+
+    (parts / "b.parquet").unlink()
+    argv = ["score", str(parts), "--ray", "local", "-o", str(tmp_path / "out"), "--metrics"]
+    assert main([*argv, "context_recall", *judge_args(server)]) == 2
+    assert "context_recall needs ground_truth" in capsys.readouterr().err
+    assert server.count() == 0

@@ -178,6 +178,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     judge = spec.judges[0] if spec.judges else options.judge_from_args(args)
     with common.endpoint_named(judge):
         if path == "ray":  # a directory or glob of Parquet files, one output per file
+            spec = _check_metrics(args, spec, judge, _ray_files(args), args.input)
             return _score_on_ray(args, spec, judge)
         _refuse_output(args)
         if args.from_format is None:
@@ -300,21 +301,36 @@ def exit_status(
     return status or gated or common.EXIT_OK
 
 
+def _ray_files(args: argparse.Namespace) -> list[str]:
+    """The Parquet files a Ray run scores (its partitions), to measure what their rows have."""
+    from ragframe.ray.partitions import find_partitions
+
+    return [str(part.source) for part in find_partitions(args.input, args.output)]
+
+
 def chosen_metrics(
-    source: str | None, spec: RunSpec
+    source: str | list[str] | None, spec: RunSpec
 ) -> tuple[list[Any], set[str] | None, dict[str, str], list[str]]:
     """The metrics a run will score (as named, or for "all" those whose inputs some row of
     `source` has a value for), the inputs the rows have (None when `source` is None: named
-    metrics, not measured), for "all" the metrics left out and why, and the log's columns."""
+    metrics, not measured), for "all" the metrics left out and why, and the log's columns.
+    `source` may be several files of one schema (a Ray run's partitions): an input counts
+    when a row of any of them has it, and measuring stops once every input is found."""
     from ragframe.engine.prepare import choose_metrics, inputs_with_values, needed_inputs
     from ragframe.inputs.columns import list_columns
     from ragframe.inputs.io import open_input
 
     if source is None:
         return choose_metrics(spec.metrics, (), spec.columns), None, {}, []
-    log = open_input(source, list_columns=list_columns(spec.columns))
-    present = log.schema_frame().columns
-    have = inputs_with_values(log, needed_inputs(spec.metrics), spec.columns)
+    needed = needed_inputs(spec.metrics)
+    have: set[str] = set()
+    present: list[str] = []
+    for one in [source] if isinstance(source, str) else source:
+        log = open_input(one, list_columns=list_columns(spec.columns))
+        present = present or log.schema_frame().columns
+        have |= inputs_with_values(log, needed - have, spec.columns)
+        if have >= needed:
+            break
     extra: dict[str, Any] = {}
     chosen = choose_metrics(spec.metrics, present, spec.columns, extra, have)
     return chosen, have, extra.get("skipped_metrics", {}), present
