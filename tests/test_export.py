@@ -148,3 +148,82 @@ def test_cli_subcommand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert args.handler(args) == 0
     assert pl.read_parquet(out).height == 5
     assert "wrote 5 evaluations (faithfulness, bleu)" in capsys.readouterr().err
+
+
+def placed_and_unplaced() -> pl.DataFrame:
+    """Rows with OTel ids: one scored row without a span_id (row 1), a NaN and an infinite
+    faithfulness, a null one; bleu scored everywhere."""
+    return pl.DataFrame(
+        {
+            "trace_id": ["f" * 32] * 5,
+            "span_id": ["a" * 16, None, "c" * 16, "d" * 16, "e" * 16],
+            "faithfulness": [0.5, 0.9, float("nan"), float("inf"), None],
+            "faithfulness_detail": [{"reason": "r"}] * 5,
+            "bleu": [0.1, 0.2, 0.3, 0.4, 0.5],
+            "bleu_detail": [{"error": None}] * 5,
+        }
+    )
+
+
+@pytest.mark.parametrize("to", ["phoenix", "langsmith", "otel"])
+def test_a_scored_row_without_a_span_id_is_counted_not_dropped_silently(
+    to: str, tmp_path: Path
+) -> None:
+    """Row 1 is scored (faithfulness 0.9, bleu 0.2) but has no span_id to put them on: two
+    evaluations that cannot be placed, counted apart from the unscored ones."""
+    frame = placed_and_unplaced()
+    result = export_scores(frame, to, tmp_path / "out")  # type: ignore[arg-type]
+    assert result.no_id == 2 and result.first_no_id == 1
+    finite = {"phoenix": 2, "langsmith": 2, "otel": 0}[to]  # NaN and inf left out or written
+    assert result.unscored == 1 + finite
+    assert result.records + result.unscored + result.no_id == 2 * frame.height
+    placed = export_scores(
+        frame.filter(pl.col("span_id").is_not_null()), to, tmp_path / "p", overwrite=True
+    )  # type: ignore[arg-type]
+    assert placed.no_id == 0 and placed.first_no_id is None and placed.records == result.records
+
+
+def test_cli_says_what_it_left_out_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    placed_and_unplaced().write_parquet(tmp_path / "scored.parquet")
+    parser = argparse.ArgumentParser(prog="ragframe")
+    cli_export.add_parser(parser.add_subparsers())
+    for to, out in (("langsmith", "f.jsonl"), ("otel", "o.json")):
+        args = parser.parse_args(
+            ["export", str(tmp_path / "scored.parquet"), "--to", to, "-o", str(tmp_path / out)]
+        )
+        assert args.handler(args) == 0
+        line = capsys.readouterr().err
+        assert "2 scored left out for having no span_id (the first at row index 1" in line
+        if to == "langsmith":
+            assert "wrote 5 evaluations" in line
+            assert "3 left out for a null or non-finite score (NaN, inf)" in line
+        else:
+            assert "wrote 7 evaluations" in line and "1 left out for a null score" in line
+
+
+def test_nan_and_infinite_scores_are_unscored_for_phoenix_and_langsmith(tmp_path: Path) -> None:
+    """JSON has no NaN (Polars writes null, which LangSmith stores as a score-less feedback) and
+    Phoenix has no use for one: both leave a non-finite score out as unscored. OTel writes it
+    as protobuf's JSON mapping does ("NaN"), and counts it as written."""
+    frame = placed_and_unplaced().filter(pl.col("span_id").is_not_null())
+    result = export_scores(frame, "langsmith", tmp_path / "f.jsonl", metrics=["faithfulness"])
+    assert (result.records, result.unscored) == (1, 3)
+
+    def strict(constant: str) -> None:
+        raise ValueError(constant)
+
+    feedback = [
+        json.loads(line, parse_constant=strict)
+        for line in (tmp_path / "f.jsonl").read_text().splitlines()
+    ]
+    assert [(f["run_id"], f["score"]) for f in feedback] == [("a" * 16, 0.5)]
+
+    result = export_scores(frame, "phoenix", tmp_path / "e.parquet", metrics=["faithfulness"])
+    assert (result.records, result.unscored) == (1, 3)
+    assert pl.read_parquet(tmp_path / "e.parquet")["score"].to_list() == [0.5]
+
+    result = export_scores(frame, "otel", tmp_path / "o.json", metrics=["faithfulness"])
+    assert (result.records, result.unscored) == (3, 1)
+    assert '"doubleValue": "NaN"' in (tmp_path / "o.json").read_text()

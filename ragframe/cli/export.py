@@ -46,7 +46,15 @@ def cmd_export(args: argparse.Namespace) -> int:
         metrics=common.parse_metrics(args.metrics) if args.metrics else None,
         overwrite=args.overwrite,
     )
-    left = f"; {result.unscored} left out for a null score" if result.unscored else ""
+    left = ""
+    if result.unscored:
+        why = "a null score" if args.to == "otel" else "a null or non-finite score (NaN, inf)"
+        left += f"; {result.unscored} left out for {why}"
+    if result.no_id:
+        left += (
+            f"; {result.no_id} scored left out for having no span_id (the first at row index "
+            f"{result.first_no_id} of {args.scored}): no span or run to put them on"
+        )
     print(
         f"wrote {result.records} evaluations ({', '.join(result.metrics)}) to {result.path} "
         f"for {args.to}{left}",

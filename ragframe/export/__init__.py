@@ -1,8 +1,12 @@
 """Scores back where the team looks: a scored file's metrics as Phoenix span evaluations,
 LangSmith feedback or OpenTelemetry GenAI evaluation events, on the ids the rows came from.
 
-The mapping (one record per scored row and metric; a row whose score is null is left out and
-counted in `ExportResult.unscored`):
+The mapping (one record per scored row and metric). Nothing is left out unseen: a row whose
+score is null is counted in `ExportResult.unscored`, and so is one whose score is NaN or
+infinite for Phoenix and LangSmith (JSON has no NaN: Polars writes null, a score-less feedback;
+OTel writes it as protobuf's JSON mapping does, "NaN", and counts it written). A scored row
+with no span_id cannot be placed on any span: counted in `ExportResult.no_id`, the first such
+row's number (0-based, in the scored file) in `ExportResult.first_no_id`.
 
 =============  =========================  ===========================  ==========================
 ragframe       phoenix (Parquet)          langsmith (JSON Lines)       otel (OTLP JSON)
@@ -47,12 +51,16 @@ __all__ = ["MAX_EXPLANATION", "TARGETS", "ExportResult", "evaluations", "export_
 
 @dataclass
 class ExportResult:
-    """What was written: evaluation records, and rows × metrics left out for a null score."""
+    """What was written (`records`) and what was left out, as rows × metrics: `unscored` for a
+    score that is null (or, for Phoenix and LangSmith, not finite), `no_id` for a score on a
+    row with no span_id to put it on; `first_no_id` the first such row (0-based)."""
 
     path: Path
     records: int
     unscored: int
     metrics: list[str]
+    no_id: int = 0
+    first_no_id: int | None = None
 
 
 def score_columns(schema: pl.Schema) -> list[str]:
@@ -162,8 +170,26 @@ def export_scores(
         frame = pl.scan_parquet(path) if path.suffix == ".parquet" else pl.scan_ndjson(path)
     records, chosen = evaluations(frame, metrics)
     table = records.collect()
-    unscored = table.filter(pl.col("score").is_null()).height
-    table = table.filter(pl.col("score").is_not_null() & pl.col("span_id").is_not_null())
+    scored_ = has_score(pl.col("score"), to)
+    counts = table.select(
+        unscored=(~scored_).sum(), no_id=(scored_ & pl.col("span_id").is_null()).sum()
+    ).row(0, named=True)
+    first_no_id: int | None = None
+    if counts["no_id"]:  # a second look at the file, only to say where the first one is
+        unplaced = pl.col("span_id").is_null() & pl.any_horizontal(
+            has_score(pl.col(m).cast(pl.Float64), to) for m in chosen
+        )
+        row = "__ragframe_row"
+        first = frame.with_row_index(row).filter(unplaced).select(row).head(1).collect()
+        first_no_id = first.item()
+    table = table.filter(scored_ & pl.col("span_id").is_not_null())
     writer = {"phoenix": phoenix.write, "langsmith": langsmith.write, "otel": otel.write}[to]
     writer(table, out)
-    return ExportResult(out, table.height, unscored, chosen)
+    return ExportResult(out, table.height, counts["unscored"], chosen, counts["no_id"], first_no_id)
+
+
+def has_score(score: pl.Expr, to: Target) -> pl.Expr:
+    """Whether a score is one `to` can carry: any non-null for OTel (protobuf's JSON mapping
+    writes "NaN" and "Infinity"), a finite one for Phoenix and LangSmith (JSON has no NaN:
+    Polars writes null, which LangSmith would store as feedback without a score)."""
+    return score.is_not_null() if to == "otel" else score.is_finite().fill_null(False)
