@@ -1,5 +1,6 @@
 """LangSmith feedback: JSON Lines of exactly the keyword arguments the current client's
-`Client.create_feedback` takes (langsmith 0.15), one line per run and metric:
+`Client.create_feedback` takes (langsmith 0.15), one line per run and metric with a finite
+score (JSON has no NaN: one written would load as a feedback without a score):
 
     for line in open("feedback.jsonl"):
         client.create_feedback(**json.loads(line))
