@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import polars as pl
 import pytest
+from real_tools import run_peer
 
 os.environ.setdefault("LANGSMITH_TRACING", "false")
 
@@ -861,6 +862,94 @@ def test_langchain_shaped_chains_question_and_answer_keys(
     read = read_traces_report(path, "langsmith")
     assert read.skipped.height == 0, read.skipped
     got = sorted(read.rows.select("question", "answer", "contexts").to_dicts(), key=str)
+    assert got == sorted(seen, key=str)
+
+
+#: A `RetrievalQA`-shaped chain built of langchain-core's own runnables (`inputs.query`,
+#: `outputs.result`; a fake chat model), traced by LangChain's own `LangChainTracer` into the
+#: capture server: langchain-core lives in ragas's environment, not in ragframe's.
+LANGCHAIN_PIPELINE = r"""
+import json, sys
+from operator import itemgetter
+from langsmith import Client
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+from langchain_core.tracers import LangChainTracer
+
+url, project = sys.argv[1], sys.argv[2]
+questions, documents = json.loads(sys.argv[3]), json.loads(sys.argv[4])
+
+
+class Retriever(BaseRetriever):
+    def _get_relevant_documents(self, query, *, run_manager):
+        words = set(query.lower().strip("?").split())
+        overlap = lambda d: -len(words & set(d[1].lower().strip(".").split()))
+        ranked = sorted(documents.items(), key=overlap)
+        return [Document(page_content=t, metadata={"id": i}) for i, t in ranked[:2]]
+
+
+prompt = ChatPromptTemplate.from_messages(
+    [("system", "Use the context."), ("human", "{context}\nQuestion: {query}")]
+)
+llm = FakeListChatModel(responses=[f"Answer {n}." for n in range(len(questions))])
+stuff = RunnableLambda(lambda docs: "\n".join(d.page_content for d in docs))
+chain = (
+    RunnablePassthrough.assign(docs=itemgetter("query") | Retriever())
+    | RunnablePassthrough.assign(context=itemgetter("docs") | stuff)
+    | RunnablePassthrough.assign(result=prompt | llm | StrOutputParser())
+    | RunnableLambda(lambda x: {"result": x["result"]})
+).with_config(run_name="RetrievalQA")
+client = Client(api_url=url, api_key="test", auto_batch_tracing=False)
+tracer = LangChainTracer(project_name=project, client=client)
+seen = []
+for question in questions:
+    out = chain.invoke({"query": question}, config={"callbacks": [tracer]})
+    docs = Retriever().invoke(question)
+    contexts = [d.page_content for d in docs]
+    ids = [d.metadata["id"] for d in docs]
+    seen.append(
+        {"question": question, "answer": out["result"], "contexts": contexts,
+         "context_document_ids": ids}
+    )
+tracer.wait_for_futures()
+client.flush()
+print(json.dumps(seen))
+"""
+
+
+def test_a_langchain_core_chain_traced_by_langchains_tracer(
+    capture: CaptureServer, tmp_path: Path
+) -> None:
+    """A real langchain-core chain shaped as `RetrievalQA` (root `inputs.query`,
+    `outputs.result`, the LLM run's messages LangChain-serialised with the stuffed prompt),
+    traced by `LangChainTracer` (langchain-core 1.8 in ragas's environment, langsmith 0.15):
+    one row per question, the chain's question and answer, the retriever's documents."""
+    project = "langchain-core"
+    questions = list(QUESTIONS)[:2]
+    out = run_peer(
+        "ragas",
+        LANGCHAIN_PIPELINE,
+        capture.url,
+        project,
+        json.dumps(questions),
+        json.dumps(DOCUMENTS),
+    )
+    seen = json.loads(out.strip().splitlines()[-1])
+    client = Client(api_url=capture.url, api_key="test", auto_batch_tracing=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        runs = list(client.list_runs(project_id=capture.project_id(project)))
+    assert {"chain", "retriever", "prompt", "llm", "parser"} <= {r.run_type for r in runs}
+    path = tmp_path / "langchain.jsonl"
+    path.write_text("".join(run.model_dump_json() + "\n" for run in runs))
+    read = read_traces_report(path, "langsmith")
+    assert read.skipped.height == 0, read.skipped
+    columns = ["question", "answer", "contexts", "context_document_ids"]
+    got = sorted(read.rows.select(columns).to_dicts(), key=str)
     assert got == sorted(seen, key=str)
 
 
