@@ -21,9 +21,19 @@ a dataset has no trace, so no trace, time or token column. Lists stay lists (an 
 text: ragas allows ints there, ragframe's ID metrics match text); an object (ragas
 `rubrics`, deepeval `additional_metadata`) or a list of objects (deepeval `tools_called`)
 becomes JSON text, since its keys differ from row to row. Contexts of a deepeval record whose
-`retrieval_context` is empty (a golden) are its `context`, and its row says so in `note`.
+`retrieval_context` is empty (null, [], "" as its JSON Lines and CSV write [], or only blank
+items) are its `context`, and its row says so in `note`; an empty `context` is none.
 
-A JSON Lines line that is not a JSON object is skipped and listed with its line number.
+Odd records, one at a time (one never changes how the others read): a list cell (contexts,
+context ids, `multi_responses`) that is one text is that one document, `[text]`, the team's
+rule for a plain-string document, and a blank text no document; a question, answer or
+reference that is a list, an object or a number is its JSON text. pandas' JSON by columns
+or by index keeps the order pandas wrote (the frame's), and an index that is not the
+default 0, 1, ... as an `index` column. Skipped and listed (reason and line): a JSON Lines
+line that is not a JSON object, an element of a JSON array that is not one (the line it
+starts on), and a record with no question (null, missing or blank; a Parquet row or pandas
+index label named in the reason). A JSON document that does not parse (cut short) is
+refused in one line naming the decoder's line and column.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ import ast
 import csv
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +120,10 @@ _QUESTION = {"ragas": "user_input", "deepeval": "input"}
 _LISTS = frozenset(
     {"contexts", "reference_contexts", "retrieved_context_ids", "reference_context_ids"}
 )
-_IDS = frozenset({"retrieved_context_ids", "reference_context_ids"})
+#: ragas's own list-of-text fields kept under their own names, read as the lists above.
+_TOOL_LISTS = frozenset({"multi_responses"})
+#: ragframe's text columns: a list or object there is JSON text, a number its text.
+_TEXTS = frozenset({"question", "answer", "ground_truth"})
 #: deepeval's numbers, typed alike whatever file they came from.
 _DEEPEVAL_TYPES: dict[str, pl.DataType] = {
     "token_cost": pl.Float64(),
@@ -123,6 +136,8 @@ _PY_STRING = r"""(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
 _NUMPY_ARRAY = re.compile(rf"^\[\s*(?:{_PY_STRING}\s*)*\]$", re.S)
 _FALLBACK_NOTE = "contexts are deepeval's context (retrieval_context is empty)"
 _NO_ANSWER_NOTE = "no answer in the dataset"
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
 _RESERVED = frozenset(ROW_SCHEMA) | {"reference_contexts", "retrieved_context_ids"}
 _RESERVED |= {"reference_context_ids", "claims"}
 
@@ -164,12 +179,38 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _text(value: Any) -> str | None:
+    """One text: a string as it is, anything else (a list, an object, a number) as JSON."""
+    return value if value is None or isinstance(value, str) else _json_text(value)
+
+
+def _text_list(value: Any, *, literal: bool) -> list[str | None] | None:
+    """One cell of a list-of-texts column, decided alone (never by its column, never by
+    iterating a string): a list as its items' texts, a blank text as no item, any other text
+    (after a CSV's list literal, when `literal`) as the one document it is, the team's rule
+    for a plain-string document; an object or number likewise as one item of JSON text."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if not value.strip():
+            return []
+        parsed = _parse_literal(value) if literal else None
+        value = list(parsed) if isinstance(parsed, (list, tuple)) else [value]
+    if not isinstance(value, (list, tuple)):
+        value = [value]
+    return [x if x is None or isinstance(x, str) else _json_text(x) for x in value]
+
+
+def _blank(value: list[str | None] | None) -> bool:
+    """No context to score: none, an empty list, or only blank items."""
+    return not value or all(not (x or "").strip() for x in value)
+
+
 def _column(name: str, values: list[Any], *, list_of_text: bool) -> pl.Series:
     """A typed column: lists of scalars stay lists, objects (and lists of them) become JSON
     text, values of mixed kinds that Polars cannot hold as one type become text."""
     if list_of_text:
-        cells = [None if v is None else [None if x is None else str(x) for x in v] for v in values]
-        return pl.Series(name, cells, dtype=pl.List(pl.String))
+        return pl.Series(name, values, dtype=pl.List(pl.String))
     nested = any(
         isinstance(v, dict) or (isinstance(v, list) and any(isinstance(x, dict) for x in v))
         for v in values
@@ -189,7 +230,10 @@ def _split_contexts(value: Any) -> Any:
     `RetrievedContextData` reads as its text."""
     if isinstance(value, str):
         literal = _parse_literal(value)
-        value = list(literal) if isinstance(literal, (list, tuple)) else value.split("|")
+        if isinstance(literal, (list, tuple)):
+            value = list(literal)
+        else:  # deepeval writes an empty list as ""
+            value = value.split("|") if value else []
     if isinstance(value, list):
         return [
             m["context"] if isinstance(x, str) and (m := _DEEPEVAL_MARKER.match(x)) else x
@@ -198,57 +242,175 @@ def _split_contexts(value: Any) -> Any:
     return value
 
 
+class _Records:
+    """Where a file's records came from, for the ones that are skipped: `lines[i]` the line
+    record i starts on (None where a file has none), `labels[i]` what names it otherwise."""
+
+    def __init__(self, lines: Callable[[], list[int | None]], labels: list[str] | None = None):
+        self._lines = lines
+        self._cache: list[int | None] | None = None
+        self.labels = labels
+
+    def line(self, i: int) -> int | None:
+        if self._cache is None:
+            self._cache = self._lines()
+        return self._cache[i] if i < len(self._cache) else None
+
+    def label(self, i: int) -> str:
+        return f"{self.labels[i]}: " if self.labels is not None else ""
+
+
 def _records_from_json(
     path: Path, question: str
-) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+) -> tuple[list[dict[str, Any]], list[tuple[int | None, str]], _Records]:
     """The records of a JSON document (an array of records; deepeval's object of `test_cases`
-    / `goldens`; pandas' `to_json` by columns or by index) or of JSON Lines, and the bad
-    lines."""
+    / `goldens`; pandas' `to_json` by columns or by index) or of JSON Lines, the elements or
+    lines that are not records, and where each record came from."""
     text = path.read_text(encoding="utf-8")
     try:
         data = json.loads(text)
-    except ValueError:
-        data = None
+    except ValueError as exc:
+        error: json.JSONDecodeError | None = exc if isinstance(exc, json.JSONDecodeError) else None
     else:
+        error = None
+        key = None
         if isinstance(data, dict):
-            listed = data.get("test_cases") or data.get("testCases") or data.get("goldens")
-            if listed is not None:
-                data = listed
+            key = next((k for k in ("test_cases", "testCases", "goldens") if k in data), None)
+            if key is not None and data[key] is not None:
+                data = data[key]
             elif question in data and isinstance(data[question], dict):
-                data = _by_columns(data)
+                records, index = _by_columns(data)
+                return records, [], _Records(lambda: [], index)
             elif data and all(isinstance(v, dict) and question in v for v in data.values()):
-                data = list(data.values())
+                records, index = _by_index(data)
+                return records, [], _Records(lambda: [], index)
             else:
                 data = [data]
-        if isinstance(data, list) and all(isinstance(d, dict) for d in data):
-            return data, []
+                key = None
         if isinstance(data, list):
-            raise InputError(f"{path}: a JSON array must hold one object per record")
+            return _array_records(text, data, key)
     records: list[dict[str, Any]] = []
-    bad: list[tuple[int, str]] = []
+    numbers: list[int | None] = []
+    bad: list[tuple[int | None, str]] = []
+    first_unparsed = False
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             value = json.loads(line)
         except ValueError as exc:
-            bad.append((number, f"line is not JSON ({exc.msg} at column {exc.colno})"))
+            first_unparsed = first_unparsed or not (records or bad)
+            bad.append((number, f"line is not JSON ({exc.msg}, column {exc.colno})"))
             continue
         if isinstance(value, dict):
             records.append(value)
+            numbers.append(number)
         else:
             bad.append((number, "line is not a JSON object"))
-    return records, bad
+    if error is not None and first_unparsed and (not records or text.lstrip()[:1] == "["):
+        # One JSON document (its first line is no record of its own), cut short or broken.
+        raise InputError(
+            f"{path}: not valid JSON ({error.msg} at line {error.lineno} column "
+            f"{error.colno}); was the file cut short? Export it again"
+        )
+    return records, bad, _Records(lambda: numbers)
 
 
-def _by_columns(data: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _array_records(
+    text: str, data: list[Any], key: str | None
+) -> tuple[list[dict[str, Any]], list[tuple[int | None, str]], _Records]:
+    """A JSON array's objects; an element that is not one is listed with the line it starts
+    on (found only then, or when a record is skipped later)."""
+    kept = [i for i, d in enumerate(data) if isinstance(d, dict)]
+
+    def starts() -> list[int | None]:
+        try:
+            return list(_element_lines(text, key))
+        except (ValueError, IndexError):
+            return [None] * len(data)
+
+    element_lines = starts() if len(kept) < len(data) else None
+    bad: list[tuple[int | None, str]] = [
+        (
+            element_lines[i] if element_lines else None,
+            f"element {i + 1} of the JSON array is not a JSON object ({_json_kind(d)})",
+        )
+        for i, d in enumerate(data)
+        if not isinstance(d, dict)
+    ]
+
+    def lines() -> list[int | None]:
+        every = element_lines if element_lines is not None else starts()
+        return [every[i] for i in kept]
+
+    labels = [f"element {i + 1} of the JSON array" for i in kept]
+    return [data[i] for i in kept], bad, _Records(lines, labels)
+
+
+def _json_kind(value: Any) -> str:
+    """A JSON value's kind as JSON names it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    return {str: "a string", list: "an array"}.get(type(value), "a number")
+
+
+def _element_lines(text: str, key: str | None) -> Iterator[int]:
+    """The line each element of the document's records array starts on (the top-level array,
+    or the one under `key` of the top-level object), by the decoder's own positions."""
+    position = _SPACE.match(text).end()  # type: ignore[union-attr]
+    if key is not None:  # {"goldens": [...], ...}: walk the object's members to the key's
+        position = _SPACE.match(text, position + 1).end()  # type: ignore[union-attr]
+        while True:
+            name, position = _DECODER.raw_decode(text, position)
+            position = _SPACE.match(text, position).end() + 1  # type: ignore[union-attr]
+            position = _SPACE.match(text, position).end()  # type: ignore[union-attr]
+            if name == key:
+                break
+            _, position = _DECODER.raw_decode(text, position)
+            position = _SPACE.match(text, position).end() + 1  # type: ignore[union-attr]
+            position = _SPACE.match(text, position).end()  # type: ignore[union-attr]
+    if text[position] != "[":
+        raise ValueError("no array")
+    position = _SPACE.match(text, position + 1).end()  # type: ignore[union-attr]
+    line, counted = 1, 0
+    while text[position] != "]":
+        line += text.count("\n", counted, position)
+        counted = position
+        yield line
+        _, position = _DECODER.raw_decode(text, position)
+        position = _SPACE.match(text, position).end()  # type: ignore[union-attr]
+        if text[position] == ",":
+            position = _SPACE.match(text, position + 1).end()  # type: ignore[union-attr]
+
+
+def _with_index(records: list[dict[str, Any]], keys: list[str]) -> list[dict[str, Any]]:
+    """pandas' index kept as an `index` column when it is not the default 0, 1, ... (a team's
+    ids), unless the frame already has a column of that name."""
+    if keys != [str(i) for i in range(len(keys))] and not any("index" in r for r in records):
+        return [{"index": k, **r} for k, r in zip(keys, records, strict=True)]
+    return records
+
+
+def _by_columns(data: dict[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """pandas' `to_json()` default (orient="columns": {column: {index: value}}) as records,
-    in index order."""
-    index: list[str] = []
+    in the order pandas wrote the index (the frame's order), and the index labels."""
+    index: dict[str, None] = {}
     for column in data.values():
-        index.extend(k for k in column if k not in index)
-    order = sorted(index, key=lambda k: (0, int(k), k) if k.lstrip("-").isdigit() else (1, 0, k))
-    return [{c: data[c].get(k) for c in data} for k in order]
+        if isinstance(column, dict):
+            index.update(dict.fromkeys(column))
+    keys = list(index)
+    records = [
+        {c: v.get(k) if isinstance(v, dict) else None for c, v in data.items()} for k in keys
+    ]
+    return _with_index(records, keys), [f"index {k!r}" for k in keys]
+
+
+def _by_index(data: dict[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """pandas' `to_json(orient="index")` ({index: record}) in the order written."""
+    keys = list(data)
+    return _with_index(list(data.values()), keys), [f"index {k!r}" for k in keys]
 
 
 def _frame_of_records(records: list[dict[str, Any]]) -> dict[str, list[Any]]:
@@ -268,9 +430,11 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
-def _columns(path: Path, question: str) -> tuple[dict[str, list[Any]], list[tuple[int, str]], bool]:
-    """The file's columns as Python lists (a dataset is small), its bad lines, and whether it
-    was CSV (every cell text)."""
+def _columns(
+    path: Path, question: str
+) -> tuple[dict[str, list[Any]], list[tuple[int | None, str]], bool, _Records]:
+    """The file's columns as Python lists (a dataset is small), its bad lines, whether it
+    was CSV (every cell text), and where each record came from."""
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         try:
@@ -282,7 +446,8 @@ def _columns(path: Path, question: str) -> tuple[dict[str, list[Any]], list[tupl
             values = frame.get_column(name).to_list()
             nested = isinstance(dtype, pl.Struct) or "Struct" in str(dtype)
             columns[name] = [_without_nulls(v) for v in values] if nested else values
-        return columns, [], False
+        rows = [f"row {i + 1}" for i in range(frame.height)]
+        return columns, [], False, _Records(lambda: [], rows)
     if suffix == ".csv":
         try:
             frame = pl.read_csv(path, infer_schema=False)
@@ -292,9 +457,23 @@ def _columns(path: Path, question: str) -> tuple[dict[str, list[Any]], list[tupl
         first = frame.columns[0] if frame.width else ""
         if _unnamed_first(path) and columns[first] == [str(i) for i in range(frame.height)]:
             del columns[first]  # pandas' `to_csv()` index (0, 1, ...), no data of the file's
-        return columns, [], True
-    records, bad = _records_from_json(path, question)
-    return _frame_of_records(records), bad, False
+        return columns, [], True, _Records(lambda: _csv_lines(path, frame.height))
+    records, bad, where = _records_from_json(path, question)
+    return _frame_of_records(records), bad, False, where
+
+
+def _csv_lines(path: Path, height: int) -> list[int | None]:
+    """The line each CSV row starts on (a quoted cell may span lines; a blank line is a row
+    of nulls to Polars too); none when Python's reader counts the rows otherwise."""
+    lines: list[int | None] = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle)
+        next(reader, None)
+        start = reader.line_num + 1
+        for _ in reader:
+            lines.append(start)
+            start = reader.line_num + 1
+    return lines if len(lines) == height else [None] * height
 
 
 def _unnamed_first(path: Path) -> bool:
@@ -312,35 +491,51 @@ def _out_name(name: str, fmt: str, mapped: dict[str, str]) -> str:
 
 def read(path: Path, fmt: str) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(rows, skipped) of a ragas or deepeval dataset file; see the module's docstring."""
-    columns, bad, is_csv = _columns(path, _QUESTION[fmt])
-    if _QUESTION[fmt] not in columns:
+    question = _QUESTION[fmt]
+    columns, bad, is_csv, where = _columns(path, question)
+    if question not in columns:
         raise InputError(
-            f"{path}: a {fmt} dataset needs a {_QUESTION[fmt]} column "
+            f"{path}: a {fmt} dataset needs a {question} column "
             f"(it has {sorted(columns)[:12]}); pass the right --from (format=)"
         )
     mapped = RENAMED[fmt]
-    height = len(columns[_QUESTION[fmt]])
+    height = len(columns[question])
+    tool_lists = _TOOL_LISTS if fmt == "ragas" else frozenset()
+    lists = {n for n in columns if _out_name(n, fmt, mapped) in _LISTS or n in tool_lists}
     if fmt == "deepeval":
         for name in ("retrieval_context", "context"):
             if name in columns:
                 columns[name] = [_split_contexts(v) for v in columns[name]]
+    for name in lists:
+        # Cell by cell: one odd cell is read alone, never decides for its column.
+        columns[name] = [_text_list(v, literal=is_csv) for v in columns[name]]
+    texts = {n for n, ours in mapped.items() if ours in _TEXTS and n in columns}
+    for name in texts:
+        columns[name] = [_text(v) for v in columns[name]]
     if is_csv:
-        # The texts are never decoded (an answer may well start with "["), nor deepeval's
-        # contexts (split above).
-        plain = {n for n, ours in mapped.items() if ours in ("question", "answer", "ground_truth")}
-        if fmt == "deepeval":
-            plain |= {"retrieval_context", "context"}
+        # Other columns are decoded when every cell is a list or object literal; the texts
+        # never (an answer may well start with "[").
         columns = {
-            name: values if name in plain else _decode_csv_column(values)
+            name: values if name in lists | texts else _decode_csv_column(values)
             for name, values in columns.items()
         }
     fallback = [False] * height
     if fmt == "deepeval" and "context" in columns:
+        # An empty context (JSON [], JSON Lines "", an empty CSV cell) is no context alike.
+        context = [None if _blank(c) else c for c in columns["context"]]
         retrieved = columns.get("retrieval_context", [None] * height)
-        fallback = [not r and bool(c) for r, c in zip(retrieved, columns["context"], strict=True)]
+        fallback = [_blank(r) and c is not None for r, c in zip(retrieved, context, strict=True)]
+        columns["context"] = context
         columns["retrieval_context"] = [
-            c if f else r for r, c, f in zip(retrieved, columns["context"], fallback, strict=True)
+            c if f else r for r, c, f in zip(retrieved, context, fallback, strict=True)
         ]
+    keep = [isinstance(q, str) and bool(q.strip()) for q in columns[question]]
+    for i in (i for i, k in enumerate(keep) if not k):
+        bad.append((where.line(i), f"{where.label(i)}no question ({question} is missing or empty)"))
+    if not all(keep):
+        columns = {n: [v for v, k in zip(vs, keep, strict=True) if k] for n, vs in columns.items()}
+        fallback = [f for f, k in zip(fallback, keep, strict=True) if k]
+        height = sum(keep)
     series: list[pl.Series] = []
     for name, values in columns.items():
         if all(v is None for v in values) and mapped.get(name) not in ("question", "answer"):
@@ -349,9 +544,10 @@ def read(path: Path, fmt: str) -> tuple[pl.LazyFrame, pl.LazyFrame]:
         if fmt == "deepeval" and name in _DEEPEVAL_TYPES:
             series.append(pl.Series(out, values).cast(_DEEPEVAL_TYPES[name], strict=False))
             continue
-        series.append(_column(out, values, list_of_text=out in _LISTS))
+        series.append(_column(out, values, list_of_text=name in lists))
     frame = pl.DataFrame(series, height=height)
     frame = _with_core(frame, fallback)
+    bad.sort(key=lambda b: (b[0] is None, b[0] or 0))
     skipped = pl.DataFrame(
         {
             "reason": [r for _, r in bad],
