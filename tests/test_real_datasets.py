@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "traces" / "ragas-deepeval.md"
 TRACE_COLUMNS = {"trace_id", "span_id", "start_time", "end_time", "latency_ms", "model_name"}
 TRACE_COLUMNS |= {"prompt_tokens", "completion_tokens", "total_tokens", "retrievals"}
+KINDS = ("json", "jsonl", "csv")
 
 #: What the pipeline saw, as ragas's SingleTurnSample fields: quotes, commas, `|`, a newline,
 #: non-ASCII text; the last sample has no response (ragas's CSV takes its columns from the
@@ -148,6 +149,15 @@ DEEPEVAL_GOLDENS: list[dict[str, Any]] = [
         "context": ["W is in V."],
         "name": "g2",
     },
+    # Empty lists, which deepeval's JSON Lines and CSV write as "" (an empty cell).
+    {
+        "input": "Q3",
+        "actual_output": "A3",
+        "retrieval_context": [],
+        "context": ["ctx three"],
+        "name": "g3",
+    },
+    {"input": "Q4", "actual_output": "A4", "retrieval_context": ["r4"], "context": []},
 ]
 #: deepeval LLMTestCases (saved as goldens by `save_as(..., include_test_cases=True)`).
 DEEPEVAL_CASES: list[dict[str, Any]] = [
@@ -280,8 +290,8 @@ def test_deepeval_goldens_from_each_save_as(deepeval_dir: Path, kind: str) -> No
     assert _source_fields(path) <= KNOWN_FIELDS["deepeval"]
     rows = read_traces_report(path, "deepeval").rows
     assert not TRACE_COLUMNS & set(rows.columns)
-    first, second = rows.iter_rows(named=True)
-    g1, g2 = DEEPEVAL_GOLDENS
+    first, second, *_ = rows.iter_rows(named=True)
+    g1, g2, *_ = DEEPEVAL_GOLDENS
     assert first["question"] == g1["input"] and first["answer"] is None
     assert first["contexts"] == g1["context"] == first["reference_contexts"]
     assert first["ground_truth"] == g1["expected_output"]
@@ -296,6 +306,21 @@ def test_deepeval_goldens_from_each_save_as(deepeval_dir: Path, kind: str) -> No
     assert second["name"] == "g2" and second["comments"] is None
     # Columns deepeval wrote with no value in any row (tools, tokens) add nothing.
     assert not {"tools_called", "expected_tools", "token_cost", "expectations"} & set(rows.columns)
+
+
+def test_deepeval_empty_lists_read_alike_from_each_save_as(deepeval_dir: Path) -> None:
+    """An empty retrieval_context falls back to context whatever the file (JSON Lines wrote it
+    as "", read as [""], and the fallback was skipped); an empty context is none alike."""
+    read = {k: read_traces_report(deepeval_dir / f"goldens.{k}", "deepeval") for k in KINDS}
+    for kind, report in read.items():
+        assert report.skipped.height == 0, kind
+        rows = report.rows
+        assert rows["question"].to_list() == [g["input"] for g in DEEPEVAL_GOLDENS], kind
+        assert rows["contexts"].to_list()[2:] == [["ctx three"], ["r4"]], kind
+        assert rows["reference_contexts"].to_list()[2:] == [["ctx three"], None], kind
+        assert "context" in rows["note"][2] and rows["note"][3] is None, kind
+    assert read["jsonl"].rows.equals(read["json"].rows)
+    assert read["csv"].rows.equals(read["json"].rows)
 
 
 @pytest.mark.parametrize("kind", ["json", "jsonl", "csv"])
@@ -320,10 +345,9 @@ def test_deepeval_goldens_through_pandas_csv(deepeval_dir: Path, tmp_path: Path)
     pd.read_json(deepeval_dir / "goldens.json").to_csv(path, index=False)
     rows = read_traces_report(path, "deepeval").rows
     assert rows["contexts"].to_list() == [
-        DEEPEVAL_GOLDENS[0]["context"],
-        DEEPEVAL_GOLDENS[1]["retrieval_context"],
+        g.get("retrieval_context") or g["context"] for g in DEEPEVAL_GOLDENS
     ]
-    assert rows["reference_contexts"].to_list() == [g["context"] for g in DEEPEVAL_GOLDENS]
+    assert rows["reference_contexts"].to_list() == [g["context"] or None for g in DEEPEVAL_GOLDENS]
 
 
 def test_a_bad_line_costs_only_itself(ragas_dir: Path, tmp_path: Path) -> None:
