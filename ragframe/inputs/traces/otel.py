@@ -27,13 +27,25 @@ cannot (a value of a shape OTLP does not have, an array inside an array, attribu
 an object) is decoded line by line in Python (`canonical`): odd values are read as JSON
 text, attributes given as an object map are read as key / value pairs, and a span, scope or
 resource that is not an object becomes a span without ids, listed as skipped with its line.
-A line that is not a JSON object is left to the caller, which lists it.
+A line that is not a JSON object is left to the caller, which lists it. A line that is
+an object without `resourceSpans` (another signal's request, as a Collector file exporter
+shared by a logs pipeline writes, or a misspelt key) becomes a span without ids whose
+`skip_reason` says so, so that it is listed with its line, never lost.
+
+GenAI's JSON attributes (`gen_ai.retrieval.documents`, `gen_ai.input.messages`,
+`gen_ai.output.messages`) are decoded by Polars a batch at a time, and value by value in
+Python only for a batch it refuses (`_decoded`): a single object is read as a list of one, a
+plain-string document as its content, a content that is a list or object as JSON text. A
+value that is not JSON at all (typically cut by the SDK's attribute length limit,
+`OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`) costs its span only: the span is not used
+(`has_attributes` false) and its `skip_reason` names the attribute and the limit.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +96,12 @@ REQUEST = pl.Struct(
             pl.Struct({"scopeSpans": pl.List(pl.Struct({"spans": pl.List(SPAN)}))})
         )
     }
+)
+#: The key of an OTLP trace request; a line without it is listed as skipped with `NO_SPANS`.
+REQUEST_KEY = "resourceSpans"
+NO_SPANS = (
+    "line has no 'resourceSpans' key (its first key is '{}': another signal's request, such as "
+    "a Collector file exporter's logs or metrics, or a misspelt key)"
 )
 #: The OTLP fields known in each place the reader reads from: read, or deliberately left
 #: (resource and scope attributes, status, links, ...). tests/test_real_otel.py checks that
@@ -247,8 +265,9 @@ def _attr(key: str, column: str = "attrs") -> pl.Expr:
 
 
 def _last_message(column: str, role: str) -> pl.Expr:
-    """The text parts of the last `role` message of a GenAI messages attribute (JSON)."""
-    messages = _attr(column).str.json_decode(MESSAGES)
+    """The text parts of the last `role` message of a GenAI messages attribute decoded by
+    `_decoded` into `column`."""
+    messages = pl.col(column).struct.field("value")
     return messages.list.eval(
         pl.element()
         .filter(pl.element().struct.field("role") == role)
@@ -290,6 +309,18 @@ def scan_otlp(lines: pl.LazyFrame, *, tolerant: bool = True) -> pl.LazyFrame:
     frame = spans.join(_documents(spans), on="sid", how="left")
     for role, name in (("user", "oi_user"), ("assistant", "oi_assistant")):
         frame = frame.join(_openinference_message(spans, role, name), on="sid", how="left")
+    frame = frame.with_columns(
+        _decoded(GENAI["documents"], GENAI_DOCUMENTS, _documents_value).alias("genai_documents"),
+        _decoded(GENAI["input_messages"], MESSAGES, _messages_value).alias("genai_input"),
+        _decoded(GENAI["output_messages"], MESSAGES, _messages_value).alias("genai_output"),
+    )
+    reason = pl.coalesce(
+        "line_reason",
+        *(
+            pl.col(c).struct.field("error")
+            for c in ("genai_documents", "genai_input", "genai_output")
+        ),
+    )
     return frame.select(
         "line",
         *_ids(),
@@ -304,15 +335,21 @@ def scan_otlp(lines: pl.LazyFrame, *, tolerant: bool = True) -> pl.LazyFrame:
         ).alias("documents"),
         *_model_and_tokens(),
         pl.lit(None, pl.String).alias("ground_truth"),
-        (pl.col("attrs").list.len() > 0).fill_null(False).alias("has_attributes"),
+        # a span the reader could not read is not used (listed as skipped by `assemble`)
+        ((pl.col("attrs").list.len() > 0) & reason.is_null())
+        .fill_null(False)
+        .alias("has_attributes"),
         _attr(S.SESSION_ID).alias("session_id"),
         _attr(S.USER_ID).alias("user_id"),
         _attr(S.METADATA).alias("metadata"),
         "tags",
+        reason.alias("skip_reason"),  # why the span forms nothing, for the skipped list
     )
 
 
 CHUNK = 1 << 20
+#: Anything but JSON's whitespace (which is skipped between documents).
+_INK = re.compile(r"[^ \t\n\r]")
 
 
 def json_documents(path: Path) -> pl.LazyFrame:
@@ -332,38 +369,58 @@ def json_documents(path: Path) -> pl.LazyFrame:
 
 
 def _documents_of(path: Path) -> Iterator[tuple[int, str]]:
+    """(line it starts on, compact text) of each document, and of each item of a top-level
+    array, parsed once each from a position in the buffer (an array is not parsed whole, so
+    a 56 MB array reads as fast per MB as small documents and is never held as objects).
+    A document not yet whole is parsed again after each read, and each read is at least as
+    large as what is held (the buffer doubles), so its parses add up to about twice its size.
+    An array not closed by the end of the file ends with `[`, which the caller lists."""
     decoder = json.JSONDecoder()
-    buffer, line, done = "", 1, False
+    buffer, pos, line, done = "", 0, 1, False
+    array_line = 0  # the line of the top-level array being read, 0 outside one
     with path.open(encoding="utf-8") as handle:
+
+        def more() -> None:
+            nonlocal buffer, pos, done
+            chunk = handle.read(max(CHUNK, len(buffer) - pos))
+            buffer, pos, done = buffer[pos:] + chunk, 0, not chunk
+
         while True:
-            stripped = buffer.lstrip()
-            line += buffer.count("\n", 0, len(buffer) - len(stripped))
-            buffer = stripped
-            if not buffer and done:
+            found = _INK.search(buffer, pos)
+            start = found.start() if found else len(buffer)
+            line += buffer.count("\n", pos, start)
+            pos = start
+            if pos == len(buffer):
+                if not done:
+                    more()
+                    continue
+                if array_line:
+                    yield array_line, "["
                 return
+            if array_line and buffer[pos] in ",]":
+                array_line = 0 if buffer[pos] == "]" else array_line
+                pos += 1
+                continue
+            if not array_line and buffer[pos] == "[":
+                array_line, pos = line, pos + 1
+                continue
             try:
-                value, end = decoder.raw_decode(buffer)
+                value, end = decoder.raw_decode(buffer, pos)
             except ValueError:
                 if not done:
-                    chunk = handle.read(CHUNK)
-                    done = not chunk
-                    buffer += chunk
+                    more()
                     continue
-                end = buffer.find("\n") if "\n" in buffer else len(buffer)
-                yield line, buffer[:end]
-                buffer = buffer[end:]
+                end = buffer.find("\n", pos)
+                end = len(buffer) if end < 0 else end
+                yield line, buffer[pos:end]
+                pos = end
                 continue
             if end == len(buffer) and not done:  # a number or literal may go on in the next chunk
-                chunk = handle.read(CHUNK)
-                done = not chunk
-                if chunk:
-                    buffer += chunk
-                    continue
-            items = value if isinstance(value, list) else [value]
-            for item in items:
-                yield line, json.dumps(item, ensure_ascii=False)
-            line += buffer.count("\n", 0, end)
-            buffer = buffer[end:]
+                more()
+                continue
+            yield line, json.dumps(value, ensure_ascii=False)
+            line += buffer.count("\n", pos, end)
+            pos = end
 
 
 def _spans(lines: pl.LazyFrame, *, tolerant: bool) -> pl.LazyFrame:
@@ -371,9 +428,14 @@ def _spans(lines: pl.LazyFrame, *, tolerant: bool) -> pl.LazyFrame:
     snake = [f'"{name}":' for name in SNAKE_CASE]
     camel = [f'"{name}":' for name in SNAKE_CASE.values()]
     text = pl.col("line").str.replace_many(snake, camel)
+    first_key = pl.col("line").str.extract(r'^\s*\{\s*"([^"\\]*)"', 1)
     return (
         lines.select(
             pl.col("n").cast(pl.Int64).alias("line"),
+            pl.when(first_key.is_null())
+            .then(pl.lit(f"line has no {REQUEST_KEY!r} key"))
+            .otherwise(pl.format(NO_SPANS, first_key))
+            .alias("no_spans"),
             (
                 text.map_batches(_decode, return_dtype=REQUEST, is_elementwise=True)
                 if tolerant
@@ -381,12 +443,17 @@ def _spans(lines: pl.LazyFrame, *, tolerant: bool) -> pl.LazyFrame:
             ).alias("request"),
         )
         .unnest("request")
+        # a line with no resourceSpans (another signal's request, a misspelt key) is one span
+        # without ids and with its reason, so that it is listed, not lost
+        .with_columns(
+            pl.when(pl.col("resourceSpans").is_null()).then("no_spans").alias("line_reason")
+        )
         .explode("resourceSpans")
-        .select("line", pl.col("resourceSpans").struct.field("scopeSpans"))
+        .select("line", "line_reason", pl.col("resourceSpans").struct.field("scopeSpans"))
         .explode("scopeSpans")
-        .select("line", pl.col("scopeSpans").struct.field("spans"))
+        .select("line", "line_reason", pl.col("scopeSpans").struct.field("spans"))
         .explode("spans")
-        .filter(pl.col("spans").is_not_null())
+        .filter(pl.col("spans").is_not_null() | pl.col("line_reason").is_not_null())
         .unnest("spans")
         .with_row_index("sid")
         .select(
@@ -433,6 +500,8 @@ def canonical(line: str) -> str:
         raise pl.exceptions.ComputeError(f"line is not JSON: {exc}") from None
     if not isinstance(request, dict):
         raise pl.exceptions.ComputeError("line is not a JSON object")
+    if request.get(REQUEST_KEY) is None:  # not a trace request: listed by `_spans`
+        return "{}"
     resources = []
     for resource in _listed(request.get("resourceSpans")):
         scopes = []
@@ -562,7 +631,99 @@ def _documents(spans: pl.LazyFrame) -> pl.LazyFrame:
 
 def _genai_documents() -> pl.Expr:
     """GenAI's `gen_ai.retrieval.documents` (JSON on the span) as documents with content."""
-    return _with_content(_attr(GENAI["documents"]).str.json_decode(GENAI_DOCUMENTS))
+    return _with_content(pl.col("genai_documents").struct.field("value"))
+
+
+def _decoded(key: str, dtype: pl.DataType, read: Callable[[Any], Any]) -> pl.Expr:
+    """The span's JSON attribute `key` as a struct of `value` (in `dtype`) and `error` (why it
+    could not be read, else null). A batch is decoded by Polars in one go; a batch it refuses
+    value by value in Python (`_json_values`), so that one bad value costs its span only."""
+
+    def decode(texts: pl.Series) -> pl.Series:
+        return _json_values(texts, key, dtype, read)
+
+    dtypes = {"value": dtype, "error": pl.String()}
+    return _attr(key).map_batches(decode, return_dtype=pl.Struct(dtypes), is_elementwise=True)
+
+
+def _json_values(
+    texts: pl.Series, key: str, dtype: pl.DataType, read: Callable[[Any], Any]
+) -> pl.Series:
+    """`_decoded`'s batch: `read` turns one parsed value into `dtype`'s shape or raises
+    ValueError with what is wrong with it."""
+    try:
+        values = texts.str.json_decode(dtype)
+        errors = pl.Series([None] * len(texts), dtype=pl.String)
+    except pl.exceptions.PolarsError:
+        decoded, reasons = [], []
+        for text in texts:
+            value, reason = None, None
+            if text is not None:
+                try:
+                    value = read(json.loads(text))
+                except ValueError as exc:
+                    reason = _json_error(key, text, exc)
+            decoded.append(value)
+            reasons.append(reason)
+        values = pl.Series(decoded, dtype=dtype)
+        errors = pl.Series(reasons, dtype=pl.String)
+    return pl.DataFrame({"value": values, "error": errors}).to_struct(texts.name)
+
+
+def _json_error(key: str, text: str, exc: ValueError) -> str:
+    """One line: why `key`'s value `text` was not read, and what to do when it was cut."""
+    if not isinstance(exc, json.JSONDecodeError):
+        return f"{key} could not be read: {exc}"
+    if not text.rstrip().endswith(("]", "}")):
+        return (
+            f"{key} is not JSON: it stops after {len(text)} characters, as when an attribute "
+            "length limit cuts it (raise OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT or the SDK's "
+            "SpanLimits)"
+        )
+    return f"{key} is not JSON ({exc.msg} at character {exc.pos})"
+
+
+def _text_of(value: Any) -> str | None:
+    """A JSON value read as text: a string as itself, anything else as compact JSON."""
+    return value if value is None or isinstance(value, str) else _dumps(value)
+
+
+def _objects(value: Any, what: str) -> list[Any]:
+    """A JSON array as its items, a single object or string as one item."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, (dict, str)):
+        return [value]
+    raise ValueError(f"{what} is a {type(value).__name__}, not a list")
+
+
+def _documents_value(value: Any) -> list[dict[str, Any]]:
+    """GenAI documents in `GENAI_DOCUMENTS`' shape: a single object as one document, a plain
+    string as a document's content, fields that are not text as JSON text."""
+    documents = []
+    for item in _objects(value, "gen_ai.retrieval.documents"):
+        fields = item if isinstance(item, dict) else {"content": item}
+        documents.append({name: _text_of(fields.get(name)) for name in ("content", "id", "score")})
+    return documents
+
+
+def _messages_value(value: Any) -> list[dict[str, Any]]:
+    """GenAI messages in `MESSAGES`' shape: a single message or part as a list of one, a part
+    given as a plain string as a text part, a part's content that is not text as JSON text."""
+    messages = []
+    for message in _objects(value, "the messages"):
+        if not isinstance(message, dict):
+            raise ValueError(f"a message is a {type(message).__name__}, not an object")
+        parts = []
+        for part in _objects(message.get("parts") or [], "a message's parts"):
+            if isinstance(part, dict):
+                parts.append(
+                    {"type": _text_of(part.get("type")), "content": _text_of(part.get("content"))}
+                )
+            else:
+                parts.append({"type": "text", "content": _text_of(part)})
+        messages.append({"role": _text_of(message.get("role")), "parts": parts})
+    return messages
 
 
 def _with_content(items: pl.Expr) -> pl.Expr:
@@ -650,20 +811,20 @@ def _texts() -> list[pl.Expr]:
     return [
         pl.coalesce(
             json_text(_attr(S.INPUT_VALUE), _attr(S.INPUT_MIME_TYPE), INPUT_KEYS),
-            _last_message(GENAI["input_messages"], "user"),
+            _last_message("genai_input", "user"),
         ).alias("input"),
         pl.coalesce(
             json_text(_attr(S.OUTPUT_VALUE), _attr(S.OUTPUT_MIME_TYPE), OUTPUT_KEYS),
-            _last_message(GENAI["output_messages"], "assistant"),
+            _last_message("genai_output", "assistant"),
         ).alias("output"),
         pl.coalesce(
             "oi_user",
-            _last_message(GENAI["input_messages"], "user"),
+            _last_message("genai_input", "user"),
             _event_content(GENAI["user_event"]),
         ).alias("user_message"),
         pl.coalesce(
             "oi_assistant",
-            _last_message(GENAI["output_messages"], "assistant"),
+            _last_message("genai_output", "assistant"),
             _event_content(GENAI["choice_event"]),
         ).alias("assistant_message"),
     ]
