@@ -8,6 +8,7 @@ scores logged back as span annotations with the same client and read back from t
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,13 +22,15 @@ from openinference.instrumentation import get_attributes_from_context, using_att
 from openinference.instrumentation.openai import OpenAIInstrumentor
 from openinference.semconv.trace import (
     DocumentAttributes,
+    MessageAttributes,
     OpenInferenceSpanKindValues,
     SpanAttributes,
 )
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from test_traces_real import QUESTIONS, answer_from_context, retrieve
 
 from ragframe import Judge, evaluate
@@ -247,7 +250,15 @@ def assert_item_fields_known(keys: set[str]) -> None:
         (SpanAttributes.LLM_OUTPUT_MESSAGES, "message"),
     ):
         fields = {k[len(family) + 1 :].split(".", 1)[1] for k in keys if k.startswith(family + ".")}
-        assert fields <= known[place], fields - known[place]
+        # a list inside an item (`message.contents.0.message_content.text`) by its own name,
+        # and the fields of content parts, which the reader reads
+        lists = {f: re.split(r"\.\d+\.", f, maxsplit=1) for f in fields}
+        names = {parts[0] for parts in lists.values()}
+        assert names <= known[place], names - known[place]
+        part_fields = {
+            parts[1] for parts in lists.values() if parts[0] == MessageAttributes.MESSAGE_CONTENTS
+        }
+        assert part_fields <= known["content_part"], part_fields - known["content_part"]
 
 
 def test_scores_logged_back_as_span_annotations(
@@ -381,3 +392,140 @@ def test_a_frame_mixing_lists_and_strings_in_a_column(
     read = read_traces_report(path)
     assert read.skipped.height == 0
     assert_rows_are_what_the_pipeline_saw(read.rows, traced["seen"])
+
+
+PARTS_PROJECT = "ragframe-test-real-phoenix-parts"
+
+
+def text_parts(*texts: str) -> list[dict[str, str]]:
+    """A message's content as the OpenAI API also takes it: a list of text parts."""
+    return [{"type": "text", "text": t} for t in texts]
+
+
+def answer_the_last_user_parts(body: dict[str, Any]) -> str:
+    """The fake LLM for content parts: answers with the last user message's text parts."""
+    user = [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
+    return "Answer: " + " / ".join(p["text"] for p in user)
+
+
+def run_parts_pipeline(client: openai.OpenAI) -> list[dict[str, Any]]:
+    """One `openai` call per question and no span of our own (the instrumentor's LLM span is
+    the trace), every message's content a list of text parts, so that no message has a plain
+    `message.content` (the instrumentor writes `message.contents`); every other call goes on
+    after a tool call (an assistant message with only `tool_calls`, then the tool's parts).
+    What each call saw: its question is the last user message's text parts, joined."""
+    seen = []
+    for n, question in enumerate(QUESTIONS):
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": text_parts("Answer from the context.")},
+            {"role": "user", "content": text_parts(question, f"Be brief ({n}).")},
+        ]
+        if n % 2:
+            arguments = json.dumps({"q": question})
+            call = {"id": f"call_{n}", "type": "function"}
+            call["function"] = {"name": "search", "arguments": arguments}
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            messages.append(
+                {"role": "tool", "tool_call_id": f"call_{n}", "content": text_parts("found")}
+            )
+        reply = client.chat.completions.create(model="fake-rag-model", messages=messages)
+        seen.append(
+            {"question": f"{question}\nBe brief ({n}).", "answer": reply.choices[0].message.content}
+        )
+    return seen
+
+
+@pytest.fixture(scope="module")
+def parts(phoenix: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`run_parts_pipeline` traced by OpenInference's OpenAI instrumentor into Phoenix (project
+    PARTS_PROJECT) and, the same spans, into JSON Lines by the SDK's console exporter; what
+    Phoenix's client gives back (the span frame, the REST span list)."""
+    path = tmp_path_factory.mktemp("parts") / "spans.jsonl"
+    resource = Resource({"openinference.project.name": PARTS_PROJECT})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(
+        SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{phoenix.url}/v1/traces"))
+    )
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    instrumentor = OpenAIInstrumentor()
+    with path.open("w", encoding="utf-8") as out:
+        provider.add_span_processor(
+            SimpleSpanProcessor(
+                ConsoleSpanExporter(out=out, formatter=lambda s: s.to_json(indent=None) + "\n")
+            )
+        )
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            with FakeServer(handler=answer_the_last_user_parts) as fake:
+                client = openai.OpenAI(base_url=fake.base_url, api_key="sk-test-not-a-real-key")
+                seen = run_parts_pipeline(client)
+        finally:
+            instrumentor.uninstrument()
+            provider.shutdown()
+    spans = memory.get_finished_spans()
+    assert len(spans) == len(seen)  # one LLM span per call, in call order
+    for span, expected in zip(spans, seen, strict=True):
+        expected["trace_id"] = f"{span.context.trace_id:032x}"
+        expected["span_id"] = f"{span.context.span_id:016x}"
+    phoenix_client = phoenix.client()
+    frame = wait_for_spans(
+        lambda: phoenix_client.spans.get_spans_dataframe(project_identifier=PARTS_PROJECT),
+        len(seen),
+    )
+    rest = wait_for_spans(
+        lambda: phoenix_client.spans.get_spans(project_identifier=PARTS_PROJECT), len(seen)
+    )
+    return {"seen": seen, "lines": path, "frame": frame, "rest": rest, "tmp": path.parent}
+
+
+def test_content_parts_are_what_the_instrumentor_wrote(parts: dict[str, Any]) -> None:
+    """The shape under test is the real one: the user messages as `message.contents` text
+    parts and no message of the frame with a plain `message.content`."""
+    messages = [m for cell in parts["frame"]["attributes.llm.input_messages"] for m in cell]
+    assert messages and not any("message.content" in m for m in messages)
+    users = [m for m in messages if m["message.role"] == "user"]
+    assert all(p["message_content.type"] == "text" for m in users for p in m["message.contents"])
+    assert any("message.tool_calls" in m for m in messages)
+
+
+@pytest.mark.parametrize("shape", ["sdk_lines", "rest_list", "frame", "frame_parquet"])
+def test_content_parts_give_the_question(parts: dict[str, Any], shape: str) -> None:
+    """An LLM span alone, its user message's content a list of text parts: the row's
+    question is those parts joined by a newline (not the request's JSON, not an error), from
+    the SDK's span lines, Phoenix's REST span list, and its span frame as returned and as
+    saved to Parquet."""
+    source: Any
+    if shape == "sdk_lines":
+        source = parts["lines"]
+    elif shape == "rest_list":
+        source = parts["tmp"] / "rest.jsonl"
+        source.write_text("".join(json.dumps(span) + "\n" for span in parts["rest"]))
+    elif shape == "frame":
+        source = parts["frame"]
+    else:
+        source = parts["tmp"] / "frame.parquet"
+        parts["frame"].to_parquet(source)
+    read = read_traces_report(source)
+    assert read.skipped.height == 0
+    rows = {row["trace_id"]: row for row in read.rows.iter_rows(named=True)}
+    assert set(rows) == {s["trace_id"] for s in parts["seen"]}
+    for expected in parts["seen"]:
+        row = rows[expected["trace_id"]]
+        for key in ("question", "answer", "span_id"):
+            assert row[key] == expected[key], key
+
+
+def test_the_fields_of_content_parts_are_known(parts: dict[str, Any]) -> None:
+    """The canary over the content-part spans: the message fields (`message.contents`,
+    `message.tool_calls`) and the content parts' fields in Phoenix's frame, its REST list and
+    the SDK's lines are fields the reader knows."""
+    known = openinference.KNOWN_FIELDS
+    lines = [json.loads(line) for line in parts["lines"].read_text().splitlines()]
+    for spans in (parts["rest"], lines):
+        assert_item_fields_known({k for s in spans for k in s["attributes"]})
+    column = parts["frame"][openinference.FRAME_ATTR + SpanAttributes.LLM_INPUT_MESSAGES]
+    messages = [m for cell in column for m in cell]
+    assert {k for m in messages for k in m} <= known["message"]
+    content_parts = [p for m in messages for p in m.get(MessageAttributes.MESSAGE_CONTENTS, [])]
+    assert content_parts and {k for p in content_parts for k in p} <= known["content_part"]

@@ -35,6 +35,7 @@ import polars as pl
 from openinference.semconv.trace import (
     DocumentAttributes,
     MessageAttributes,
+    MessageContentAttributes,
     SpanAttributes,
 )
 
@@ -49,6 +50,12 @@ DOC_FIELDS = {
 }
 ROLE = MessageAttributes.MESSAGE_ROLE
 CONTENT = MessageAttributes.MESSAGE_CONTENT
+#: A message's content as a list of parts (what the OpenAI instrumentor writes when the
+#: request's content is a list): `message.contents.0.message_content.text`, ...
+CONTENTS = MessageAttributes.MESSAGE_CONTENTS
+PART_TEXT = MessageContentAttributes.MESSAGE_CONTENT_TEXT
+#: How a message's text parts are joined into its text (as the LangSmith reader joins them).
+PART_SEPARATOR = "\n"
 #: JSON fields tried, in order, for the text of a JSON `input.value` / `output.value`.
 INPUT_KEYS = ("question", "query", "input", "query_str", "user_input", "text")
 OUTPUT_KEYS = ("answer", "output", "response", "result", "content", "text")
@@ -99,10 +106,16 @@ KNOWN_FIELDS: dict[str, frozenset[str]] = {
     ),
     # A retrieved document's fields (`document.metadata` is left).
     "document": frozenset({*DOC_FIELDS.values(), DocumentAttributes.DOCUMENT_METADATA}),
-    # A message's fields (tool calls and content parts are left).
+    # A message's fields (tool calls are left; the text of its content parts is read).
     "message": frozenset(
         {ROLE, CONTENT, MessageAttributes.MESSAGE_TOOL_CALLS, MessageAttributes.MESSAGE_NAME}
-        | {MessageAttributes.MESSAGE_CONTENTS, MessageAttributes.MESSAGE_TOOL_CALL_ID}
+        | {CONTENTS, MessageAttributes.MESSAGE_TOOL_CALL_ID}
+    ),
+    # A content part's fields (the text is read; images, audio and the rest are left).
+    "content_part": frozenset(
+        getattr(MessageContentAttributes, name)
+        for name in dir(MessageContentAttributes)
+        if name.startswith("MESSAGE_CONTENT_")
     ),
 }
 
@@ -137,6 +150,12 @@ def msg_key(prefix: str, i: int, field: str) -> str:
     return f"{prefix}.{i}.{field}"
 
 
+def part_key(prefix: str, i: int, j: int) -> str:
+    """The text of content part `j` of message `i` (`llm.input_messages.1.message.contents.0.
+    message_content.text`)."""
+    return f"{prefix}.{i}.{CONTENTS}.{j}.{PART_TEXT}"
+
+
 #: A read attribute whose value is a list or an object (`"input.value": [`, `"tag.tags": [`); a
 #: key inside a JSON string has escaped quotes and does not match.
 NESTED_READ = (
@@ -145,9 +164,13 @@ NESTED_READ = (
         [re.escape(k) for k in (*SCALARS, TAGS)]
         + [rf"{re.escape(S.RETRIEVAL_DOCUMENTS)}\.\d+\.{re.escape(f)}" for f in DOC_FIELDS.values()]
         + [
-            rf"{re.escape(m)}\.\d+\.{re.escape(f)}"
+            rf"{re.escape(m)}\.\d+\.{f}"
             for m in (S.LLM_INPUT_MESSAGES, S.LLM_OUTPUT_MESSAGES)
-            for f in (ROLE, CONTENT)
+            for f in (
+                re.escape(ROLE),
+                re.escape(CONTENT),
+                rf"{re.escape(CONTENTS)}\.\d+\.{re.escape(PART_TEXT)}",
+            )
         ]
     )
     + r')"\s*:\s*[\[{]'
@@ -166,7 +189,7 @@ NESTED_FLAG = (
             + "|".join(re.escape(f.split(".")[-1]) for f in DOC_FIELDS.values())
             + ")"
         ]
-        + [r"\.message\.(?:role|content)"]
+        + [r"\.message\.(?:role|content)", r"\." + re.escape(PART_TEXT)]
     )
     + r')"\s*:\s*[\[{]'
 )
@@ -184,6 +207,8 @@ class Survey:
     nested: frozenset[str]
     arrays: bool
     metadata: tuple[str, ...] = ()
+    #: The most content parts of any message (`message.contents.N.message_content.text`).
+    parts: int = 0
 
     def attributes(self) -> list[str]:
         """Every attribute read, in schema order."""
@@ -193,7 +218,9 @@ class Survey:
             (S.LLM_INPUT_MESSAGES, self.inputs),
             (S.LLM_OUTPUT_MESSAGES, self.outputs),
         ):
-            keys += [msg_key(prefix, i, f) for i in range(n) for f in (ROLE, CONTENT)]
+            for i in range(n):
+                keys += [msg_key(prefix, i, ROLE), msg_key(prefix, i, CONTENT)]
+                keys += [part_key(prefix, i, j) for j in range(self.parts)]
         return keys
 
 
@@ -213,9 +240,17 @@ def survey(lines: pl.LazyFrame) -> Survey:
         pl.col("line").str.contains(NESTED_FLAG).any().alias("nested"),
         pl.col("line").str.contains(f'"{S.METADATA}.', literal=True).any().alias("flat"),
         pl.col("line").str.strip_chars_start().str.starts_with("[").any().alias("arrays"),
+        pl.col("line").str.contains(f".{PART_TEXT}", literal=True).any().alias("parts"),
     ).collect(engine="streaming")
-    docs, inputs, outputs, nested, flat, arrays = found.row(0)
-    slots = Survey(int(docs or 0), int(inputs or 0), int(outputs or 0), frozenset(), bool(arrays))
+    docs, inputs, outputs, nested, flat, arrays, parts = found.row(0)
+    slots = Survey(
+        int(docs or 0),
+        int(inputs or 0),
+        int(outputs or 0),
+        frozenset(),
+        bool(arrays),
+        parts=content_parts(lines) if parts else 0,
+    )
     if not (nested or flat):
         return slots
     matches = (
@@ -236,6 +271,21 @@ def survey(lines: pl.LazyFrame) -> Survey:
     return replace(slots, nested=frozenset(names & set(slots.attributes())), metadata=tuple(keys))
 
 
+def content_parts(lines: pl.LazyFrame) -> int:
+    """The most content parts of any message: one more than the highest part index. A pass of
+    its own, made only for a file that has content parts (a literal search flags them): the
+    regex costs a third of the first pass over a million spans that have none."""
+    index = pl.element().str.extract(r"(\d+)", 1).cast(pl.Int64)
+    most = (
+        lines.select(pl.col("line").str.extract_all(PART_INDEX).list.eval(index).list.max().max())
+        .collect(engine="streaming")
+        .item()
+    )
+    return 0 if most is None else int(most) + 1
+
+
+#: A content part's text key, from its index on (`.message.contents.3.message_content.text"`).
+PART_INDEX = rf'\.{re.escape(CONTENTS)}\.\d+\.{re.escape(PART_TEXT)}"'
 #: A metadata key flattened by Phoenix's REST span list (`"metadata.turn": 2`).
 FLAT_METADATA = rf'"{S.METADATA}\.([^"\\]+)"\s*:'
 #: A JSON scalar or a list of scalars, as written (a flattened attribute's value).
@@ -296,28 +346,71 @@ def attribute_reader(shape: Survey) -> Any:
     return attr
 
 
+TAG_LIST = pl.List(pl.String)
+
+
 def tags_of(text: pl.Expr, *, json: bool) -> pl.Expr:
-    """`tag.tags` as a list of strings: a JSON list's items (`json`: some span holds a list),
-    a plain string as one tag."""
+    """`tag.tags` as a list of strings: a JSON list's items (`json`: some span holds a list;
+    an item that is not a string as its JSON text), a plain string as one tag."""
     if not json:
         return pl.when(text.is_not_null()).then(pl.concat_list(text))
     listed = pl.when(text.str.starts_with("[")).then(text)
     return (
         pl.when(text.str.starts_with("["))
-        .then(listed.str.json_decode(pl.List(pl.String)))
+        .then(listed.map_batches(_tag_lists, return_dtype=TAG_LIST, is_elementwise=True))
         .when(text.is_not_null())
         .then(pl.concat_list(text))
     )
 
 
-def last_message(attr: Any, prefix: str, n: int, role: str) -> pl.Expr:
-    """The content of the last message with `role` among `n` flat message slots."""
-    field = attr
-    messages = [
-        pl.when(field(msg_key(prefix, i, ROLE)) == role).then(field(msg_key(prefix, i, CONTENT)))
-        for i in range(n)
-    ]
-    return pl.coalesce(*reversed(messages)) if messages else pl.lit(None, pl.String)
+def _tag_lists(texts: pl.Series) -> pl.Series:
+    """JSON lists of tags decoded by Polars a batch at a time, or, when it refuses the batch
+    (an item that is an object or a list, a list that is not JSON), in Python one list at a
+    time: Polars' decoding is all or nothing, and one odd span must not cost the file."""
+    try:
+        return texts.str.json_decode(TAG_LIST)
+    except pl.exceptions.ComputeError:
+        return pl.Series([None if t is None else tag_list(t) for t in texts], dtype=TAG_LIST)
+
+
+def tag_list(text: str) -> list[str | None]:
+    """A JSON list of tags: strings as they are, other items as their JSON text (a text that
+    is not a JSON list: one tag)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return [text]
+    if not isinstance(value, list):
+        return [text]
+    return [t if t is None or isinstance(t, str) else json.dumps(t) for t in value]
+
+
+def message_text(attr: Any, prefix: str, i: int, parts: int) -> pl.Expr:
+    """The text of flat message `i`: its `message.content`, else its content parts' text
+    joined by PART_SEPARATOR (null when it has neither: only tool calls, an image)."""
+    content = attr(msg_key(prefix, i, CONTENT))
+    texts = [attr(part_key(prefix, i, j)) for j in range(parts)]
+    if not texts:
+        return content
+    joined = pl.concat_str(texts, separator=PART_SEPARATOR, ignore_nulls=True)
+    has_text = pl.any_horizontal([t.is_not_null() for t in texts])
+    return pl.coalesce(content, pl.when(has_text).then(joined))
+
+
+def last_message(attr: Any, prefix: str, n: int, role: str, parts: int = 0) -> pl.Expr:
+    """The text of the last message with `role` among `n` flat message slots (null when that
+    message has no text, as in a span frame: not an earlier message's)."""
+    if not n:
+        return pl.lit(None, pl.String)
+    last = pl.coalesce(
+        *(
+            pl.when(attr(msg_key(prefix, i, ROLE)) == role).then(pl.lit(i))
+            for i in reversed(range(n))
+        )
+    )
+    return pl.coalesce(
+        *(pl.when(last == i).then(message_text(attr, prefix, i, parts)) for i in range(n))
+    )
 
 
 def span_columns(
@@ -326,7 +419,9 @@ def span_columns(
     """The attribute-derived span columns, given how to read one attribute (`attr(key)`)."""
 
     def number(key: str) -> pl.Expr:
-        return attr(key).cast(pl.String).cast(pl.Float64, strict=False).cast(pl.Int64)
+        # non-strict throughout: one span's "NaN", inf or 1e30 is a null count, not the file's end
+        value = attr(key).cast(pl.String).cast(pl.Float64, strict=False)
+        return value.cast(pl.Int64, strict=False)
 
     return [
         attr(S.OPENINFERENCE_SPAN_KIND).cast(pl.String).str.to_uppercase().alias("kind"),
@@ -436,8 +531,8 @@ def scan_jsonl(lines: pl.LazyFrame, line_numbers: pl.Expr) -> pl.LazyFrame:
         *span_columns(
             read,
             documents,
-            last_message(attr, S.LLM_INPUT_MESSAGES, shape.inputs, "user"),
-            last_message(attr, S.LLM_OUTPUT_MESSAGES, shape.outputs, "assistant"),
+            last_message(attr, S.LLM_INPUT_MESSAGES, shape.inputs, "user", shape.parts),
+            last_message(attr, S.LLM_OUTPUT_MESSAGES, shape.outputs, "assistant", shape.parts),
             tags_of(attr(TAGS), json=TAGS in shape.nested),
         ),
         pl.lit(None, pl.String).alias("ground_truth"),
@@ -558,17 +653,36 @@ def _frame_documents(names: pl.Schema) -> pl.Expr:
 
 
 def _frame_message(names: pl.Schema, column: str, role: str) -> pl.Expr:
-    """The content of the last `role` message of a list-of-messages attribute column."""
+    """The text of the last `role` message of a list-of-messages attribute column: its
+    `message.content`, else its content parts' text joined by PART_SEPARATOR. The frame's
+    message struct holds only the fields some span wrote (no `message.content` when every
+    message came as parts or tool calls); a field it lacks is null, and messages that are not
+    objects have no role (null)."""
     name = FRAME_ATTR + column
-    if name not in names or not isinstance(names[name], pl.List):
+    dtype = names.get(name)
+    inner = dtype.inner if isinstance(dtype, pl.List) else None
+    if not isinstance(inner, pl.Struct):
         return pl.lit(None, pl.String)
-    return (
-        pl.col(name)
-        .list.eval(
-            pl.element().filter(pl.element().struct.field(ROLE) == role).struct.field(CONTENT)
-        )
-        .list.last()
-    )
+    fields = inner.to_schema()
+    if ROLE not in fields:
+        return pl.lit(None, pl.String)
+    message = pl.element().struct.field
+    text = _part_texts(fields.get(CONTENTS), message(CONTENTS))
+    if CONTENT in fields:
+        text = pl.coalesce(as_text(message(CONTENT), fields[CONTENT]), text)
+    is_role = as_text(message(ROLE), fields[ROLE]) == role
+    return pl.col(name).list.eval(text.filter(is_role)).list.last()
+
+
+def _part_texts(dtype: pl.DataType | None, parts: pl.Expr) -> pl.Expr:
+    """A message's content parts' text (a list of `{"message_content.text": ...}` objects),
+    joined by PART_SEPARATOR; null when it has none."""
+    inner = dtype.inner if isinstance(dtype, pl.List) else None
+    if not isinstance(inner, pl.Struct) or PART_TEXT not in inner.to_schema():
+        return pl.lit(None, pl.String)
+    part_text = as_text(pl.element().struct.field(PART_TEXT), inner.to_schema()[PART_TEXT])
+    texts = parts.list.eval(part_text).list.drop_nulls()
+    return pl.when(texts.list.len() > 0).then(texts.list.join(PART_SEPARATOR))
 
 
 def _frame_time(names: pl.Schema, name: str) -> pl.Expr:
