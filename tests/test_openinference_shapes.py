@@ -152,3 +152,25 @@ def test_frame_messages_of_other_shapes(messages: list[Any], question: str) -> N
     assert read.skipped.height == 0
     assert read.rows["question"].to_list() == [question]
     assert read.rows["answer"].to_list() == ["the answer"]
+
+
+def test_frame_documents_as_strings_and_tags_as_objects() -> None:
+    """A span frame whose `retrieval.documents` are plain strings (their content, in order)
+    and whose `tag.tags` list holds objects (each as its JSON text)."""
+    frame = pl.DataFrame(
+        {
+            "context.span_id": ["a1", "a2"],
+            "context.trace_id": ["t1", "t1"],
+            "parent_id": [None, "a1"],
+            "span_kind": ["CHAIN", "RETRIEVER"],
+            "attributes.input.value": ["q", "q"],
+            "attributes.output.value": ["ans", None],
+            "attributes.retrieval.documents": [None, ["first doc", "second doc"]],
+            "attributes.tag.tags": [[{"arm": "b"}], None],
+        }
+    )
+    read = read_traces_report(frame)
+    assert read.skipped.height == 0
+    row = read.rows.row(0, named=True)
+    assert row["contexts"] == ["first doc", "second doc"]
+    assert [json.loads(t) for t in row["tags"]] == [{"arm": "b"}]

@@ -618,7 +618,8 @@ def _frame_tags(names: pl.Schema) -> pl.Expr:
     if dtype is None:
         return pl.lit(None, pl.List(pl.String))
     if isinstance(dtype, (pl.List, pl.Array)):
-        return pl.col(name).cast(pl.List(pl.String), strict=False)
+        # items that are objects or lists as their JSON text, others cast
+        return pl.col(name).cast(pl.List(dtype.inner)).list.eval(as_text(pl.element(), dtype.inner))
     return tags_of(as_text(pl.col(name), dtype), json=False)
 
 
@@ -635,13 +636,18 @@ def _frame_documents(names: pl.Schema) -> pl.Expr:
     if docs_col not in names or not isinstance(names[docs_col], pl.List):
         return pl.lit([], pl.List(DOCUMENT))
     inner = names[docs_col].inner  # type: ignore[attr-defined]
-    fields = set(inner.to_schema()) if isinstance(inner, pl.Struct) else set()
+    fields = inner.to_schema() if isinstance(inner, pl.Struct) else {}
 
     def doc_field(name: str, dtype: pl.DataType) -> pl.Expr:
         key = DOC_FIELDS[name]
-        if key in fields:
-            return pl.element().struct.field(key).cast(dtype, strict=False).alias(name)
-        return pl.lit(None, dtype).alias(name)
+        if name == "content" and inner == pl.String:
+            return pl.element().alias(name)  # documents given as plain strings: the content
+        if key not in fields:
+            return pl.lit(None, dtype).alias(name)
+        value = pl.element().struct.field(key)
+        if dtype == pl.String:
+            return as_text(value, fields[key]).alias(name)
+        return value.cast(dtype, strict=False).alias(name)
 
     return pl.col(docs_col).list.eval(
         pl.struct(
