@@ -20,6 +20,10 @@ over the file (`survey`) measures the schema's number of document and message sl
 the attributes the reader reads that some span holds as a list or an object (valid in OTel):
 those are read as their JSON text, so no span's shape stops the file. The trace-level
 `session.id`, `user.id`, `metadata` (JSON text) and `tag.tags` are read wherever they are.
+A message's text is its `message.content`, else its content parts' text (`message.contents.N.
+message_content.text`, what the OpenAI instrumentor writes for a list of parts) joined by a
+newline; a message of tool calls only has none. A token count that is no integer ("NaN", inf,
+1e30) is null and a tag that is an object its JSON text: one span's value never costs the file.
 `KNOWN_FIELDS` lists every field the reader knows, for the tests' unknown-field canary.
 """
 
