@@ -6,21 +6,28 @@ documents and arrays read in time and memory linear in their size."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import openai
 import polars as pl
 import pytest
 from google.protobuf import json_format
+from openinference.instrumentation.openai import OpenAIInstrumentor
+from openinference.semconv.trace import MessageAttributes, MessageContentAttributes
+from openinference.semconv.trace import SpanAttributes as S
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as G
 
-from ragframe.inputs.traces import otel, read_traces_report
+from ragframe.inputs.traces import openinference, otel, read_traces_report
+from ragframe.testing.server import FakeServer
 
 #: The SDK's attribute length limit in these tests (OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT).
 LIMIT = 120
@@ -275,3 +282,170 @@ def test_array_items_carry_the_line_they_start_on(tmp_path: Path) -> None:
     path = tmp_path / "array.json"
     path.write_text('[\n  {"a": 1},\n  {"b":\n 2},\n  7\n')
     assert list(otel._documents_of(path)) == [(2, '{"a": 1}'), (3, '{"b": 2}'), (5, "7"), (1, "[")]
+
+
+def text_parts(*texts: str) -> list[dict[str, Any]]:
+    """A message's content as the OpenAI API also takes it: a list of text parts."""
+    return [{"type": "text", "text": t} for t in texts]
+
+
+#: An image part (no text): the instrumentor writes its url, not a `message_content.text`.
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+TOOL_CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "search", "arguments": '{"q": "Seine"}'},
+}
+#: One `openai` call each: its messages, and its question (the last user message's text
+#: parts joined by a newline; None: that message has no text).
+PART_CALLS: list[tuple[list[dict[str, Any]], str | None]] = [
+    (
+        [
+            {"role": "system", "content": text_parts("Answer from the context.")},
+            {"role": "user", "content": text_parts("What is the capital of France?", "Be brief.")},
+        ],
+        "What is the capital of France?\nBe brief.",
+    ),
+    # a plain earlier question; the last one's parts around an image
+    (
+        [
+            {"role": "user", "content": "an earlier question"},
+            {"role": "assistant", "content": "an earlier answer"},
+            {"role": "user", "content": [*text_parts("Which river?"), IMAGE, *text_parts("Paris")]},
+        ],
+        "Which river?\nParis",
+    ),
+    # after a tool call: an assistant message with tool calls only, the tool's parts
+    (
+        [
+            {"role": "user", "content": text_parts("Where does the Seine flow?")},
+            {"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]},
+            {"role": "tool", "tool_call_id": "call_1", "content": text_parts("found")},
+        ],
+        "Where does the Seine flow?",
+    ),
+    # twelve parts: in part order (10 after 9), not in the order of their keys' text
+    (
+        [{"role": "user", "content": text_parts(*(f"part {j}" for j in range(12)))}],
+        "\n".join(f"part {j}" for j in range(12)),
+    ),
+    # the last user message is an image alone: no question from it, not the earlier one's
+    (
+        [
+            {"role": "user", "content": text_parts("an earlier question")},
+            {"role": "assistant", "content": "an earlier answer"},
+            {"role": "user", "content": [IMAGE]},
+        ],
+        None,
+    ),
+]
+
+
+def answer_parts(body: dict[str, Any]) -> str:
+    """The fake LLM: answers with the last user message's text parts."""
+    content = [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
+    texts = [content] if isinstance(content, str) else [p.get("text", "?") for p in content]
+    return "Answer: " + " / ".join(texts)
+
+
+@pytest.fixture(scope="module")
+def part_calls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """PART_CALLS made with the real `openai` client against the fake server, traced by
+    OpenInference's OpenAI instrumentor, written by OpenTelemetry's JSON file exporter; each
+    call's span is its own trace: (trace id, span id, question, answer) per call."""
+    path = tmp_path_factory.mktemp("parts") / "spans.jsonl"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(path)))
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        with FakeServer(handler=answer_parts) as fake:
+            client = openai.OpenAI(base_url=fake.base_url, api_key="sk-test-not-a-real-key")
+            answers = [
+                client.chat.completions.create(model="fake-rag-model", messages=m)  # type: ignore[arg-type]
+                .choices[0]
+                .message.content
+                for m, _ in PART_CALLS
+            ]
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    spans = memory.get_finished_spans()
+    assert len(spans) == len(PART_CALLS)  # one LLM span per call, in call order
+    calls = [
+        (f"{s.context.trace_id:032x}", f"{s.context.span_id:016x}", question, answer)
+        for s, (_, question), answer in zip(spans, PART_CALLS, answers, strict=True)
+    ]
+    return {"path": path, "calls": calls}
+
+
+def otlp_attribute_keys(path: Path) -> list[set[str]]:
+    """The attribute keys of each span the file holds, in file order."""
+    return [
+        {a["key"] for a in span["attributes"]}
+        for line in path.read_text().splitlines()
+        for r in json.loads(line)["resourceSpans"]
+        for s in r["scopeSpans"]
+        for span in s["spans"]
+    ]
+
+
+def test_content_parts_are_what_the_instrumentor_wrote(part_calls: dict[str, Any]) -> None:
+    """The shape under test is the real one: the first call's messages as `message.contents.M.
+    message_content.text` and none with `message.content`; every message field and content
+    part field the instrumentor wrote is one the reader knows (`openinference.KNOWN_FIELDS`,
+    whose OpenInference names this reader shares; a part's object field such as
+    `message_content.image` by its name: `message_content.image.image.url`)."""
+    spans = otlp_attribute_keys(part_calls["path"])
+    first = spans[0]
+    user = f"{S.LLM_INPUT_MESSAGES}.1.{MessageAttributes.MESSAGE_CONTENTS}.1."
+    assert user + MessageContentAttributes.MESSAGE_CONTENT_TEXT in first
+    content = "." + MessageAttributes.MESSAGE_CONTENT
+    assert not any(k.startswith(S.LLM_INPUT_MESSAGES) and k.endswith(content) for k in first)
+    known = openinference.KNOWN_FIELDS
+    item = re.compile(
+        rf"^(?:{re.escape(S.LLM_INPUT_MESSAGES)}|{re.escape(S.LLM_OUTPUT_MESSAGES)})\.\d+\.(.+)$"
+    )
+    fields = {m.group(1) for k in set().union(*spans) if (m := item.match(k))}
+    lists = [re.split(r"\.\d+\.", f, maxsplit=1) for f in fields]
+    names = {f[0] for f in lists}
+    assert names <= known["message"], names - known["message"]
+    part_fields = {f[1] for f in lists if f[0] == MessageAttributes.MESSAGE_CONTENTS}
+    assert MessageContentAttributes.MESSAGE_CONTENT_TEXT in part_fields
+    unknown = {
+        f
+        for f in part_fields
+        if not any(f == k or f.startswith(k + ".") for k in known["content_part"])
+    }
+    assert not unknown, unknown
+
+
+def test_content_parts_give_the_question(part_calls: dict[str, Any]) -> None:
+    """An LLM span alone, its user message's content a list of parts: the row's question is
+    its text parts joined by a newline, in part order (not the request's JSON), as the
+    OpenInference reader reads them."""
+    read = read_traces_report(part_calls["path"], "otel")
+    assert read.skipped.height == 0
+    rows = {r["trace_id"]: r for r in read.rows.iter_rows(named=True)}
+    for trace_id, span_id, question, answer in part_calls["calls"]:
+        row = rows[trace_id]
+        assert (row["span_id"], row["answer"]) == (span_id, answer)
+        if question is not None:
+            assert row["question"] == question
+
+
+@pytest.mark.parametrize("tolerant", [True, False])
+def test_the_last_user_message_gives_the_text_or_null(
+    part_calls: dict[str, Any], tolerant: bool
+) -> None:
+    """The span's user message is the last message with the user role: its parts' text, or
+    null when it has none (an image alone), never an earlier user message's; by both
+    decoders."""
+    lines = pl.scan_lines(part_calls["path"], name="line", row_index_name="n")
+    spans = otel.scan_otlp(lines, tolerant=tolerant).collect()
+    found = dict(spans.select("span_id", "user_message").iter_rows())
+    assert [found[span_id] for _, span_id, _, _ in part_calls["calls"]] == [
+        question for _, _, question, _ in part_calls["calls"]
+    ]

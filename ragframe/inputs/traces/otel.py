@@ -3,7 +3,10 @@ request per line) into the span frame.
 
 Attributes are OTLP key / AnyValue lists. Both conventions that ride on OTLP are read:
 OpenInference's (what Phoenix ingests: `openinference.span.kind`, `input.value`,
-`retrieval.documents.N.document.*`, `llm.*`) and OpenTelemetry GenAI's: `gen_ai.operation.name`
+`retrieval.documents.N.document.*`, `llm.*`; the user / assistant message is the last
+message with that role, its text its `message.content`, else its content parts'
+`message.contents.M.message_content.text` joined by a newline, null when it has neither, as
+the OpenInference reader reads it) and OpenTelemetry GenAI's: `gen_ai.operation.name`
 (chat / text_completion / generate_content → LLM, invoke_agent → AGENT, invoke_workflow →
 CHAIN, retrieval → RETRIEVER, embeddings, execute_tool), `gen_ai.request.model` /
 `gen_ai.response.model`, `gen_ai.usage.input_tokens` / `output_tokens`, the retrieved
@@ -53,12 +56,18 @@ import polars as pl
 from openinference.semconv.trace import (
     DocumentAttributes,
     MessageAttributes,
+    MessageContentAttributes,
     OpenInferenceSpanKindValues,
     SpanAttributes,
 )
 
 from ragframe.inputs.traces.assemble import DOCUMENT, TIME, normalize_id
-from ragframe.inputs.traces.openinference import INPUT_KEYS, OUTPUT_KEYS, json_text
+from ragframe.inputs.traces.openinference import (
+    INPUT_KEYS,
+    OUTPUT_KEYS,
+    PART_SEPARATOR,
+    json_text,
+)
 
 S = SpanAttributes
 #: AnyValue's scalar kinds, each read as text (a JSON number or boolean as its literal).
@@ -200,6 +209,12 @@ DOC_FIELDS = "|".join(
         DocumentAttributes.DOCUMENT_SCORE,
     )
 )
+#: A message's fields as `_indexed` names them (after `message.`), and a content part's text
+#: (`llm.input_messages.1.message.contents.0.message_content.text`).
+ROLE_FIELD = MessageAttributes.MESSAGE_ROLE.removeprefix("message.")
+CONTENT_FIELD = MessageAttributes.MESSAGE_CONTENT.removeprefix("message.")
+CONTENTS_FIELD = MessageAttributes.MESSAGE_CONTENTS.removeprefix("message.")
+PART_TEXT = MessageContentAttributes.MESSAGE_CONTENT_TEXT
 DOC_PATTERN = rf"^{S.RETRIEVAL_DOCUMENTS}\.(\d+)\.document\.({DOC_FIELDS})$"
 
 __all__ = ["KNOWN_FIELDS", "canonical", "json_documents", "scan_otlp"]
@@ -277,9 +292,14 @@ def _last_message(column: str, role: str) -> pl.Expr:
     ).list.last()
 
 
-def _indexed(spans: pl.LazyFrame, pattern: str, fields: dict[str, str]) -> pl.LazyFrame:
+def _indexed(
+    spans: pl.LazyFrame, pattern: str, fields: dict[str, str], parts: str | None = None
+) -> pl.LazyFrame:
     """Per span (`sid`), the attributes `prefix.N.field` regrouped by N, in N order, as a list
-    of structs with `fields` (output name → attribute field)."""
+    of structs with `fields` (output name → attribute field). `parts`: also the output name of
+    the texts of keys `prefix.N.<list>.M.<field>` (the pattern's third group is M), joined by
+    PART_SEPARATOR in M order; null when the item has none."""
+    part = pl.col("key").str.extract(pattern, 3).cast(pl.Int64) if parts else pl.lit(None)
     long = (
         spans.select("sid", "attrs")
         .explode("attrs")
@@ -288,13 +308,20 @@ def _indexed(spans: pl.LazyFrame, pattern: str, fields: dict[str, str]) -> pl.La
         .with_columns(
             pl.col("key").str.extract(pattern, 1).cast(pl.Int64).alias("index"),
             pl.col("key").str.extract(pattern, 2).alias("field"),
+            part.alias("part"),
         )
     )
-    per_item = long.group_by("sid", "index").agg(
+    aggregates = [
         pl.col("text").filter(pl.col("field") == attr).first().alias(name)
         for name, attr in fields.items()
-    )
-    return per_item.group_by("sid").agg(pl.struct(list(fields)).sort_by("index").alias("items"))
+    ]
+    if parts:
+        is_part = pl.col("part").is_not_null() & pl.col("text").is_not_null()
+        texts = pl.col("text").filter(is_part).sort_by(pl.col("part").filter(is_part))
+        aggregates.append(pl.when(is_part.any()).then(texts.str.join(PART_SEPARATOR)).alias(parts))
+    per_item = long.group_by("sid", "index").agg(aggregates)
+    names = [*fields, *([parts] if parts else [])]
+    return per_item.group_by("sid").agg(pl.struct(names).sort_by("index").alias("items"))
 
 
 def scan_otlp(lines: pl.LazyFrame, *, tolerant: bool = True) -> pl.LazyFrame:
@@ -739,19 +766,22 @@ def _with_content(items: pl.Expr) -> pl.Expr:
 
 
 def _openinference_message(spans: pl.LazyFrame, role: str, name: str) -> pl.LazyFrame:
-    """Per span, the content of the last `role` message of its OpenInference input (user) or
-    output (assistant) messages, as column `name`."""
-    prefix = S.LLM_INPUT_MESSAGES if role == "user" else S.LLM_OUTPUT_MESSAGES
-    pattern = rf"^{prefix}\.(\d+)\.message\.(role|content)$"
-    fields = {"role": MessageAttributes.MESSAGE_ROLE.removeprefix("message."), "content": "content"}
-    return _indexed(spans, pattern, fields).select(
+    """Per span, the text of the last `role` message of its OpenInference input (user) or
+    output (assistant) messages, as column `name`: its `message.content`, else the text of its
+    content parts (`message.contents.M.message_content.text`, what the OpenAI instrumentor
+    writes when the request's content is a list of parts) joined by PART_SEPARATOR; null when
+    that message has no text (only tool calls, an image), not an earlier message's."""
+    prefix = re.escape(S.LLM_INPUT_MESSAGES if role == "user" else S.LLM_OUTPUT_MESSAGES)
+    pattern = (
+        rf"^{prefix}\.(\d+)\.message\.({ROLE_FIELD}|{CONTENT_FIELD}|"
+        rf"{CONTENTS_FIELD}\.(\d+)\.{re.escape(PART_TEXT)})$"
+    )
+    fields = {"role": ROLE_FIELD, "content": CONTENT_FIELD}
+    message = pl.element().struct.field
+    text = pl.coalesce(message("content"), message("parts"))
+    return _indexed(spans, pattern, fields, parts="parts").select(
         "sid",
-        pl.col("items")
-        .list.eval(
-            pl.element().filter(pl.element().struct.field("role") == role).struct.field("content")
-        )
-        .list.last()
-        .alias(name),
+        pl.col("items").list.eval(text.filter(message("role") == role)).list.last().alias(name),
     )
 
 
