@@ -125,9 +125,6 @@ def test_a_value_cut_by_the_sdk_attribute_limit_costs_its_span_only(
     assert "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT" in reasons["skip_reason"][0]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs assemble.py to list a span frame's `skip_reason` (SPAN_SCHEMA)"
-)
 def test_the_cut_span_is_listed_with_the_readers_reason(tmp_path: Path) -> None:
     turns = [good_turn(0), {**good_turn(1), "documents": documents("word " * 60)}]
     path = tmp_path / "spans.jsonl"

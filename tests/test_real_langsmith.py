@@ -1040,10 +1040,6 @@ def test_a_run_with_no_id_is_marked_for_skipping() -> None:
     assert spans["skip_reason"].to_list() == [None, NO_ID, NO_ID, NO_ID]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs assemble.py to list a span frame's `skip_reason` (SPAN_SCHEMA column)",
-)
 def test_a_run_with_no_id_forms_no_row_and_is_listed(
     exported: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -514,3 +514,39 @@ def test_otlp_is_read_by_polars_alone_first_and_tolerantly_when_that_fails(
     assert calls == [False, True]
     assert_frame_equal(again.rows, fast.rows)
     assert again.skipped.height == 0
+
+
+def test_a_line_that_is_not_utf8_is_listed_and_the_rest_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Polars reads no file holding a byte that is not UTF-8; that line is listed (with its
+    number and why) and every other line read, by every entry point."""
+    good = rag_trace("a" * 32, 1) + rag_trace("b" * 32, 2)
+    path = tmp_path / "spans.jsonl"
+    lines = [json.dumps(r).encode() for r in good]
+    lines.insert(2, b'{"name": "\xff\xfe cut"}')
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    for rows in every_read(path, tmp_path, monkeypatch):
+        assert rows["question"].to_list() == ["Q1", "Q2"]
+    read = read_traces_report(path)
+    assert read.skipped.rows() == [("line is not UTF-8 text (byte 11)", None, None, 3)]
+
+
+def test_a_pandas_frame_mixing_lists_and_text_in_a_column_is_read() -> None:
+    """A Phoenix frame (pandas) whose `attributes.input.value` holds a list in one span and
+    text in the others (valid in OpenTelemetry) is read through `read_traces` itself, the list
+    as JSON text, where Arrow refuses the frame."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(
+        {
+            "context.span_id": ["s1", "s2", "s3"],
+            "context.trace_id": ["t1", "t1", "t2"],
+            "parent_id": [None, "s1", None],
+            "span_kind": ["CHAIN", "RETRIEVER", "CHAIN"],
+            "attributes.input.value": ["What is X?", ["What is X?", "x"], "What is Y?"],
+            "attributes.output.value": ["X is 1.", None, "Y is 2."],
+        }
+    )
+    rows = read_traces(frame, on_skip="raise").collect()
+    assert rows["question"].to_list() == ["What is X?", "What is Y?"]
+    assert rows["answer"].to_list() == ["X is 1.", "Y is 2."]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -194,6 +195,19 @@ def detect_format(source: str | Path | Any) -> Format:
     )
 
 
+NOT_UTF8 = "line is not UTF-8 text"
+
+
+def _blanked(path: Path, numbers: set[int], folder: Path) -> Path:
+    """A copy of `path` in `folder` with the lines `numbers` emptied (every other line, and so
+    every line number, as it was): what Polars can read when a line is not UTF-8."""
+    copy = folder / path.name
+    with path.open("rb") as source, copy.open("wb") as target:
+        for number, raw in enumerate(source, start=1):
+            target.write(b"\n" if number in numbers else raw)
+    return copy
+
+
 def _bad_json_lines(path: Path, *, require: str | None = None) -> list[tuple[int, str]]:
     """(line, reason) of every non-empty line that is not a JSON object: one streaming Python
     pass, run only after Polars refused the file."""
@@ -204,6 +218,9 @@ def _bad_json_lines(path: Path, *, require: str | None = None) -> list[tuple[int
                 continue
             try:
                 value = json.loads(raw)
+            except UnicodeDecodeError as exc:
+                bad.append((number, f"{NOT_UTF8} (byte {exc.start + 1})"))
+                continue
             except ValueError as exc:
                 bad.append((number, f"line is not JSON ({exc.msg} at column {exc.colno})"))
                 continue
@@ -267,7 +284,13 @@ def _with_bad_lines(
         if not bad:
             raise InputError(f"{path}: could not be read as {require or 'spans'}: {exc}") from exc
     numbers = [n for n, _ in bad]
-    skipped = run(rest)
+    with tempfile.TemporaryDirectory(prefix="ragframe-lines-") as folder:
+        not_text = {n for n, reason in bad if reason.startswith(NOT_UTF8)}
+        if not_text:  # Polars reads no file with a byte that is not UTF-8: blank those lines
+            rest = _lines(_blanked(path, not_text, Path(folder))).filter(
+                ~pl.col("n").is_in(numbers)
+            )
+        skipped = run(rest)
     listed = pl.DataFrame(
         {
             "reason": [r for _, r in bad],
@@ -406,7 +429,9 @@ def _frame_spans(source: Any, fmt: Format) -> pl.LazyFrame:
     # Phoenix's client keeps the span id as the index and, in recent versions, as a column too.
     named = source.index.name
     frame = source.reset_index() if named and named not in source.columns else source
-    return openinference.from_frame(pl.from_pandas(frame).lazy())
+    # from_pandas, not pl.from_pandas: a column mixing lists and text (valid attributes) is
+    # read with the lists as JSON text, where Arrow would refuse the frame.
+    return openinference.from_frame(openinference.from_pandas(frame).lazy())
 
 
 def _span_reader(path: Path, fmt: Format) -> tuple[SpanReader | None, str | None]:

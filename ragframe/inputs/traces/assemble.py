@@ -44,7 +44,8 @@ columns
     counts or session ids adds no column of nulls (`drop_empty`, applied by the entry points;
     `assemble` itself gives the full `ROW_SCHEMA`, which a lazy plan must fix in advance).
 skipped
-    A span with no trace id or no attributes, a line that is not JSON, and a trace that has no
+    A span with no trace id or no attributes, a span its reader marked unusable
+    (`skip_reason`, said as the reason), a line that is not JSON, and a trace that has no
     answer (e.g. a retriever span whose trace has no CHAIN, AGENT or LLM output) form no row:
     each is listed in the skipped frame (`reason`, `trace_id`, `span_id`, `line`), never
     dropped silently.
@@ -87,6 +88,8 @@ SPAN_SCHEMA: dict[str, pl.DataType] = {
     "metadata": pl.String(),
     "tags": pl.List(pl.String),
     "project_id": pl.String(),
+    # why the reader could not use the span (null when it could): listed as skipped
+    "skip_reason": pl.String(),
 }
 #: The trace-level fields above: a row takes each from the first span (in source order) that
 #: has it, which is the root span whenever the root records it.
@@ -230,7 +233,11 @@ def in_source_order(rows: pl.LazyFrame) -> pl.LazyFrame:
 def assemble_unordered(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """(rows with a `first_line` column, in no set order; skipped) of a span frame."""
     spans = conform(spans)
-    usable = pl.col("trace_id").is_not_null() & pl.col("has_attributes")
+    usable = (
+        pl.col("trace_id").is_not_null()
+        & pl.col("has_attributes")
+        & pl.col("skip_reason").is_null()
+    )
     marked = _mark_copies(spans.filter(usable))
     used = pl.col("copy") == 1
     decided = _question_and_answer(_per_trace(marked.filter(used)))
@@ -284,12 +291,16 @@ def _dropped_copies(copies: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _unusable_spans(spans: pl.LazyFrame) -> pl.LazyFrame:
-    """The skipped rows of spans with no trace id or no attributes."""
+    """The skipped rows of spans with no trace id or no attributes, or that their reader could
+    not use (`skip_reason`: a LangSmith run with no id, an OTLP line of another signal, a GenAI
+    value cut short), each with its reason."""
     return spans.select(
-        pl.when(pl.col("trace_id").is_null())
-        .then(pl.lit("span has no trace id"))
-        .otherwise(pl.lit("span has no attributes"))
-        .alias("reason"),
+        pl.coalesce(
+            "skip_reason",
+            pl.when(pl.col("trace_id").is_null())
+            .then(pl.lit("span has no trace id"))
+            .otherwise(pl.lit("span has no attributes")),
+        ).alias("reason"),
         "trace_id",
         "span_id",
         "line",
