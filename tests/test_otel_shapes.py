@@ -154,7 +154,7 @@ def test_the_cut_span_is_listed_with_the_readers_reason(tmp_path: Path) -> None:
             ('["a","b"]', "a.", ["c"]),
         ),
         # one message, not a list; its parts as plain strings
-        ("output", json.dumps({"role": "assistant", "parts": ["a", "b."]}), ("q?", "ab.", ["c"])),
+        ("output", json.dumps({"role": "assistant", "parts": ["a", "b."]}), ("q?", "a\nb.", ["c"])),
     ],
 )
 def test_genai_values_of_odd_shapes_are_read_sensibly(

@@ -288,7 +288,7 @@ def _last_message(column: str, role: str) -> pl.Expr:
         .filter(pl.element().struct.field("role") == role)
         .struct.field("parts")
         .list.eval(pl.element().struct.field("content"))
-        .list.join("")
+        .list.join(PART_SEPARATOR)
     ).list.last()
 
 
