@@ -132,6 +132,11 @@ def test_the_cut_span_is_listed_with_the_readers_reason(tmp_path: Path) -> None:
     read = read_traces_report(path, "otel")
     listed = read.skipped.filter(pl.col("span_id") == ids[1][2])
     assert "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT" in listed["reason"][0]
+    # the trace's row says a span of it was skipped (its retriever: "no retriever span" alone
+    # would mislead); the other trace's row does not
+    notes = dict(zip(read.rows["trace_id"], read.rows["note"], strict=True))
+    assert "1 span(s) of this trace skipped" in notes[listed["trace_id"][0]]
+    assert all("skipped" not in (n or "") for t, n in notes.items() if t != listed["trace_id"][0])
 
 
 @pytest.mark.parametrize(

@@ -240,7 +240,16 @@ def assemble_unordered(spans: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]
     )
     marked = _mark_copies(spans.filter(usable))
     used = pl.col("copy") == 1
-    decided = _question_and_answer(_per_trace(marked.filter(used)))
+    # a trace some of whose spans could not be used says so on its row (its retriever span,
+    # say, cut short: "no retriever span" alone would mislead)
+    unusable = (
+        spans.filter(~usable & pl.col("trace_id").is_not_null())
+        .group_by("trace_id")
+        .agg(pl.len().cast(pl.UInt32).alias("unusable_spans"))
+    )
+    decided = _question_and_answer(_per_trace(marked.filter(used))).join(
+        unusable, on="trace_id", how="left"
+    )
     formable = pl.col("answer").is_not_null() & pl.col("question").is_not_null()
     rows = _rows(decided.filter(formable))
     skipped = pl.concat(
@@ -436,6 +445,9 @@ def _note() -> pl.Expr:
                 "top_roots",
                 pl.col("answer_span").struct.field("span_id"),
             )
+        ),
+        pl.when(pl.col("unusable_spans") > 0).then(
+            pl.format("{} span(s) of this trace skipped (see the skipped list)", "unusable_spans")
         ),
         pl.when(pl.col("copied_spans") == 1).then(
             pl.format(
