@@ -38,7 +38,7 @@ from typing import Any
 import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
-EXPERTQA = Path("/work/shared/data/expertqa_rag.parquet")
+EXPERTQA = ROOT.parent / "shared" / "data" / "expertqa_rag.parquet"
 CORE = ["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
 INPUTS = ["question", "answer", "contexts", "ground_truth"]
 

@@ -2,11 +2,11 @@
 
     python data/make_bench_sets.py [SOURCE_DIR] [DEST_DIR]
 
-SOURCE_DIR defaults to /work/shared/data, DEST_DIR to ragframe/data/bench (inside the package,
-so `ragframe judge-bench` finds the sets once installed). Rows are chosen by the SHA-256 of
-their id (stable across Polars versions, unlike a seeded sample) and written in an order where
-any prefix is a fair sample (`--limit N` takes the first N rows): see `data/README.md` for what
-each set holds and its licence, which this script copies next to it.
+SOURCE_DIR defaults to ../shared/data from the project root, DEST_DIR to ragframe/data/bench
+(inside the package, so `ragframe judge-bench` finds the sets once installed). Rows are chosen
+by the SHA-256 of their id (stable across Polars versions, unlike a seeded sample) and written
+in an order where any prefix is a fair sample (`--limit N` takes the first N rows): see
+`data/README.md` for what each set holds and its licence, which this script copies next to it.
 
 - expertqa.parquet: every ExpertQA retrieve-and-read row with passage text and a `faithful`
   label (146), with the experts' claims (text and support label; evidence dropped).
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import polars as pl
 
-SOURCE = Path("/work/shared/data")
+SOURCE = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 DEST = Path(__file__).resolve().parent.parent / "ragframe" / "data" / "bench"
 BEGIN_PER_LABEL = 150
 HALUEVAL_QUESTIONS = 150

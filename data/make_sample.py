@@ -2,12 +2,12 @@
 
     python data/make_sample.py [SOURCE] [DEST]
 
-SOURCE defaults to /work/shared/data/expertqa_rag.parquet (one row per (question, system) of
-ExpertQA, Malaviya et al. 2024, MIT), DEST to sample.parquet next to this script. Only
-retrieve-and-read rows with real passage text and at most 4 passages are kept, 10 judged
-faithful and 10 not, chosen by a SHA-256 of their id (stable across Polars versions, unlike a
-seeded sample). Passages are cut to at most about 1200 characters, at a word boundary, so that
-the tiny embedded judge scores a row in seconds (ExpertQA's passages are at most 1000
+SOURCE defaults to ../shared/data/expertqa_rag.parquet from the project root (one row per
+(question, system) of ExpertQA, Malaviya et al. 2024, MIT), DEST to sample.parquet next to this
+script. Only retrieve-and-read rows with real passage text and at most 4 passages are kept, 10
+judged faithful and 10 not, chosen by a SHA-256 of their id (stable across Polars versions,
+unlike a seeded sample). Passages are cut to at most about 1200 characters, at a word boundary,
+so that the tiny embedded judge scores a row in seconds (ExpertQA's passages are at most 1000
 characters, so today no passage is actually cut and the expert labels hold as they are).
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-SOURCE = Path("/work/shared/data/expertqa_rag.parquet")
+SOURCE = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "expertqa_rag.parquet"
 DEST = Path(__file__).with_name("sample.parquet")
 PER_LABEL = 10
 MAX_CONTEXTS = 4
