@@ -41,7 +41,8 @@ from ragframe.testing.server import FakeServer, Reply, schema_of, synthesize
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-DATA = Path("/work/shared/data/expertqa_rag.parquet")
+#: The shared data sits beside the project: <project root>/../shared.
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "expertqa_rag.parquet"
 METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 FRAMEWORKS = ("ragframe", "ragas", "deepeval")
 _SCHEMA_MARK = "JSON Schema:"
