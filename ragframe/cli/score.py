@@ -10,8 +10,14 @@ from typing import Any
 from ragframe.cli import common, options
 from ragframe.cli import gate as gate_cli
 from ragframe.cli.ray_score import add_ray_options
-from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, MAX_REPEATS, RunSpec, refuse_unsupported
-from ragframe.errors import RagframeError
+from ragframe.engine.spec import (
+    DEFAULT_CHUNK_ROWS,
+    MAX_REPEATS,
+    RunSpec,
+    metric_names,
+    refuse_unsupported,
+)
+from ragframe.errors import ConfigError, RagframeError
 from ragframe.inputs.traces import FORMATS as TRACE_FORMATS
 
 EXIT_STATUSES = (
@@ -31,7 +37,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "input",
         help="input log: .parquet, .jsonl / .ndjson or .csv (in CSV, list columns hold JSON lists)",
     )
-    options.add_output(score, "output Parquet file")
+    options.add_output(
+        score,
+        "output Parquet file (not needed with --dry-run, which writes nothing)",
+        required=False,
+    )
     score.add_argument(
         "--from",
         dest="from_format",
@@ -118,7 +128,7 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
 
     gates = gate_cli._options(args)  # parsed and checked once
     return RunSpec(
-        metrics="all" if is_all(args.metrics) else tuple(common.parse_metrics(args.metrics)),
+        metrics="all" if is_all(args.metrics) else metric_names(args.metrics),
         columns=common.parse_columns(args.columns),
         reasons=False if args.no_reasons else None,
         **{**gates, "strict": tuple(gates["strict"])},
@@ -168,6 +178,11 @@ def cmd_score(args: argparse.Namespace) -> int:
             "then score rows.parquet with --ray"
         )
     spec = run_spec(args)
+    if args.output is None and not spec.dry_run:
+        raise ConfigError(
+            "-o/--output is required: name the Parquet file to write (e.g. -o scored.parquet), "
+            "or add --dry-run to estimate the run without writing anything"
+        )
     path = run_path(args, spec)
     refuse_unsupported(spec, path)  # an option this path cannot honour: exit 2, nothing sent
     if spec.judges:  # what a jury cannot do (a judge seated twice...), before any estimate
@@ -180,7 +195,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         if path == "ray":  # a directory or glob of Parquet files, one output per file
             spec = _check_metrics(args, spec, judge, _ray_files(args), args.input)
             return _score_on_ray(args, spec, judge)
-        _refuse_output(args)
+        if not spec.dry_run:  # a dry run writes nothing: -o may be absent, or exist
+            _refuse_output(args)
         if args.from_format is None:
             spec = _check_metrics(args, spec, judge, args.input, args.input)
             return _score(args, spec, path, judge)

@@ -76,7 +76,19 @@ def comma_names(text: str) -> tuple[str, ...]:
 
 def metric_names(metrics: Any) -> tuple[Any, ...] | str:
     """A run's metrics as a tuple, "all" kept as is: a single string is one metric name or a
-    comma-separated list of them, as `--metrics` takes it (never its characters)."""
+    comma-separated list of them, as `--metrics` takes it (never its characters). A name that
+    must be built instead (`g_eval`: G-Eval needs your criteria) is refused with how to build
+    it, where "unknown metric" would say nothing of criteria."""
+    from ragframe.metrics.catalog import refuse_built_by_name
+
+    names = _split_names(metrics)
+    if not isinstance(names, str):
+        refuse_built_by_name(names)
+    return names
+
+
+def _split_names(metrics: Any) -> tuple[Any, ...] | str:
+    """`metric_names` without its refusal."""
     if isinstance(metrics, str):
         if metrics.strip().lower() == "all":
             return metrics
@@ -146,7 +158,9 @@ class RunSpec:
     batch_rows: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "metrics", metric_names(self.metrics))
+        # Split, not checked: a spec also records a run's metrics by the names its instances
+        # bear (a GEval is "g_eval" unless named), which `metric_names` would refuse.
+        object.__setattr__(self, "metrics", _split_names(self.metrics))
         check_repeats(self.repeats)
 
     @classmethod
