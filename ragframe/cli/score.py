@@ -96,7 +96,8 @@ def _add_run_options(score: argparse.ArgumentParser) -> None:
     score.add_argument(
         "--dry-run",
         action="store_true",
-        help="estimate requests, tokens and cost without sending anything, then stop",
+        help="estimate requests, tokens and cost without sending or writing anything, then "
+        "stop (no -o needed; an existing one is left alone)",
     )
     score.add_argument(
         "--calibration",
