@@ -87,14 +87,19 @@ VALUE = pl.Struct(
     }
 )
 KV = pl.List(pl.Struct({"key": pl.String, "value": VALUE}))
+#: A span's fields read as text (ids, name, times), in the Polars schema, the field canary
+#: and the line-by-line decoder alike.
+SPAN_TEXT_FIELDS = (
+    "traceId",
+    "spanId",
+    "parentSpanId",
+    "name",
+    "startTimeUnixNano",
+    "endTimeUnixNano",
+)
 SPAN = pl.Struct(
     {
-        "traceId": pl.String,
-        "spanId": pl.String,
-        "parentSpanId": pl.String,
-        "name": pl.String,
-        "startTimeUnixNano": pl.String,
-        "endTimeUnixNano": pl.String,
+        **dict.fromkeys(SPAN_TEXT_FIELDS, pl.String),
         "attributes": KV,
         "events": pl.List(pl.Struct({"name": pl.String, "attributes": KV})),
     }
@@ -121,12 +126,7 @@ KNOWN_FIELDS: dict[str, frozenset[str]] = {
     "scope_spans": frozenset({"scope", "spans", "schemaUrl"}),
     "span": frozenset(
         {
-            "traceId",
-            "spanId",
-            "parentSpanId",
-            "name",
-            "startTimeUnixNano",
-            "endTimeUnixNano",
+            *SPAN_TEXT_FIELDS,
             "attributes",
             "events",
             "kind",
@@ -554,17 +554,7 @@ def _field(container: Any, name: str, odd: Any) -> Any:
 def _span(span: Any) -> dict[str, Any]:
     if not isinstance(span, dict):
         return {}
-    out: dict[str, Any] = {
-        key: _as_text(span.get(key))
-        for key in (
-            "traceId",
-            "spanId",
-            "parentSpanId",
-            "name",
-            "startTimeUnixNano",
-            "endTimeUnixNano",
-        )
-    }
+    out: dict[str, Any] = {key: _as_text(span.get(key)) for key in SPAN_TEXT_FIELDS}
     out["attributes"] = _attributes(span.get("attributes"))
     out["events"] = [
         {"name": _as_text(event.get("name")), "attributes": _attributes(event.get("attributes"))}
