@@ -17,6 +17,7 @@ from ragframe.engine.prepare import EXIT_METRIC_FAILED
 from ragframe.engine.spec import comma_names
 from ragframe.engine.summary import LOCAL_WARNING, cut_line, format_summary
 from ragframe.errors import ConfigError, EndpointError, InputError, JudgeError, RagframeError
+from ragframe.metrics import CORE
 
 EXIT_OK = 0
 """Done: scored, or this batch step done."""
@@ -68,7 +69,7 @@ __all__ = [
     "report_failed_metrics",
 ]
 
-CORE_METRICS = "faithfulness,answer_relevancy,context_precision,context_recall"
+CORE_METRICS = ",".join(CORE)
 
 
 # Numeric option types. argparse calls them while parsing, so a bad value stops the command with

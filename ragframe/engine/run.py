@@ -19,10 +19,7 @@ from ragframe.errors import ConfigError
 from ragframe.inputs.columns import list_columns, load_frame
 from ragframe.inputs.io import open_input
 from ragframe.judge.client import Judge
-from ragframe.metrics import (
-    Metric,
-    RagasScore,
-)
+from ragframe.metrics import CORE, Metric, RagasScore
 from ragframe.metrics.calibration import add_p_human, run_calibrations
 
 
@@ -235,7 +232,7 @@ def estimate(
 
 async def aevaluate(
     data: Any,
-    metrics: Iterable[str | Metric | RagasScore] = ("faithfulness", "answer_relevancy"),
+    metrics: Iterable[str | Metric | RagasScore] = CORE,
     **options: Unpack[RunOptions],
 ) -> pl.DataFrame:
     """Async twin of `evaluate`, for callers already inside an event loop."""
@@ -252,7 +249,7 @@ def run(
 
 def evaluate(
     data: Any,
-    metrics: Iterable[str | Metric | RagasScore] = ("faithfulness", "answer_relevancy"),
+    metrics: Iterable[str | Metric | RagasScore] = CORE,
     **options: Unpack[RunOptions],
 ) -> pl.DataFrame:
     """Score a RAG log: every input column and row unchanged, plus `{metric}` (Float64 in

@@ -56,6 +56,8 @@ REGISTRY: dict[str, type[Metric]] = {
     )
 }
 
+#: The metrics a run scores when none is named, the same in Python (`evaluate`) and on the
+#: command line (`ragframe score`).
 CORE = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
 
