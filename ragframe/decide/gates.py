@@ -32,12 +32,14 @@ reader sees how far from the line the mean could be, and does not change the ver
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
+from ragframe.decide.ci_files import Case, CiFiles, markdown_table
 from ragframe.decide.summarize import (
     PassRule,
     checked_scores,
@@ -66,12 +68,15 @@ __all__ = ["EXIT_GATE_FAILED", "GateResult", "assert_scores", "check_gates", "ro
 
 
 @dataclass(frozen=True)
-class GateResult:
+class GateResult(CiFiles):
     """What the gates found. `table`: one row per gate (metric, gate "mean" | "pass rate",
     direction, value, required, n, scored, failed, ci_low / ci_high for a mean, threshold /
     strict / rule / passed for a pass rate, ok, note). `worst`: per failing gate, its worst
     rows (row position, `id`, score, pass, and `why`: the detail's error or the reasons of
-    its negative verdicts)."""
+    its negative verdicts). `seconds`: how long the check took.
+
+    For CI: `write(junit=, json=, markdown=)` writes the JUnit XML (a test case per gate),
+    the JSON (`to_dict`) and the Markdown summary (`to_markdown`), passed or not."""
 
     table: pl.DataFrame
     worst: pl.DataFrame
@@ -79,6 +84,8 @@ class GateResult:
     level: float
     ignore_failed: bool
     id_column: str | None = None
+    seconds: float = 0.0
+    suite = "ragframe gates"
 
     @property
     def passed(self) -> bool:
@@ -114,6 +121,108 @@ class GateResult:
             why = f" - {r['why']}" if r["why"] else ""
             out.append(f"      row {r['row']}{key}: {score}{why}")
         return out
+
+    def _worst_of(self, metric: str, gate: str) -> list[dict[str, Any]]:
+        rows = self.worst.filter((pl.col("metric") == metric) & (pl.col("gate") == gate))
+        return rows.drop("metric", "gate").to_dicts()
+
+    def cases(self) -> list[Case]:
+        """One JUnit test case per gate ("faithfulness mean >= 0.8"); a failed one carries
+        its line (the figure, n, the interval) and its worst rows (id, score, reason)."""
+        out = []
+        for row in self.table.iter_rows(named=True):
+            head, notes = _gate_parts(row, self.level, self.ignore_failed)
+            message = f"{head[2:]} ({notes})"  # without the mark
+            text = "\n".join([message, *self._worst_lines(row["metric"], row["gate"])])
+            out.append(
+                Case(
+                    classname=f"ragframe.gate.{row['metric']}",
+                    name=_gate_name(row),
+                    ok=bool(row["ok"]),
+                    message=message,
+                    text=text + "\n",
+                )
+            )
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (`ragframe gate --json FILE`): `passed`, `gates` / `failed` (counts),
+        `source`, `level`, `ignore_failed`, `id_column`, and `results`: each gate's row of
+        `table` (its keys as documented there, plus `name`) with its `worst` rows (row, id,
+        score, pass, why; empty for a gate that passed)."""
+        results = [
+            {
+                "name": _gate_name(row),
+                **row,
+                "worst": self._worst_of(row["metric"], row["gate"]) if not row["ok"] else [],
+            }
+            for row in self.table.iter_rows(named=True)
+        ]
+        return {
+            "version": 1,
+            "passed": self.passed,
+            "gates": self.table.height,
+            "failed": self.failed,
+            "source": self.source,
+            "level": self.level,
+            "ignore_failed": self.ignore_failed,
+            "id_column": self.id_column,
+            "results": results,
+        }
+
+    def to_markdown(self) -> str:
+        """A GitHub-flavoured Markdown summary (for `$GITHUB_STEP_SUMMARY`): one row per gate
+        with ✅ / ❌, the figure, what it required and the interval; then the worst rows of each
+        failing gate. Every cell escaped, so a reason with `|` or a newline never breaks it."""
+        total = self.table.height
+        verdict = (
+            f"✅ {total} of {total} gates passed"
+            if self.passed
+            else f"❌ {self.failed} of {total} gates failed"
+        )
+        lines = [f"### ragframe gates: {verdict}", "", f"On `{self.source}`.", ""]
+        rows = []
+        for row in self.table.iter_rows(named=True):
+            rate = row["gate"] == "pass rate"
+            higher = rate or row["direction"] == "higher"
+            value, required = row["value"], row["required"]
+            shown = "-" if value is None else _number(value, required, rate)
+            needed = _number(required, required if value is None else value, rate)
+            interval = format_interval(row["ci_low"], row["ci_high"]) if not rate else "-"
+            said = _gate_parts(row, self.level, self.ignore_failed)[1].split("; ")
+            notes = "; ".join(p for p in said if not p.startswith("n=") and "interval" not in p)
+            mark = "✅" if row["ok"] else "❌"
+            needed = ("≥ " if higher else "≤ ") + needed
+            rows.append(
+                [mark, row["metric"], row["gate"], shown, needed, interval, row["n"], notes]
+            )
+        header = ["", "metric", "gate", "value", "required", f"{self.level:.0%} interval"]
+        lines += markdown_table([*header, "n", "notes"], rows)
+        key = self.id_column or "id"
+        for row in self.table.filter(~pl.col("ok")).iter_rows(named=True):
+            worst = self._worst_of(row["metric"], row["gate"])
+            if not worst:
+                continue
+            lines += ["", f"#### ❌ {_gate_name(row)}: worst rows", ""]
+            lines += markdown_table(
+                ["row", key, "score", "why"],
+                [
+                    [
+                        w["row"],
+                        "-" if w["id"] is None else w["id"],
+                        "no score" if w["score"] is None else f"{w['score']:.3f}",
+                        w["why"] or "",
+                    ]
+                    for w in worst
+                ],
+            )
+        return "\n".join(lines) + "\n"
+
+    def _seconds(self) -> float:
+        return self.seconds
+
+    def _properties(self) -> dict[str, Any]:
+        return {"source": self.source, "level": self.level, "ignore_failed": self.ignore_failed}
 
     def _repr_html_(self) -> str:
         head = "".join(
@@ -167,6 +276,7 @@ def check_gates(
     `worst`: rows listed per failing gate. Raises ConfigError for no gate, a bad value, or a
     metric the log lacks.
     """
+    started = time.perf_counter()
     gates = _gates(fail_under, min_pass_rate)
     _check_options(worst, level)
     lazy, meta, where = load_scored(scored)
@@ -200,7 +310,8 @@ def check_gates(
     table = pl.DataFrame(rows, schema=TABLE_SCHEMA)
     failing = {(r["metric"], r["gate"]): r["required"] for r in rows if not r["ok"]}
     found = _worst_rows(lazy, schema, frame, failing, directions, ignore_failed, worst)
-    return GateResult(table, found, where, level, ignore_failed, id_column)
+    seconds = time.perf_counter() - started
+    return GateResult(table, found, where, level, ignore_failed, id_column, seconds)
 
 
 def assert_scores(
@@ -536,6 +647,12 @@ def _number(value: float, other: float, percent: bool) -> str:
         if a != b or round(value, _DECIMALS) == round(other, _DECIMALS):
             return a
     return a
+
+
+def _gate_name(row: Mapping[str, Any]) -> str:
+    """The gate as a test's name: 'faithfulness mean >= 0.8', 'hallucination mean <= 0.3'."""
+    higher = row["gate"] == "pass rate" or row["direction"] == "higher"
+    return f"{row['metric']} {row['gate']} {'>=' if higher else '<='} {row['required']:g}"
 
 
 def _gate_line(row: Mapping[str, Any], level: float, ignore_failed: bool) -> str:
