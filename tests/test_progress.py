@@ -1,30 +1,38 @@
-"""The progress bar knows the run's total from the start, and never lies about it.
+"""The progress bar knows the run's total from the start, never lowers it while the run
+goes, and ends full.
 
 `JudgeSession.plan` announces, by task name, how many prompts each stage will ask; the bar's
-total is the sum from before the first request. As each stage asks, its real count of
-requests sent (after dedup and the cache) replaces its share of the plan; the total is never
-below the requests done, and a run that ends normally closes the bar at the requests it sent.
-The bar is recorded through a stand-in for tqdm; the last test uses tqdm itself, in a
-simulated Jupyter kernel without ipywidgets.
+total is their sum from before the first request, raised only by a stage that asks more than
+planned. Every prompt asked is a tick: answered from the cache, a duplicate, or sent and
+answered; the postfix says which. A run that ends normally closes the bar at what it asked,
+full. Most tests record the bar through a stand-in for tqdm; `test_a_real_run_in_a_terminal`
+reads tqdm's own text bar, and the last test uses tqdm in a simulated Jupyter kernel without
+ipywidgets (the widget itself: tests/test_progress_notebook.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import io
 import os
+import re
 import sys
 import types
 import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
+import polars as pl
 import pytest
 from conftest import judge_for
 
+import ragframe
 from ragframe.judge import backends
 from ragframe.judge.backends import Progress
 from ragframe.judge.client import JudgeSession
 from ragframe.judge.task import Task
+from ragframe.metrics import CORE, resolve
 from ragframe.testing.server import FakeServer
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
@@ -33,13 +41,14 @@ TWO = Task(name="stage.two", system="Answer ok again.", schema=SCHEMA)
 
 
 class Recorded:
-    """A stand-in for tqdm that records (n, total) at every draw."""
+    """A stand-in for tqdm that records (n, total) at every draw, and the postfix shown."""
 
     bars: ClassVar[list[Recorded]] = []
 
     def __init__(self, total: int, **options: Any) -> None:
         self.total = total
         self.n = 0
+        self.postfix: str | None = None
         self.seen: list[tuple[int, int]] = [(0, total)]
         self.closed = False
         Recorded.bars.append(self)
@@ -95,10 +104,14 @@ def prompts(n: int, start: int = 0) -> list[str]:
     return [f"prompt {i}" for i in range(start, start + n)]
 
 
-def check_honest(bar: Recorded, server: FakeServer) -> None:
-    """The total is never below the requests done; the bar ends at the requests sent."""
+def check_honest(bar: Recorded, server: FakeServer, asked: int) -> None:
+    """The total is never below the count done and never drops while the run goes; the bar
+    ends full, at the prompts asked; the postfix's "sent" is the requests the server got."""
     assert all(total >= n for n, total in bar.seen), bar.seen
-    assert bar.closed and bar.n == server.count() == bar.total
+    totals = [total for _, total in bar.seen[:-1]]  # the last draw: the run's end
+    assert totals == sorted(totals), bar.seen
+    assert bar.closed and bar.n == bar.total == asked, bar.seen
+    assert f"{server.count()} sent" in (bar.postfix or "") or server.count() == 0
 
 
 def test_plan_sets_the_total_before_any_request(server, tmp_path, bars) -> None:
@@ -112,34 +125,50 @@ def test_plan_sets_the_total_before_any_request(server, tmp_path, bars) -> None:
     run_session(server, tmp_path, body, plan={"stage.one": 4, "stage.two": 4})
     assert seen == [(8, 0, 0)]
     assert bars[0].totals() == [8]  # an exact plan never moves
-    check_honest(bars[0], server)
+    check_honest(bars[0], server, asked=8)
+    assert bars[0].postfix == "8 sent"
 
 
-def test_each_stage_refines_its_estimate_as_it_starts(server, tmp_path, bars) -> None:
-    """Stage one asks 5 prompts, one a repeat (4 sent), against a plan of 5; stage two asks
-    6 against a plan of 3. The total goes 8 -> 7 -> 10, the requests the run sent."""
+def test_a_stage_asking_more_than_planned_raises_the_total(server, tmp_path, bars) -> None:
+    """Stage one asks 5 prompts, one a repeat (4 sent, 1 duplicate), against a plan of 5;
+    stage two asks 6 against a plan of 3. The total goes 8 -> 11 and never down."""
 
     async def body(session: JudgeSession) -> None:
         await session.ask(ONE, [*prompts(4), "prompt 0"])
         await session.ask(TWO, prompts(6))
 
     run_session(server, tmp_path, body, plan={"stage.one": 5, "stage.two": 3})
-    assert bars[0].totals() == [8, 7, 10]
-    check_honest(bars[0], server)
+    assert bars[0].totals() == [8, 11]
+    check_honest(bars[0], server, asked=11)
+    assert bars[0].postfix == "10 sent, 1 duplicate"
 
 
-def test_a_stage_in_chunks_draws_its_plan_down_and_cache_hits_leave_it(
-    server, tmp_path, bars
-) -> None:
-    """A streamed file asks a stage once per chunk: each chunk takes its prompts off the
-    plan. A chunk the cache answers sends nothing and is not on the bar: the total drops."""
+def test_stages_asking_at_once_never_lower_the_total(server, tmp_path, bars) -> None:
+    """The terminal bar's total flickered 0/100 -> 0/40 -> ... -> 0/100 at the start: each
+    stage's plan left the total as it asked, before its requests were added. Two stages
+    asking at once, with a repeat each: the total is 10 from the first draw to the last."""
+
+    async def body(session: JudgeSession) -> None:
+        await asyncio.gather(
+            session.ask(ONE, [*prompts(4), "prompt 0"]),
+            session.ask(TWO, [*prompts(4), "prompt 1"]),
+        )
+
+    run_session(server, tmp_path, body, plan={"stage.one": 5, "stage.two": 5})
+    assert bars[0].totals() == [10]
+    check_honest(bars[0], server, asked=10)
+    assert bars[0].postfix == "8 sent, 2 duplicates"
+
+
+def test_cached_prompts_count_as_done_and_keep_the_total(server, tmp_path, bars) -> None:
+    """A streamed file asks a stage once per chunk. A chunk the cache answers sends nothing:
+    its prompts are done at once, called cached, and the total stays the plan's 6."""
     warm = prompts(2, start=2)
 
     async def prefill(session: JudgeSession) -> None:
         await session.ask(ONE, warm)
 
     run_session(server, tmp_path, prefill, cache=True, progress=False)
-    before = server.count()
     server.requests.clear()
 
     async def body(session: JudgeSession) -> None:
@@ -147,18 +176,35 @@ def test_a_stage_in_chunks_draws_its_plan_down_and_cache_hits_leave_it(
             await session.ask(ONE, chunk)
 
     session = run_session(server, tmp_path, body, plan={"stage.one": 6}, cache=True)
-    assert before == 2 and session.stats.cache_hits == 2
-    assert bars[-1].totals() == [6, 4]  # 2 sent + 4 ahead; 2 + 2 (cached); 4 + 0
-    check_honest(bars[-1], server)
+    assert session.stats.cache_hits == 2 and server.count() == 4
+    assert bars[-1].totals() == [6]
+    assert (2, 6) in bars[-1].seen  # the cached chunk's 2 prompts done at once, after 2 sent
+    check_honest(bars[-1], server, asked=6)
+    assert bars[-1].postfix == "4 sent, 2 cached"
+
+
+def test_a_rerun_the_cache_answers_whole_is_a_full_bar(server, tmp_path, bars) -> None:
+    async def body(session: JudgeSession) -> None:
+        await session.ask(ONE, prompts(3))
+        await session.ask(TWO, prompts(3))
+
+    plan = {"stage.one": 3, "stage.two": 3}
+    run_session(server, tmp_path, body, plan=plan, cache=True)
+    sent = server.count()
+    run_session(server, tmp_path, body, plan=plan, cache=True)
+    assert server.count() == sent == 6
+    bar = bars[-1]
+    assert bar.totals() == [6] and (bar.n, bar.total) == (6, 6) and bar.closed
+    assert bar.postfix == "nothing sent, 6 cached"
 
 
 def test_an_estimate_too_high_is_dropped_when_the_run_ends(server, tmp_path, bars) -> None:
     async def body(session: JudgeSession) -> None:
         await session.ask(ONE, prompts(3))
-        assert bars[-1].total == 10  # 3 sent, 7 of the plan still ahead
+        assert bars[-1].total == 10  # 3 asked, 7 of the plan still ahead
 
     run_session(server, tmp_path, body, plan={"stage.one": 10})
-    check_honest(bars[-1], server)
+    check_honest(bars[-1], server, asked=3)
 
     async def interrupted(session: JudgeSession) -> None:
         await session.ask(ONE, prompts(3, start=10))
@@ -169,15 +215,81 @@ def test_an_estimate_too_high_is_dropped_when_the_run_ends(server, tmp_path, bar
     assert bars[-1].closed and (bars[-1].n, bars[-1].total) == (3, 10)  # how far it got
 
 
-def test_a_request_joined_in_flight_is_counted_once(server, tmp_path, bars) -> None:
-    """Two stages asking the same request at once send it once: the bar counts it once."""
+def test_a_request_joined_in_flight_is_sent_once_and_both_prompts_are_done(
+    server, tmp_path, bars
+) -> None:
+    """Two stages asking the same request at once send it once: one sent, one duplicate."""
 
     async def body(session: JudgeSession) -> None:
         await asyncio.gather(session.ask(ONE, prompts(1)), session.ask(ONE, prompts(1)))
 
     run_session(server, tmp_path, body)
     assert server.count() == 1
-    check_honest(bars[0], server)
+    check_honest(bars[0], server, asked=2)
+    assert bars[0].postfix == "1 sent, 1 duplicate"
+
+
+def test_a_dry_session_shows_no_bar(server, tmp_path, bars) -> None:
+    """A dry run or a deferred (Batch API) one sends nothing: no bar to sit at 0."""
+    judge = judge_for(server, tmp_path, progress=True)
+
+    async def main() -> None:
+        async with judge.session(backend="dry") as session:
+            await session.ask(ONE, prompts(2))
+
+    asyncio.run(main())
+    assert bars == [] and server.count() == 0
+
+
+# ---------------------------------------------------------------- tqdm's own text bar
+def text_bar(monkeypatch: pytest.MonkeyPatch) -> io.StringIO:
+    """tqdm's terminal bar, drawn at every update into a buffer."""
+    from tqdm.std import tqdm
+
+    out = io.StringIO()
+    monkeypatch.setattr(
+        backends, "_bar_class", lambda: functools.partial(tqdm, file=out, mininterval=0)
+    )
+    return out
+
+
+def frames(out: io.StringIO) -> list[tuple[int, int, str]]:
+    """Every frame the bar drew: (n, total, the text after the rate)."""
+    drawn = []
+    for line in re.split(r"[\r\n]", out.getvalue()):
+        found = re.search(r"(\d+)/(\d+) \[[^,\]]*,[^,\]]*(?:, (.*))?\]", line)
+        if found:
+            drawn.append((int(found[1]), int(found[2]), found[3] or ""))
+    return drawn
+
+
+def test_a_real_run_in_a_terminal(server, tmp_path, monkeypatch, sample) -> None:
+    """The default metrics over 12 rows, 4 of them repeats; then 16 rows whose first 12 the
+    cache holds; then the same again, all cached. Each run's text bar shows one total from
+    the first frame to the last, the run's prompts (rows x stages), and ends at 100% saying
+    how many were sent, cached and duplicated; the cached rerun sends nothing, full."""
+    out = text_bar(monkeypatch)
+    judge = judge_for(server, tmp_path, progress=True, cache=True)
+    rows = sample.head(8)
+    runs = [pl.concat([rows, rows.head(4)]), sample.head(16), sample.head(16)]
+    stages = sum(len(m.tasks()) for m in resolve(CORE))
+    shown = []
+    for frame in runs:
+        out.seek(0)
+        out.truncate()
+        before = server.count()
+        ragframe.evaluate(frame, judge=judge)
+        drawn = frames(out)
+        assert {total for _, total, _ in drawn} == {frame.height * stages}, drawn
+        assert [n for n, _, _ in drawn] == sorted(n for n, _, _ in drawn)
+        n, total, postfix = drawn[-1]
+        assert n == total and re.search(rf"100%\|#+\| {n}/{n} ", out.getvalue().split("\r")[-1])
+        sent = server.count() - before
+        assert postfix.startswith(f"{sent} sent" if sent else "nothing sent"), postfix
+        shown.append(postfix)
+    assert shown[0] == f"{8 * stages} sent, {4 * stages} duplicates"  # 4 rows repeated
+    assert re.fullmatch(r"\d+ sent, \d+ cached(, \d+ duplicates?)?", shown[1]), shown[1]
+    assert shown[2].startswith("nothing sent, ") and "cached" in shown[2]
 
 
 def test_no_iprogress_warning_in_jupyter_without_ipywidgets(

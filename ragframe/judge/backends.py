@@ -54,41 +54,71 @@ class Backend(Protocol):
 
 
 class Progress:
-    """The progress bar of the chat requests sent (tqdm), or nothing when progress is off.
+    """The progress bar of the run's judge requests (tqdm: text in a terminal, a widget in
+    Jupyter), or nothing when progress is off.
 
-    The bar counts requests sent, one tick each when its answer (or its failure) is in;
-    its repairs and retries are inside that tick. Requests answered from the cache or this
-    run's memo, asked twice, or remembered as failed are not on the bar at all: counted as
-    done at once, they would make the rate, and so the ETA, a lie.
+    The bar counts the prompts the run asks, each done once it has its answer: from the
+    cache, as a duplicate (the same prompt again in a column, asked by another metric's
+    stage, or in flight already: one request answers them all), or from its own request,
+    sent and answered (repairs and retries inside that one tick). The postfix says which
+    ("80 sent, 20 cached, 25 duplicates"); a rerun the cache answers whole shows a full bar,
+    "nothing sent, 125 cached". Cached prompts and duplicates fill the bar at once but are
+    left out of tqdm's rate, so the rate and the ETA are those of the requests sent.
 
-    Its total is known from the start when the caller announces the run (`plan`): by task
-    name, how many prompts that task will be asked in the whole run (an estimate). Then
-        total = requests sent so far + the sum over tasks of max(planned - asked so far, 0)
-    Each time a stage asks a column of prompts, they are taken off its task's plan (`asked`)
-    and the requests actually sent for them, after dedup and the cache, are added (`add`):
-    a stage that runs once replaces its estimate with its real count; one that runs several
-    times (the chunks of a streamed file) draws its plan down chunk by chunk; a task asked
-    more than planned adds only what it sends; later stages keep their estimates until they
-    start. An estimate that was too high (rows an earlier stage failed never reach the next)
-    stays in the total until the run ends, and a run that ends normally closes the bar at
-    what it sent. The total never drops below the requests done: they were all sent.
+    The total is known from the start when the caller announces the run (`plan`): by task
+    name, how many prompts that task will be asked in the whole run, all chunks together (an
+    estimate: one per row per stage). Then
+        total = the sum over tasks of max(planned, asked so far)
+    so a stage that asks more than planned (claims verified in several requests, a file
+    whose plan grows chunk by chunk) raises it as it asks, and nothing lowers it while the run
+    goes: it never flickers, and the count done never passes it. Prompts planned but never
+    asked (rows an earlier stage failed, rows missing an input) stay in it until the run
+    ends: a run that ends normally closes the bar at what it asked, full (in Jupyter too: the
+    widget's max follows the total); an interrupted one keeps its total, so the bar shows how
+    far the run got.
+
+    Drawing stays cheap: one tqdm tick per request answered (tqdm redraws at most every
+    `mininterval`), one redraw of the total and postfix per stage asked.
     """
 
     def __init__(self) -> None:
         self._bar: Any = None
         self.planned: Counter[str] = Counter()
         self.asked_of: Counter[str] = Counter()
+        #: Requests sent, and those of them whose answer (or failure for good) is in.
         self.sent = 0
-        self.done_count = 0
+        self.answered = 0
+        #: Prompts answered without a request of their own: from the cache, or duplicates.
+        self.cached = 0
+        self.duplicates = 0
+        self._total = 0  # the total on the bar: only raised while the run goes
+        self._filled = 0  # cached + duplicates already on the bar
+        self._postfix = ""
 
     @property
     def total(self) -> int:
-        ahead = sum(max(n - self.asked_of[task], 0) for task, n in self.planned.items())
-        return self.sent + ahead
+        """The prompts the run is expected to ask (see the class docstring)."""
+        tasks = self.planned.keys() | self.asked_of.keys()
+        return sum(max(self.planned[task], self.asked_of[task]) for task in tasks)
+
+    @property
+    def done(self) -> int:
+        """The prompts that have their answer."""
+        return self.cached + self.duplicates + self.answered
+
+    def postfix(self) -> str:
+        """Where the answers so far came from: "80 sent, 20 cached, 25 duplicates"."""
+        parts = [f"{self.sent} sent" if self.sent or not self.done else "nothing sent"]
+        if self.cached:
+            parts.append(f"{self.cached} cached")
+        if self.duplicates:
+            parts.append(f"{self.duplicates} duplicate{'s' if self.duplicates > 1 else ''}")
+        return ", ".join(parts)
 
     def open(self) -> None:
+        self._total = self.total
         self._bar = _bar_class()(
-            total=self.total, unit="req", desc="ragframe", leave=True, dynamic_ncols=True
+            total=self._total, unit="req", desc="ragframe", leave=True, dynamic_ncols=True
         )
 
     def plan(self, expected: Mapping[str, int]) -> None:
@@ -99,36 +129,88 @@ class Progress:
             self.planned[task] = int(n)
         self.show()
 
-    def asked(self, task: str, prompts: int) -> None:
-        """A stage of `task` asks `prompts` prompts now: they leave its plan. Shown with the
-        requests they send (`add`), or by `show` when they send none."""
+    def asked(self, task: str, prompts: int, cached: int, waiting: int) -> None:
+        """A stage of `task` asks `prompts` prompts: the cache answered `cached` of them,
+        `waiting` need a request (sent now or already in flight: `add` says which), the
+        others repeat a prompt this run has the answer of. Drawn with the requests (`add`),
+        or now when none is needed."""
         self.asked_of[task] += prompts
+        self.cached += cached
+        self.duplicates += prompts - cached - waiting
+        if not waiting:
+            self.show()
 
-    def add(self, requests: int) -> None:
-        """`requests` are sent now."""
-        self.sent += requests
+    def add(self, sent: int, joined: int = 0) -> None:
+        """Of the prompts waiting, `sent` requests are sent now and `joined` wait for one
+        another stage sent (duplicates: done at once, answered with it)."""
+        self.sent += sent
+        self.duplicates += joined
         self.show()
 
-    def done(self) -> None:
-        self.done_count += 1
+    def tick(self) -> None:
+        """A request sent has its answer (or failed for good)."""
+        self.answered += 1
         if self._bar is not None:
             self._bar.update(1)
 
-    def show(self) -> None:
-        """Redraw the bar if its total changed."""
+    def show(self, *, final: bool = False) -> None:
+        """Redraw what changed: the total (only raised, unless `final`), the prompts done
+        without a request (added to the count but not to the rate), the postfix."""
         bar = self._bar
-        if bar is not None and bar.total != self.total:
-            bar.total = self.total
+        if bar is None:
+            return
+        total = self.total if final else max(self._total, self.total)
+        changed = total != self._total
+        if changed:
+            self._total = total
+            _set_total(bar, total)
+        jump = self.cached + self.duplicates - self._filled
+        if jump:
+            self._filled += jump
+            bar.n += jump
+            # Left out of tqdm's rate: only answered requests take time.
+            bar.last_print_n = getattr(bar, "last_print_n", 0) + jump
+            changed = True
+        postfix = self.postfix()
+        if postfix != self._postfix:
+            self._postfix = bar.postfix = postfix
+            changed = True
+        if changed:
             bar.refresh()
 
     def close(self, finished: bool = True) -> None:
-        """Close the bar; a run that `finished` drops what is left of its plan first (an
-        interrupted one keeps it: the bar then shows how far the run got)."""
+        """Close the bar; a run that `finished` ends it at the prompts it asked, all done
+        (an interrupted one keeps its total: the bar then shows how far the run got)."""
+        bar = self._bar
+        if bar is None:
+            return
         if finished:
             self.planned.clear()
-            self.show()
-        if self._bar is not None:
-            self._bar.close()
+            self.show(final=True)
+        bar.close()
+        if finished and not self._total:
+            _fill_widget(bar)  # nothing to ask: a full bar, not an empty one
+
+
+def _set_total(bar: Any, total: int) -> None:
+    """Set the bar's total, and in Jupyter its widget's `max` too (tqdm.notebook sets the
+    widget's max only when the bar is made or reset: a total changed later would leave the
+    bar short of full at the end)."""
+    bar.total = total
+    container = getattr(bar, "container", None)  # tqdm.notebook: [label, IntProgress, text]
+    if container is not None and total > 0:
+        widget = container.children[1]
+        widget.max = total
+        if widget.bar_style == "info":  # made without a total: tqdm's "unknown" style
+            widget.bar_style = ""
+
+
+def _fill_widget(bar: Any) -> None:
+    """Draw tqdm.notebook's widget full: a finished run that had nothing to ask."""
+    container = getattr(bar, "container", None)
+    if container is not None:
+        widget = container.children[1]
+        widget.max = widget.value = 1
 
 
 def _bar_class() -> Any:
@@ -261,7 +343,7 @@ class LiveBackend(RemoteEmbeddings):
                 future = self.store.track(key, self._answer(task, key, requests[key]))
                 sent += 1
             pending[key] = future
-        self.progress.add(sent)
+        self.progress.add(sent, joined=len(misses) - sent)
         done = await asyncio.gather(*pending.values())
         return dict(zip(pending, done, strict=True))
 
@@ -269,7 +351,7 @@ class LiveBackend(RemoteEmbeddings):
         try:
             return await self._answer_once(task, key, payload)
         finally:
-            self.progress.done()
+            self.progress.tick()
 
     async def _answer_once(self, task: Task, key: str, payload: dict[str, Any]) -> Answer:
         """Ask, validate, and re-ask with the validation error (`repair_attempts` times)."""

@@ -181,7 +181,7 @@ class JudgeSession:
 
     async def __aenter__(self) -> JudgeSession:
         await self.transport.open()
-        if self.judge.progress:
+        if self.judge.progress and self.backend == "live":  # the others send nothing
             self.progress.open()
         return self
 
@@ -198,12 +198,11 @@ class JudgeSession:
         """
         if counts is None:
             counts = [None] * len(prompts)
-        self.progress.asked(task.name, len(prompts))
         keys, requests = self.store.requests(task, prompts, counts)
         found = await self.store.recall(task, requests)
         misses = [key for key in requests if key not in found]
-        if not misses:
-            self.progress.show()  # the stage's planned share is gone, nothing is sent
+        cached = sum(answer.cached for answer in found.values())
+        self.progress.asked(task.name, len(prompts), cached=cached, waiting=len(misses))
         fresh = await self._backend.answer(task, requests, misses) if misses else {}
         found.update(fresh)
         self.store.remember((found if self._backend.remembers_hits else fresh).items())
@@ -213,9 +212,10 @@ class JudgeSession:
         """Announce the run's work, so the progress bar's total (and ETA) is right from the
         start: by task name (`Task.name`; a metric's tasks are `metric.tasks()`), how many
         prompts that task will be asked in the whole run, all chunks together. An estimate:
-        each stage's real count of requests sent replaces its share as it starts (the rule is
-        in `backends.Progress`). May be called before or after the session is entered;
-        calling it again replaces the figures of the tasks it names."""
+        a stage asking more raises the total as it asks, and a run that ends normally closes
+        the bar at what it asked (the rule is in `backends.Progress`). May be called before
+        or after the session is entered; calling it again replaces the figures of the tasks
+        it names."""
         self.progress.plan(expected)
 
     async def embed(self, texts: Sequence[str], batch_size: int = 128) -> np.ndarray:
