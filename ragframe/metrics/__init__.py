@@ -56,13 +56,32 @@ REGISTRY: dict[str, type[Metric]] = {
     )
 }
 
+#: Metrics built with the caller's own settings, never named: name -> how to build one.
+#: (`resolve` and the run specification refuse such a name with this advice.)
+BUILT = {"g_eval": 'GEval(name=..., criteria="...")'}
+
 #: The metrics a run scores when none is named, the same in Python (`evaluate`) and on the
 #: command line (`ragframe score`).
 CORE = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
 
 
+def refuse_built_by_name(names: Iterable[object]) -> None:
+    """A metric the catalogue lists but that has no meaning without the caller's settings
+    (G-Eval judges by your criteria): one line saying how to build it, instead of "unknown
+    metric". Every path that turns names into metrics goes through `resolve`, which calls
+    this; the run specification calls it earlier, before anything is read or sent."""
+    for name in names:
+        if isinstance(name, str) and name.strip() in BUILT:
+            raise ConfigError(
+                f"{name.strip()!r} cannot be named: G-Eval needs your criteria; build it in "
+                f"Python, e.g. ragframe.evaluate(df, metrics=[ragframe.{BUILT[name.strip()]}]) "
+                "(its columns are named after name=)"
+            )
+
+
 def resolve(metrics: Iterable[str | Metric | RagasScore]) -> list[Metric | RagasScore]:
-    """Turn names and instances into metric instances; refuse unknown or repeated names.
+    """Turn names and instances into metric instances; refuse unknown or repeated names, and
+    a name that must be built (`g_eval`) with how to build it.
 
     `ragas_score` (an aggregate of other metrics' columns) is accepted by name too.
     """
@@ -74,6 +93,7 @@ def resolve(metrics: Iterable[str | Metric | RagasScore]) -> list[Metric | Ragas
         if not isinstance(item, str):
             raise ConfigError(f"a metric must be a name or a Metric instance, not {item!r}")
         name = item.strip()
+        refuse_built_by_name([name])
         if name == RagasScore.name:
             resolved.append(RagasScore())
             continue
@@ -146,6 +166,7 @@ def with_thresholds(
 
 
 __all__ = [
+    "BUILT",
     "CORE",
     "REGISTRY",
     "AnswerAccuracy",
@@ -171,6 +192,7 @@ __all__ = [
     "ResponseGroundedness",
     "RubricLevel",
     "RubricScore",
+    "refuse_built_by_name",
     "resolve",
     "with_reasons",
     "with_thresholds",

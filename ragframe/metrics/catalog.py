@@ -8,14 +8,13 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.errors import ConfigError
 from ragframe.inputs.columns import canonical_names
-from ragframe.metrics import REGISTRY, GEval, Metric, RagasScore
+from ragframe.metrics import BUILT, REGISTRY, GEval, Metric, RagasScore
+
+# Where engine/spec.py imports it from (it lives with `resolve`, which refuses the same names).
+from ragframe.metrics import refuse_built_by_name as refuse_built_by_name
 
 ALL = "all"
-
-#: Metrics built with the caller's own settings, never named: name -> how to build one.
-BUILT = {"g_eval": 'GEval(name=..., criteria="...")'}
 
 
 def _summary_line(cls: type) -> str:
@@ -135,19 +134,6 @@ def alternatives(name: str, have: Iterable[str]) -> list[str]:
         for other, cls in REGISTRY.items()
         if other != name and other.startswith(name) and set(cls.requires) <= have
     ]
-
-
-def refuse_built_by_name(names: Iterable[Any]) -> None:
-    """A metric the catalogue lists but that has no meaning without the caller's settings
-    (G-Eval judges by your criteria): one line saying how to build it, instead of "unknown
-    metric" (checked when a run is specified, before anything is read or sent)."""
-    for name in names:
-        if isinstance(name, str) and name.strip() in BUILT:
-            raise ConfigError(
-                f"{name.strip()!r} cannot be named: G-Eval needs your criteria; build it in "
-                f"Python, e.g. ragframe.evaluate(df, metrics=[ragframe.{BUILT[name.strip()]}]) "
-                "(its columns are named after name=)"
-            )
 
 
 def is_all(metrics: Any) -> bool:
