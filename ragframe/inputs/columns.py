@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from ragframe.errors import InputError
-from ragframe.inputs.io import FORMATS_READ, open_input
+from ragframe.inputs.io import FORMATS_READ, StorageOptions, open_input
 
 #: The columns ragframe understands, with the Polars type each must have.
 CANONICAL: dict[str, pl.DataType] = {
@@ -60,16 +60,23 @@ def list_columns(columns: Mapping[str, str] | None = None) -> frozenset[str]:
     return frozenset(lists | aliases | mapped)
 
 
-def load_frame(data: Any, columns: Mapping[str, str] | None = None) -> pl.DataFrame:
-    """Accept a Polars frame, a LazyFrame, a pandas frame or the path of a Parquet, JSON Lines
-    or CSV file; return a DataFrame. `columns` (the run's mapping) says which CSV columns hold
-    JSON lists besides the canonical ones."""
+def load_frame(
+    data: Any,
+    columns: Mapping[str, str] | None = None,
+    *,
+    storage_options: StorageOptions | None = None,
+) -> pl.DataFrame:
+    """Accept a Polars frame, a LazyFrame, a pandas frame or the path or URL of a Parquet, JSON
+    Lines or CSV file; return a DataFrame. `columns` (the run's mapping) says which CSV columns
+    hold JSON lists besides the canonical ones; `storage_options`, how to reach a URL
+    (`s3://...`): Polars' storage options, else the store's environment variables."""
     if isinstance(data, pl.DataFrame):
         return data
     if isinstance(data, pl.LazyFrame):
         return data.collect()
     if isinstance(data, str | Path):
-        return open_input(data, list_columns=list_columns(columns)).read()
+        lists = list_columns(columns)
+        return open_input(data, list_columns=lists, storage_options=storage_options).read()
     if type(data).__module__.startswith("pandas"):
         try:
             return pl.from_pandas(data)
@@ -78,7 +85,7 @@ def load_frame(data: Any, columns: Mapping[str, str] | None = None) -> pl.DataFr
             raise InputError(_pandas_problem(data, exc)) from exc
     raise InputError(
         f"cannot score a {type(data).__name__}: pass a polars DataFrame or LazyFrame, "
-        f"a pandas DataFrame, or the path of a file in {FORMATS_READ}"
+        f"a pandas DataFrame, or the path or URL of a file in {FORMATS_READ}"
     )
 
 

@@ -1,6 +1,10 @@
-"""Logs in (Parquet, JSON Lines, CSV), Parquet out: nested columns stay nested, run facts go
-into the file metadata, and files are written atomically and durably (a temporary file, fsynced,
-renamed into place, then the directory fsynced)."""
+"""Logs in (Parquet, JSON Lines, CSV; local files or URLs), Parquet out: nested columns stay
+nested, run facts go into the file metadata, and files are written atomically and durably (a
+temporary file, fsynced, renamed into place, then the directory fsynced).
+
+A URL (`s3://`, `gs://`, `az://`, `hf://`, `http(s)://` ...) is read through Polars' scans, with
+Polars' `storage_options` (or, without them, the environment object_store reads: AWS_*,
+GOOGLE_*, AZURE_*, HF_TOKEN); a local path through pyarrow, as before."""
 
 from __future__ import annotations
 
@@ -8,10 +12,11 @@ import ast
 import glob
 import json
 import os
+import re
 import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator
-from pathlib import Path
+from collections.abc import Collection, Iterator, Mapping
+from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
 import polars as pl
@@ -38,6 +43,7 @@ class AtomicParquetWriter:
     def __init__(
         self, path: str | Path, schema: pa.Schema, metadata: dict[str, Any], *, overwrite: bool
     ) -> None:
+        refuse_remote_output(path)
         self.path = Path(path)
         if self.path.exists() and not overwrite:
             raise ConfigError(
@@ -95,8 +101,173 @@ def _fsync_path(path: Path, *, directory: bool) -> None:
         os.close(fd)
 
 
-def input_path(path: str | Path) -> Path:
-    """`path` as a Path, or an InputError saying that it does not exist or is a directory."""
+# ------------------------------------------------------------------------------ remote paths
+
+#: URL schemes read through Polars' object-store readers: its cloud schemes (Amazon S3, Google
+#: Cloud Storage, Azure, Hugging Face) and plain http(s).
+REMOTE_SCHEMES = frozenset(
+    {"s3", "s3a", "gs", "gcs", "gcp", "az", "azure", "adl", "abfs", "abfss", "hf", "http", "https"}
+)
+#: Polars' `storage_options`: object_store's keys (aws_endpoint_url, aws_access_key_id, ...).
+StorageOptions = Mapping[str, str]
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+#: What `pathlib.Path` makes of a URL: it collapses the "//" after the scheme ("s3:/b/key").
+_COLLAPSED_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/(?!/)")
+#: Where each store's credentials come from: the storage_options keys, then the environment.
+_CREDENTIALS = {
+    "s3": "aws_access_key_id, aws_secret_access_key, aws_region, aws_endpoint_url in "
+    "storage_options, or AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL "
+    "(and AWS_ALLOW_HTTP=true for an http endpoint) in the environment",
+    "gs": "google_service_account in storage_options, or GOOGLE_SERVICE_ACCOUNT / "
+    "GOOGLE_APPLICATION_CREDENTIALS in the environment",
+    "az": "account_name and account_key (or sas_token) in storage_options, or "
+    "AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY in the environment",
+    "hf": "token in storage_options, or HF_TOKEN in the environment",
+    "http": "the URL (an http(s) server takes no storage credentials here)",
+}
+_STORE_OF = {"s3a": "s3", "gcs": "gs", "gcp": "gs", "https": "http"}
+_STORE_OF |= dict.fromkeys(("azure", "adl", "abfs", "abfss"), "az")
+
+
+class RemotePath(str):
+    """A URL kept as text (a `pathlib.Path` would collapse its "//"), answering the questions
+    that code written for local paths asks of one: `name`, `suffix`, `stem`. Polars' readers
+    take it as the string it is."""
+
+    __slots__ = ()
+
+    @property
+    def scheme(self) -> str:
+        return self.split("://", 1)[0].lower()
+
+    @property
+    def name(self) -> str:
+        """The last part of the URL's path (no query string)."""
+        return self.split("://", 1)[1].split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def suffix(self) -> str:
+        return PurePosixPath(self.name).suffix
+
+    @property
+    def stem(self) -> str:
+        return PurePosixPath(self.name).stem
+
+
+def remote_url(path: Any) -> RemotePath | None:
+    """`path` as a RemotePath when it is a URL ragframe reads remotely, else None (a local path).
+
+    A string with a scheme ragframe does not read (`ftp://`) is an InputError naming those it
+    does. A `pathlib.Path` made from a URL ("s3:/bucket/key": the "//" collapsed) that names no
+    local file is taken as that URL, so a caller that wrapped the URL in Path still reads it.
+    """
+    if isinstance(path, str):
+        found = _URL.match(path)
+        if found is None:
+            return None
+        if found.group(1).lower() not in REMOTE_SCHEMES:
+            raise InputError(
+                f"cannot read {path!r}: ragframe reads local files and URLs of the schemes "
+                f"{', '.join(sorted(REMOTE_SCHEMES))}; copy the file locally first"
+            )
+        return RemotePath(path)
+    if isinstance(path, Path):
+        text = str(path)
+        found = _COLLAPSED_URL.match(text)
+        if found and found.group(1).lower() in REMOTE_SCHEMES and not path.exists():
+            return RemotePath(f"{found.group(1)}://{text[found.end() :]}")
+    return None
+
+
+def refuse_remote_output(path: str | Path) -> None:
+    """ragframe writes its Parquet atomically on a local disk: refuse a URL as an output (or
+    its collapsed Path form, which would otherwise create a local directory named "s3:")."""
+    text = str(path)
+    found = _URL.match(text) or _COLLAPSED_URL.match(text)
+    if found and found.group(1).lower() in REMOTE_SCHEMES:
+        url = text if _URL.match(text) else f"{found.group(1)}://{text[found.end() :]}"
+        raise ConfigError(
+            f"cannot write the output to {url!r}: ragframe writes a local file (atomically); "
+            "write it locally, then copy it (e.g. aws s3 cp scored.parquet " + url + ")"
+        )
+
+
+def remote_problem(url: str, exc: BaseException) -> InputError:
+    """One line for an object store's refusal: what went wrong with `url` and what to check,
+    from Polars' (object_store's) message, which holds the store's whole XML reply."""
+    text = str(exc)
+    scheme = url.split("://", 1)[0].lower()
+    store = _STORE_OF.get(scheme, scheme)
+    credentials = _CREDENTIALS.get(store, "storage_options")
+    host = url.split("://", 1)[1].split("/", 1)[0]
+    if "NoSuchBucket" in text:
+        return InputError(
+            f"remote input {url!r}: the bucket {host!r} does not exist; check the URL's bucket "
+            f"and the endpoint it is asked at ({credentials})"
+        )
+    if "169.254.169.254" in text or "metadata.google.internal" in text:
+        return InputError(
+            f"remote input {url!r}: no credentials were found (the store's client fell back to "
+            f"the cloud instance's metadata service); give {credentials}"
+        )
+    denied = ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden", " 403")
+    if any(word in text for word in (*denied, " 401", "Unauthorized")):
+        code = next((w.strip() for w in (*denied, " 401", "Unauthorized") if w in text), "")
+        return InputError(
+            f"remote input {url!r}: access denied ({code}); check the credentials: {credentials}"
+        )
+    if (
+        isinstance(exc, FileNotFoundError)
+        or "NoSuchKey" in text
+        or " 404" in text
+        or "not found" in text.lower()
+    ):
+        return InputError(
+            f"remote input {url!r} does not exist (the store has no object at that key); "
+            "check the URL's path and file name"
+        )
+    if isinstance(exc, ConnectionError) or "connect" in text.lower() or "dns error" in text:
+        cause = [line.strip() for line in text.splitlines() if line.strip()][-1]
+        return InputError(
+            f"cannot reach the store for {url!r} ({cause}); check the endpoint and the "
+            f"network ({credentials})"
+        )
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return InputError(f"cannot read {url!r}: {first}")
+
+
+def _opts(storage_options: StorageOptions | None) -> dict[str, Any] | None:
+    """Polars' storage_options as the dict it takes (None: the environment's settings)."""
+    return dict(storage_options) if storage_options else None
+
+
+def _remote_call(url: str, call: Any) -> Any:
+    """`call()` with an object store's errors turned into one-line InputErrors."""
+    try:
+        return call()
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise remote_problem(url, exc) from exc
+
+
+def input_path(
+    path: str | Path, *, storage_options: StorageOptions | None = None
+) -> Path | RemotePath:
+    """`path` as a Path, or an InputError saying that it does not exist or is a directory.
+
+    A URL comes back as a RemotePath; a Parquet one's footer is read first (one small ranged
+    request), so that a missing object or a refused credential is said here, in one line.
+    """
+    url = remote_url(path)
+    if url is not None:
+        if INPUT_FORMATS.get(url.suffix.lower()) == "Parquet":
+            options = _opts(storage_options)
+            _remote_call(url, lambda: pl.read_parquet_metadata(url, storage_options=options))
+        return url
+    return _local_input(path)
+
+
+def _local_input(path: str | Path) -> Path:
+    """A local input as a Path, or an InputError saying it does not exist or is a directory."""
     source = Path(path)
     if not source.exists():
         raise InputError(f"input file {str(source)!r} does not exist")
@@ -106,8 +277,8 @@ def input_path(path: str | Path) -> Path:
 
 
 def open_parquet(path: str | Path) -> pq.ParquetFile:
-    """Open a Parquet file to be read in chunks of rows, or say why it cannot be."""
-    source = input_path(path)
+    """Open a local Parquet file to be read in chunks of rows, or say why it cannot be."""
+    source = _local_input(path)
     try:
         # Buffered column-chunk reads: otherwise pyarrow reads a whole row group's column chunk
         # at once (a row group may hold hundreds of thousands of rows), and memory grows with it.
@@ -192,7 +363,7 @@ class InputFile(ABC):
 
     format: ClassVar[str]
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | RemotePath) -> None:
         self.path = path
 
     @property
@@ -212,6 +383,12 @@ class InputFile(ABC):
         """Every row in one frame (for the in-memory API)."""
         frames = list(self.chunks(1 << 16))
         return pl.concat(frames, how="vertical") if frames else self.schema_frame()
+
+    def column_chunks(self, names: list[str], chunk_rows: int) -> Iterator[pl.DataFrame]:
+        """Only the `names` columns, `chunk_rows` rows at a time (order not guaranteed): what a
+        check of the values needs, reading no other column where the format allows."""
+        for chunk in self.chunks(chunk_rows):
+            yield chunk.select(names)
 
     def _unreadable(self, exc: BaseException) -> InputError:
         return InputError(
@@ -256,6 +433,13 @@ class ParquetInput(InputFile):
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise self._unreadable(exc) from exc
 
+    def column_chunks(self, names: list[str], chunk_rows: int) -> Iterator[pl.DataFrame]:
+        try:
+            for batch in self.parquet.iter_batches(chunk_rows, columns=names, use_threads=False):
+                yield pl.DataFrame(pl.from_arrow(batch))
+        except (pa.ArrowException, OSError) as exc:
+            raise self._unreadable(exc) from exc
+
 
 class JsonLinesInput(InputFile):
     """JSON Lines through Polars' streaming engine (`scan_ndjson(...).collect_batches`).
@@ -285,6 +469,13 @@ class JsonLinesInput(InputFile):
         except pl.exceptions.PolarsError as exc:
             raise self._unreadable(exc) from exc
 
+    def column_chunks(self, names: list[str], chunk_rows: int) -> Iterator[pl.DataFrame]:
+        scan = pl.scan_ndjson(self.path, schema=self._schema).select(names)
+        try:
+            yield from scan.collect_batches(chunk_size=chunk_rows, maintain_order=False)
+        except pl.exceptions.PolarsError as exc:
+            raise self._unreadable(exc) from exc
+
     def _unreadable(self, exc: BaseException) -> InputError:
         """Polars' message counts characters within a buffer ("at character 27", "at line 0"):
         the file is read again, line by line, to name the bad line itself."""
@@ -301,6 +492,117 @@ class JsonLinesInput(InputFile):
             f"cannot read {str(self.path)!r} as JSON Lines: {found}. Each line holds one JSON "
             f"object ({{...}}): fix or remove that line. ragframe reads {FORMATS_READ}"
         )
+
+
+class RemoteInput(InputFile):
+    """A log at a URL, read through a Polars scan with the run's `storage_options`: the
+    schema from the scan, the rows in order through its streaming engine (`collect_batches`),
+    every error of the store said in one line (`remote_problem`)."""
+
+    path: RemotePath
+
+    def __init__(self, url: RemotePath, storage_options: StorageOptions | None) -> None:
+        super().__init__(url)
+        self.storage_options = _opts(storage_options)
+        self.scan = self._scan()
+        self._schema = _remote_call(url, self.scan.collect_schema)
+
+    @abstractmethod
+    def _scan(self) -> pl.LazyFrame:
+        """The file as a Polars scan (nothing read yet)."""
+
+    def _decode(self, frame: pl.DataFrame, offset: int) -> pl.DataFrame:
+        """A chunk as it is scored (CSV decodes its JSON list cells)."""
+        return frame
+
+    def schema_frame(self) -> pl.DataFrame:
+        return pl.DataFrame(schema=self._schema)
+
+    def _batches(
+        self, lazy: pl.LazyFrame, chunk_rows: int, *, ordered: bool = True
+    ) -> Iterator[pl.DataFrame]:
+        """`lazy`'s rows, `chunk_rows` at a time, the store's errors said in one line."""
+        batches = lazy.collect_batches(chunk_size=chunk_rows, maintain_order=ordered)
+        while (batch := _remote_call(self.path, lambda: next(batches, None))) is not None:
+            yield batch
+
+    def chunks(self, chunk_rows: int) -> Iterator[pl.DataFrame]:
+        offset = 0
+        for batch in self._batches(self.scan, chunk_rows):
+            yield self._decode(batch, offset)
+            offset += batch.height
+
+    def column_chunks(self, names: list[str], chunk_rows: int) -> Iterator[pl.DataFrame]:
+        yield from self._batches(self.scan.select(names), chunk_rows, ordered=False)
+
+    def read(self) -> pl.DataFrame:
+        return self._decode(_remote_call(self.path, self.scan.collect), 0)
+
+    def _unreadable(self, exc: BaseException) -> InputError:
+        return remote_problem(self.path, exc)
+
+
+class RemoteParquetInput(RemoteInput):
+    """Parquet at a URL: its row count from the footer, its row groups fetched as needed."""
+
+    format = "Parquet"
+
+    def _scan(self) -> pl.LazyFrame:
+        return pl.scan_parquet(self.path, storage_options=self.storage_options)
+
+    @property
+    def rows(self) -> int | None:
+        if not hasattr(self, "_rows"):
+            counted = _remote_call(self.path, self.scan.select(pl.len()).collect)
+            self._rows = int(counted.item())
+        return self._rows
+
+
+class RemoteJsonLinesInput(RemoteInput):
+    """JSON Lines at a URL: the types inferred from every line at open, as for a local file."""
+
+    format = "JSON Lines"
+
+    def _scan(self) -> pl.LazyFrame:
+        return pl.scan_ndjson(
+            self.path, infer_schema_length=None, storage_options=self.storage_options
+        )
+
+
+class RemoteCsvInput(RemoteInput):
+    """CSV at a URL: every cell text, the `list_columns` decoded from JSON lists. Their cells
+    are all checked at open (one pass over those columns), as for a local file."""
+
+    format = "CSV"
+
+    def __init__(
+        self,
+        url: RemotePath,
+        storage_options: StorageOptions | None,
+        list_columns: Collection[str],
+    ) -> None:
+        super().__init__(url, storage_options)
+        self._lists = [name for name in self._schema if name in set(list_columns)]
+        if self._lists:
+            offset = 0
+            for chunk in self._batches(self.scan.select(self._lists), 1 << 16):
+                check_json_lists(chunk, self._lists, self.path, offset)
+                offset += chunk.height
+
+    def _scan(self) -> pl.LazyFrame:
+        return pl.scan_csv(self.path, infer_schema=False, storage_options=self.storage_options)
+
+    def schema_frame(self) -> pl.DataFrame:
+        lists = set(self._lists)
+        return pl.DataFrame(
+            schema={n: pl.List(pl.String) if n in lists else pl.String for n in self._schema}
+        )
+
+    def _decode(self, frame: pl.DataFrame, offset: int) -> pl.DataFrame:
+        return decode_json_lists(frame, self._lists, self.path, offset)
+
+    def column_chunks(self, names: list[str], chunk_rows: int) -> Iterator[pl.DataFrame]:
+        yield from (chunk.select(names) for chunk in self.chunks(chunk_rows))
 
 
 _JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
@@ -560,13 +862,23 @@ def _check_content(path: Path, format_name: str) -> None:
     )
 
 
-def open_input(path: str | Path, *, list_columns: Collection[str] = ()) -> InputFile:
+def open_input(
+    path: str | Path,
+    *,
+    list_columns: Collection[str] = (),
+    storage_options: StorageOptions | None = None,
+) -> InputFile:
     """Open a log to be validated and then read in chunks, choosing the reader by extension.
 
     `list_columns`: in CSV, the columns whose cells hold a JSON list of strings (contexts,
     IDs); see `ragframe.inputs.columns.list_columns`. Other formats carry lists natively.
+    `storage_options`: for a URL (`s3://...`), Polars' storage options (endpoint, keys,
+    region); without them the store's usual environment variables are read.
     """
-    source = input_path(path)
+    url = remote_url(path)
+    if url is not None:
+        return _open_remote(url, list_columns, storage_options)
+    source = _local_input(path)
     suffix = source.suffix.lower()
     format_name = INPUT_FORMATS.get(suffix)
     if format_name is None:
@@ -584,6 +896,24 @@ def open_input(path: str | Path, *, list_columns: Collection[str] = ()) -> Input
     if format_name == "JSON Lines":
         return JsonLinesInput(source)
     return CsvInput(source, list_columns)
+
+
+def _open_remote(
+    url: RemotePath, list_columns: Collection[str], storage_options: StorageOptions | None
+) -> InputFile:
+    """The reader for a URL, by its extension (its bytes are not sniffed: that is a request)."""
+    format_name = INPUT_FORMATS.get(url.suffix.lower())
+    if format_name is None:
+        named = f"{url.suffix!r} files" if url.suffix else "files without an extension"
+        raise InputError(
+            f"cannot read {url!r}: ragframe reads {FORMATS_READ}, chosen by the file's "
+            f"extension, not {named}"
+        )
+    if format_name == "Parquet":
+        return RemoteParquetInput(url, storage_options)
+    if format_name == "JSON Lines":
+        return RemoteJsonLinesInput(url, storage_options)
+    return RemoteCsvInput(url, storage_options, list_columns)
 
 
 def _remove_stale_temporaries(path: Path) -> None:
@@ -646,10 +976,19 @@ def write_parquet(
     writer.close()
 
 
-def read_metadata(path: str | Path) -> dict[str, Any]:
-    """The metadata ragframe recorded in a scored Parquet file ({} if none)."""
+def read_metadata(
+    path: str | Path, *, storage_options: StorageOptions | None = None
+) -> dict[str, Any]:
+    """The metadata ragframe recorded in a scored Parquet file ({} if none); a URL's is read
+    from its footer alone, with Polars' `storage_options` (or the environment's settings)."""
     # The file's key-value metadata: a streamed write replaces the start-of-run entry with the
     # final one at close (the Arrow schema keeps the first).
+    url = remote_url(path)
+    if url is not None:
+        options = _opts(storage_options)
+        found = _remote_call(url, lambda: pl.read_parquet_metadata(url, storage_options=options))
+        text = found.get(METADATA_KEY.decode())
+        return json.loads(text) if text else {}
     raw = pq.read_metadata(path).metadata or {}
     blob = raw.get(METADATA_KEY)
     return json.loads(blob) if blob else {}

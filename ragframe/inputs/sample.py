@@ -30,7 +30,14 @@ import polars as pl
 import pyarrow as pa
 
 from ragframe.errors import ConfigError, InputError
-from ragframe.inputs.io import FORMATS_READ, InputFile, ParquetInput, open_input
+from ragframe.inputs.io import (
+    FORMATS_READ,
+    InputFile,
+    ParquetInput,
+    RemoteParquetInput,
+    StorageOptions,
+    open_input,
+)
 
 #: The column holding each sampled row's 0-based position in the log.
 INDEX_COLUMN = "row_index"
@@ -87,6 +94,7 @@ def draw_sample(
     select: Sequence[str] | None = None,
     index_column: str = INDEX_COLUMN,
     chunk_rows: int = 1 << 16,
+    storage_options: StorageOptions | None = None,
 ) -> Sample:
     """A uniform random sample of `n` rows of `data` (every row if it has no more than n).
 
@@ -97,12 +105,15 @@ def draw_sample(
     `evaluate`). `select`: keep only these columns (a Parquet file then reads nothing else).
     `index_column`: the name of the position column, for a log that already has a
     `row_index`. `chunk_rows`: rows read at a time (memory depends on it, the rows do not).
+    `storage_options`: for a URL (`s3://...`), Polars' storage options (else the store's
+    environment variables). A remote Parquet file is counted from its footer and scanned once.
     """
     _check(n, seed, chunk_rows)
     if isinstance(data, str | Path):
         from ragframe.inputs.columns import list_columns
 
-        data = open_input(data, list_columns=list_columns(columns))
+        lists = list_columns(columns)
+        data = open_input(data, list_columns=lists, storage_options=storage_options)
     elif type(data).__module__.startswith("pandas"):
         from ragframe.inputs.columns import load_frame
 
@@ -110,6 +121,8 @@ def draw_sample(
     ask = _Ask(n, seed, select, index_column, chunk_rows)
     if isinstance(data, pl.LazyFrame):
         return _sample_lazy(data, ask)
+    if isinstance(data, RemoteParquetInput):
+        return _sample_lazy(data.scan, ask, repr(str(data.path)), data)
     if isinstance(data, pl.DataFrame):
         ask.check_columns(data.columns, "the frame")
         frame = data.select(select) if select is not None else data
@@ -227,20 +240,28 @@ class _Ask:
             )
 
 
-def _sample_lazy(lazy: pl.LazyFrame, ask: _Ask) -> Sample:
+def _sample_lazy(
+    lazy: pl.LazyFrame, ask: _Ask, what: str = "the frame", source: InputFile | None = None
+) -> Sample:
     """Count the rows (Polars answers a scan's count from metadata where it can), then keep
-    the chosen positions in one streaming pass."""
-    ask.check_columns(lazy.collect_schema().names(), "the frame")
-    if ask.select is not None:
-        lazy = lazy.select(ask.select)
-    total = int(lazy.select(pl.len()).collect().item())
-    chosen = choose_positions(total, ask.n, ask.seed)
-    rows = (
-        lazy.with_row_index(_KEY)
-        .filter(pl.col(_KEY).cast(pl.Int64).is_in(pl.Series(chosen).implode()))
-        .drop(_KEY)
-        .collect(engine="streaming")
-    )
+    the chosen positions in one streaming pass. `source`: the remote file scanned, whose
+    reading errors it says in one line."""
+    try:
+        ask.check_columns(lazy.collect_schema().names(), what)
+        if ask.select is not None:
+            lazy = lazy.select(ask.select)
+        total = int(lazy.select(pl.len()).collect().item())
+        chosen = choose_positions(total, ask.n, ask.seed)
+        rows = (
+            lazy.with_row_index(_KEY)
+            .filter(pl.col(_KEY).cast(pl.Int64).is_in(pl.Series(chosen).implode()))
+            .drop(_KEY)
+            .collect(engine="streaming")
+        )
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        if source is None:
+            raise
+        raise source._unreadable(exc) from exc
     return ask.finish(rows, chosen, total)
 
 

@@ -1,0 +1,257 @@
+"""Remote logs (`s3://...`) read through Polars with its storage options, against moto's S3
+server on 127.0.0.1 (no network): the same frame, sample and metadata as the local file, the
+command line through the AWS_* environment, and one line for a missing object or bucket."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+import polars as pl
+import pytest
+from moto.server import ThreadedMotoServer
+
+from ragframe.errors import ConfigError, InputError
+from ragframe.inputs.columns import load_frame
+from ragframe.inputs.io import input_path, open_input, read_metadata, write_parquet
+from ragframe.inputs.sample import draw_sample
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+BUCKET = "ragframe-logs"
+
+
+@dataclass
+class Store:
+    """moto's S3 server: where it listens and how to reach it (options, or environment)."""
+
+    endpoint: str
+    client: Any
+    local: Path  # the logs uploaded, as local files, one per format
+
+    @property
+    def options(self) -> dict[str, str]:
+        return {
+            "aws_endpoint_url": self.endpoint,
+            "aws_access_key_id": "testing",
+            "aws_secret_access_key": "testing",
+            "aws_region": "us-east-1",
+            "aws_allow_http": "true",
+        }
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {f"AWS_{key.removeprefix('aws_').upper()}": v for key, v in self.options.items()}
+
+    def put(self, key: str, path: Path) -> str:
+        self.client.put_object(Bucket=BUCKET, Key=key, Body=path.read_bytes())
+        return f"s3://{BUCKET}/{key}"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """moto's S3 server with a bucket holding the shipped sample as Parquet, JSONL and CSV."""
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
+        client.create_bucket(Bucket=BUCKET)
+        local = tmp_path_factory.mktemp("logs")
+        frame = pl.read_parquet(DATA / "sample.parquet")
+        frame.write_parquet(local / "log.parquet")
+        frame.write_ndjson(local / "log.jsonl")
+        as_json = [json.dumps(cell) for cell in frame.get_column("contexts").to_list()]
+        frame.with_columns(pl.Series("contexts", as_json)).write_csv(local / "log.csv")
+        store = Store(endpoint, client, local)
+        for name in ("log.parquet", "log.jsonl", "log.csv"):
+            store.put(name, local / name)
+        yield store
+    finally:
+        server.stop()
+
+
+FORMATS = ["log.parquet", "log.jsonl", "log.csv"]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_remote_log_reads_as_the_local_file(s3: Store, name: str) -> None:
+    url = f"s3://{BUCKET}/{name}"
+    remote = open_input(url, list_columns={"contexts"}, storage_options=s3.options)
+    local = open_input(s3.local / name, list_columns={"contexts"})
+    assert remote.format == local.format
+    assert remote.schema_frame().schema == local.schema_frame().schema
+    assert remote.rows == local.rows
+    assert remote.read().equals(local.read())
+    chunked = pl.concat(list(remote.chunks(7)))
+    assert [c.height for c in remote.chunks(7)] == [7, 7, 6]
+    assert chunked.equals(local.read())
+    assert (
+        pl.concat(list(remote.column_chunks(["question"], 7)))
+        .sort("question")
+        .equals(local.read().select("question").sort("question"))
+    )
+    assert load_frame(url, storage_options=s3.options).equals(load_frame(s3.local / name))
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_remote_sample_is_the_local_sample(s3: Store, name: str) -> None:
+    url = f"s3://{BUCKET}/{name}"
+    remote = draw_sample(url, 5, seed=7, storage_options=s3.options)
+    local = draw_sample(s3.local / name, 5, seed=7)
+    assert remote.frame.equals(local.frame)
+    assert remote.rows_total == local.rows_total == 20
+
+
+def test_a_path_that_collapsed_a_url_is_read_as_the_url(s3: Store) -> None:
+    """pathlib turns "s3://b/k" into "s3:/b/k"; a caller that wrapped the URL still reads it."""
+    source = open_input(Path(f"s3://{BUCKET}/log.parquet"), storage_options=s3.options)
+    assert source.path == f"s3://{BUCKET}/log.parquet"
+    assert source.read().height == 20
+
+
+def test_read_metadata_of_a_remote_scored_file(s3: Store, tmp_path: Path) -> None:
+    written = tmp_path / "scored.parquet"
+    write_parquet(pl.read_parquet(DATA / "sample.parquet"), written, {"judge": {"model": "m"}})
+    url = s3.put("scored/meta.parquet", written)
+    assert read_metadata(url, storage_options=s3.options) == read_metadata(written)
+    assert read_metadata(url, storage_options=s3.options)["judge"] == {"model": "m"}
+
+
+def test_the_environment_reaches_the_store_without_storage_options(
+    s3: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the command line relies on: object_store's AWS_* variables."""
+    for key, value in s3.env.items():
+        monkeypatch.setenv(key, value)
+    url = f"s3://{BUCKET}/log.parquet"
+    assert load_frame(url).equals(pl.read_parquet(s3.local / "log.parquet"))
+    assert input_path(url) == url and input_path(url).name == "log.parquet"
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        (f"s3://{BUCKET}/no/such.parquet", "does not exist"),
+        (f"s3://{BUCKET}/no/such.jsonl", "does not exist"),
+        (f"s3://{BUCKET}/no/such.csv", "does not exist"),
+        ("s3://no-such-bucket/log.parquet", "the bucket 'no-such-bucket' does not exist"),
+    ],
+)
+def test_a_missing_object_or_bucket_is_one_line(s3: Store, url: str, says: str) -> None:
+    reads = [
+        lambda: open_input(url, storage_options=s3.options),
+        lambda: load_frame(url, storage_options=s3.options),
+    ]
+    if url.endswith(".parquet"):  # its footer is read to check it (summarize, compare, report)
+        reads += [
+            lambda: input_path(url, storage_options=s3.options),
+            lambda: read_metadata(url, storage_options=s3.options),
+        ]
+    for read in reads:
+        with pytest.raises(InputError) as caught:
+            read()
+        message = str(caught.value)
+        assert url in message and says in message, message
+        assert "\n" not in message and "<?xml" not in message, message
+
+
+def test_unread_schemes_and_remote_outputs_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(InputError, match="ragframe reads local files and URLs of the schemes"):
+        open_input("ftp://host/log.parquet")
+    frame = pl.DataFrame({"question": ["q"]})
+    monkeypatch.chdir(tmp_path)
+    for target in ("s3://bucket/out.parquet", Path("s3://bucket/out.parquet")):
+        with pytest.raises(ConfigError, match="write it locally, then copy it"):
+            write_parquet(frame, target, {})
+    assert not (tmp_path / "s3:").exists()
+
+
+# ------------------------------------------------------------------------------ the command line
+
+
+def _cli(s3: Store, base_url: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OPENAI_", "RAGFRAME_"))
+    }
+    env = {**clean, **s3.env, "OPENAI_API_KEY": "test"}
+    command = [sys.executable, "-m", "ragframe.cli", *argv, "--base-url", base_url, "--model", "m"]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+
+#: engine/prepare.py's `_batches` reads a Parquet log through pyarrow and any other non-CSV
+#: log as JSON Lines; it must ask the reader (`InputFile.column_chunks`) instead.
+PREPARE_READS_BY_FORMAT = pytest.mark.xfail(
+    strict=True, reason="engine/prepare.py _batches: use source.column_chunks (lead)"
+)
+
+
+@PREPARE_READS_BY_FORMAT
+def test_score_reads_a_url_through_the_environment(s3: Store, server: Any, tmp_path: Path) -> None:
+    common = ["--metrics", "faithfulness", "--no-progress"]
+    remote = _cli(
+        s3,
+        server.base_url,
+        "score",
+        f"s3://{BUCKET}/log.parquet",
+        "-o",
+        str(tmp_path / "r.parquet"),
+        *common,
+    )
+    assert remote.returncode == 0, remote.stderr
+    local = _cli(
+        s3,
+        server.base_url,
+        "score",
+        str(s3.local / "log.parquet"),
+        "-o",
+        str(tmp_path / "l.parquet"),
+        *common,
+    )
+    assert local.returncode == 0, local.stderr
+    scored = pl.read_parquet(tmp_path / "r.parquet")
+    assert scored.height == 20 and scored.get_column("faithfulness").is_not_null().all()
+    assert scored.equals(pl.read_parquet(tmp_path / "l.parquet"))
+
+
+def test_score_says_in_one_line_that_a_remote_input_is_missing(
+    s3: Store, server: Any, tmp_path: Path
+) -> None:
+    url = f"s3://{BUCKET}/missing.parquet"
+    done = _cli(
+        s3, server.base_url, "score", url, "-o", str(tmp_path / "o.parquet"), "--no-progress"
+    )
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and url in lines[0] and "does not exist" in lines[0], done.stderr
+    refused = _cli(
+        s3,
+        server.base_url,
+        "score",
+        str(s3.local / "log.parquet"),
+        "-o",
+        f"s3://{BUCKET}/o.parquet",
+    )
+    assert refused.returncode == 2 and "write it locally" in refused.stderr, refused.stderr
