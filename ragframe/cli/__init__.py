@@ -32,6 +32,7 @@ from ragframe.cli import (
     batch,
     calibrate,
     compare,
+    config,
     export,
     gate,
     human,
@@ -102,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS:
         module.add_parser(subparsers)
+    for name in config.READERS:  # the subcommands that read ragframe.toml
+        config.add_config_options(subparsers.choices[name])
     for sub in _subcommand_parsers(parser):
         # Also after the subcommand; SUPPRESS keeps a `--debug` given before it.
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
@@ -168,7 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     with terminate_as_interrupt():
         try:
             try:
-                args = build_parser().parse_args(argv)
+                parser = build_parser()
+                args = parser.parse_args(argv)
+                # ragframe.toml's values under the command line's, checked whole before
+                # anything is read or sent (a ConfigError naming file, section and key).
+                args = config.apply(parser, args, argv)
             except SystemExit as stop:  # a bad option: argparse printed why; --help exits 0
                 if stop.code in (0, None):
                     raise

@@ -8,7 +8,7 @@ import argparse
 import math
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -153,10 +153,13 @@ confidence_level = _float_type(
 """An argparse type: a confidence level, 0 < level < 1 (95 is refused, not read as 95 %)."""
 
 
-def parse_columns(text: str | None) -> dict[str, str] | None:
-    """`question=prompt,answer=output` -> {"question": "prompt", "answer": "output"}."""
+def parse_columns(text: str | Mapping[str, str] | None) -> dict[str, str] | None:
+    """`question=prompt,answer=output` -> {"question": "prompt", "answer": "output"}; a
+    mapping (ragframe.toml's `columns` table, checked there) as it is."""
     if not text:
         return None
+    if isinstance(text, Mapping):
+        return dict(text)
     mapping: dict[str, str] = {}
     for part in text.split(","):
         canonical, sep, source = part.partition("=")

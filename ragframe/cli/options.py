@@ -168,7 +168,9 @@ _AS_GIVEN = (
 def judge_from_args(args: argparse.Namespace, **given: Any) -> Any:
     """The Judge the judge options describe. Only the options the subcommand declared are
     passed (the others keep the Judge's defaults); `given` overrides them (e.g. what a batch
-    manifest recorded)."""
+    manifest recorded). The configuration file's judge keys that have no flag (api_key_env's
+    key, seed, max_attempts) come in under `given`."""
+    from ragframe.cli.config import judge_extras
     from ragframe.judge import Judge
 
     seen = vars(args)
@@ -181,6 +183,7 @@ def judge_from_args(args: argparse.Namespace, **given: Any) -> Any:
         kwargs["price"] = parse_price(seen["price"])
     if "no_reasons" in seen:
         kwargs["reasons"] = False if seen["no_reasons"] else None
+    kwargs.update(judge_extras(args))
     kwargs.update(given)
     model = kwargs.pop("model", seen.get("model"))
     return Judge(model, **kwargs)

@@ -127,9 +127,11 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
     one): what every path executes and records in the output's metadata."""
     from ragframe.metrics.catalog import is_all
 
+    # The metrics first: they trim the file's thresholds to the run's metrics.
+    metrics = "all" if is_all(args.metrics) else named_metrics(args)
     gates = gate_cli._options(args)  # parsed and checked once
     return RunSpec(
-        metrics="all" if is_all(args.metrics) else metric_names(args.metrics),
+        metrics=metrics,
         columns=common.parse_columns(args.columns),
         reasons=False if args.no_reasons else None,
         **{**gates, "strict": tuple(gates["strict"])},
@@ -139,6 +141,23 @@ def run_spec(args: argparse.Namespace) -> RunSpec:
         judges=tuple(jury(args)),
         aggregate=args.jury_aggregate,
     )
+
+
+def named_metrics(args: argparse.Namespace) -> tuple[Any, ...] | str:
+    """`--metrics` as the run's metrics: a name ragframe.toml defines ([metric.NAME]) is the
+    metric the file builds, any other a catalogue name; `g_eval` (which the file does not
+    define) is refused with how to give its criteria, in the file or in Python."""
+    from ragframe.cli.config import G_EVAL_HOW, config_metrics, trim_to
+
+    built = config_metrics(args)
+    names = common.parse_metrics(args.metrics)
+    if "g_eval" in names and "g_eval" not in built:
+        raise ConfigError(
+            f"--metrics g_eval: {G_EVAL_HOW}; or in Python: ragframe.evaluate(df, "
+            'metrics=[ragframe.GEval(name=..., criteria="...")])'
+        )
+    trim_to(args, names)
+    return metric_names(tuple(built.get(name, name) for name in names))
 
 
 def jury(args: argparse.Namespace) -> list[Any]:
