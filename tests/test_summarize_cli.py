@@ -4,6 +4,7 @@ frame `ragframe.decide.summarize.summarize` returns."""
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,13 +84,15 @@ def test_terminal_table_says_what_the_figures_rest_on(
     lines = out.splitlines()
     header = lines[0].split()
     assert header[:6] == ["metric", "better", "n", "scored", "failed", "mean"]
-    assert "pass rate" in lines[0] and "status" in lines[0]
+    assert re.split(r"  +", lines[0].strip())[-2:] == ["mean vs threshold", "pass rate"]
     table = summarize(scored)
     faith = table.filter(pl.col("metric") == "faithfulness").row(0, named=True)
     row = next(line for line in lines if line.startswith("faithfulness"))
     assert f"{faith['n']}" in row and f"{faith['failed']}" in row
     assert f"[{faith['ci_low']:.3f}, {faith['ci_high']:.3f}]" in row
-    assert f"{faith['pass_rate']:.1%}" in row and "≥ 0.6" in row and faith["status"] in row
+    # the mark beside the mean, with the comparison it made; the pass rate with its counts
+    mark = f"{faith['status']} {'≥' if faith['status'] == '✅' else '<'} 0.6"
+    assert f"{mark} " in row and f"{faith['pass_rate']:.1%} ({faith['passed']} of " in row
     hall = next(line for line in lines if line.startswith("hallucination"))
     assert "↓ lower" in hall and hall.rstrip().endswith("-")  # no threshold: no status
     assert "figures from a sample: 300 of 10000 rows" in out

@@ -4,6 +4,7 @@ Boolean `{metric}_pass` per row and a pass rate with ✅ / ❌ in its summary.""
 from __future__ import annotations
 
 import inspect
+import re
 
 import polars as pl
 import pytest
@@ -74,7 +75,10 @@ def test_a_run_with_thresholds_gets_pass_columns_and_a_pass_rate(server, judge):
     assert line["status"] == ("✅" if scored.mean() <= 0.3 else "❌")
     text = str(result)
     row = next(x for x in text.splitlines() if "hallucination" in x.split())
-    assert row.startswith(line["status"]) and "(threshold 0.3, strict False)" in row
+    # The mark sits beside the mean it judges, with the comparison it made; the pass rate apart.
+    mark = f"{line['status']} {'≤' if line['status'] == '✅' else '>'} 0.3"
+    mean = rf"{line['mean']:.3f} +\[{line['ci_low']:.3f}, {line['ci_high']:.3f}\]"
+    assert re.search(f"{mean} +{mark} +{line['pass_rate']:.1%}", row), row
     assert result.metadata()["metrics"]["faithfulness"]["config"]["threshold"] == 0.6
 
 

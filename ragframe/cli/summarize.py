@@ -11,10 +11,10 @@ from typing import Any
 import polars as pl
 
 from ragframe.cli import common, labels, options
-from ragframe.decide.summarize import summarize
+from ragframe.decide.summarize import DISPLAY_NUMBERS, display_notes, display_table, summarize
+from ragframe.engine.summary import text_table
 from ragframe.errors import RagframeError
 from ragframe.metrics.thresholds import parse_metric_values
-from ragframe.stats import format_interval, format_mean
 
 EXIT_STATUSES = (
     "exit status: 0 summarized; 2 a configuration or input error (a column the file lacks, a "
@@ -136,73 +136,9 @@ def _jury_lines(scored: str) -> list[str]:
     return ["", *format_jury(jury)] if jury else []
 
 
-def _cells(row: dict[str, Any], groups: list[str], rates: bool) -> list[str]:
-    """One table row's cells, as text."""
-    cells = [
-        *("(null)" if row[g] is None else str(row[g]) for g in groups),
-        row["metric"],
-        {"higher": "↑ higher", "lower": "↓ lower"}.get(row["direction"] or "", "?"),
-        str(row["n"]),
-        str(row["scored"]),
-        str(row["failed"]),
-        format_mean(row["mean"]),
-        format_interval(row["ci_low"], row["ci_high"]),
-    ]
-    if rates:
-        rate = row["pass_rate"]
-        rule = row["threshold"]
-        if row["passed"] is None:  # this metric has no pass rule
-            said = "-"
-        elif row["strict"]:
-            said = "strict"
-        elif rule is not None:
-            said = f"{'≤' if row['direction'] == 'lower' else '≥'} {rule:g}"
-        else:
-            said = "pass column"
-        cells += ["-" if rate is None else f"{rate:.1%}", said, row["status"] or "-"]
-    return cells
-
-
 def format_table(table: pl.DataFrame, groups: list[str] | None = None) -> str:
-    """`summarize`'s table for a terminal: aligned columns, then what the figures rest on."""
-    groups = list(groups or [])
-    rates = "pass_rate" in table.columns
-    level = table["level"][0] if table.height else 0.95
-    headers = [
-        *groups,
-        "metric",
-        "better",
-        "n",
-        "scored",
-        "failed",
-        "mean",
-        f"{level:.0%} interval",
-    ]
-    if rates:
-        headers += ["pass rate", "threshold", "status"]
-    rows = [_cells(r, groups, rates) for r in table.iter_rows(named=True)]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    numeric = {"n", "scored", "failed", "mean", "pass rate"}
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if h in numeric else c.ljust(w)
-            for c, w, h in zip(cells, widths, headers, strict=True)
-        ).rstrip()
-
-    out = [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-    methods = sorted({m for m in table["method"].to_list() if m != "none"}) if table.height else []
-    if methods:
-        out.append(f"intervals: {', '.join(methods)} (see ragframe.stats)")
-    if rates:
-        out.append(
-            "pass rate: share of scored rows passing; rows that failed to score are counted in "
-            "`failed`, not in the rate"
-        )
-    if "sample_rows" in table.columns and table.height:
-        of = table["population_rows"][0]
-        out.append(
-            f"figures from a sample: {table['sample_rows'][0]} of "
-            f"{'an unknown number of' if of is None else of} rows"
-        )
-    return "\n".join(out)
+    """`summarize`'s table for a terminal: the display `ragframe.summarize` gives in a notebook
+    (the mark of each mean against its threshold beside the mean, what it judges said under
+    the table), then what the figures rest on."""
+    headers, rows = display_table(table, groups or [])
+    return "\n".join([*text_table(headers, rows, DISPLAY_NUMBERS), *display_notes(table)])

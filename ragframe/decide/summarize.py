@@ -4,7 +4,8 @@ threshold is known; and the readers every decision shares (`load_scored`, `score
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -12,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from ragframe.engine.summary import html_notes, html_table, text_table
 from ragframe.errors import ConfigError, InputError
 from ragframe.metrics.thresholds import (
     DEFAULT_THRESHOLD,
@@ -23,6 +25,8 @@ from ragframe.stats import (
     Interval,
     Method,
     check_options,
+    format_interval,
+    format_mean,
     mean_interval,
     outside_unit,
 )
@@ -55,7 +59,7 @@ def summarize(
     sample: Mapping[str, Any] | None = None,
     thresholds: Mapping[str, float] | None = None,
     strict: Iterable[str] | None = None,
-) -> pl.DataFrame:
+) -> Summary:
     """One row per group and metric: n (rows), scored, failed (null or NaN score), mean, its
     `level` interval (`mean_interval`'s methods; `ci_low` / `ci_high` null below 2 scores),
     and the metric's direction ("higher" / "lower" is better; null when unknown).
@@ -100,7 +104,7 @@ def summarize(
         table = _with_pass_rates(table, frame, groups, rules)
         columns += PASS_COLUMNS
     drawn = sample if sample is not None else meta.get("sample")
-    return _with_sample(table.select(columns), drawn)
+    return Summary(_with_sample(table.select(columns), drawn))
 
 
 def _with_sample(table: pl.DataFrame, drawn: Mapping[str, Any] | None) -> pl.DataFrame:
@@ -542,3 +546,163 @@ def _cell_values(
         else:
             values[(metric,)] = rows.get_column(metric).drop_nulls().to_numpy()
     return values
+
+
+# ------------------------------------------------------------------------------ display
+
+#: The columns the readable display needs; a frame without them displays as Polars does.
+DISPLAY_NEEDS = ("metric", "n", "mean", "ci_low", "ci_high")
+#: Rows the display shows; it says how many more the frame holds.
+DISPLAY_ROWS = 40
+#: Every column `summarize` may return, each shown in some cell, header or note.
+_KNOWN = {*SUMMARY_COLUMNS, *PASS_COLUMNS, "sample_rows", "population_rows"}
+#: Display columns that hold numbers (right-aligned).
+DISPLAY_NUMBERS = {"n", "scored", "failed", "mean", "pass rate"}
+
+
+def display_table(
+    table: pl.DataFrame, groups: Sequence[str] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """`summarize`'s table as a person reads it: the group columns (by default those before
+    `metric`), metric, direction, n, scored, failed, the mean and its interval, then, where
+    some metric has a pass rule, the mark of the mean against the threshold beside it
+    (`mean_mark`) and the pass rate with its counts; then any column a user added."""
+    from ragframe.engine.summary import better_cell, mean_mark, pass_rate_cell
+
+    columns = table.columns
+    if groups is None:
+        groups = [c for c in columns[: columns.index("metric")] if c not in _KNOWN]
+    groups = list(groups)
+    extras = [c for c in columns if c not in _KNOWN and c not in groups]
+    rates = "pass_rate" in columns
+    level = table["level"][0] if "level" in columns and table.height else 0.95
+    headers = [*groups, "metric", "better", "n", "scored", "failed", "mean"]
+    headers += [f"{level:.0%} interval", *(["mean vs threshold", "pass rate"] if rates else [])]
+    rows = []
+    for row in table.head(DISPLAY_ROWS).iter_rows(named=True):
+        scored = row.get("scored", row["n"] - (row.get("failed") or 0))
+        cells = [
+            *("(null)" if row[g] is None else str(row[g]) for g in groups),
+            str(row["metric"]),
+            better_cell(row.get("direction")),
+            str(row["n"]),
+            str(scored),
+            "-" if row.get("failed") is None else str(row["failed"]),
+            format_mean(row["mean"]),
+            format_interval(row["ci_low"], row["ci_high"]),
+        ]
+        if rates:
+            threshold = row.get("threshold")
+            mark = mean_mark(row.get("status"), threshold, row.get("strict"), row.get("direction"))
+            rate = pass_rate_cell(row["pass_rate"], row.get("passed"), scored)
+            if threshold is None and row["pass_rate"] is not None:  # a pass column decides
+                rate = f"{pass_rate_cell(row['pass_rate'], None, None)} by {row['metric']}_pass"
+            cells += [mark, rate]
+        rows.append(cells + [str(row[c]) for c in extras])
+    return headers + extras, rows
+
+
+def display_notes(table: pl.DataFrame) -> list[str]:
+    """The lines under the table: what the marks judge, the intervals' methods, the rows not
+    shown, and the sample the figures come from."""
+    from ragframe.engine.summary import MARK_LEGEND
+
+    notes = []
+    if "pass_rate" in table.columns:
+        notes += [
+            MARK_LEGEND,
+            "rows that failed to score are counted in `failed`, not in the rate",
+        ]
+    if "method" in table.columns and table.height:
+        methods = sorted({m for m in table["method"].to_list() if m and m != "none"})
+        if methods:
+            notes.append(f"intervals: {', '.join(methods)} (see ragframe.stats)")
+    if table.height > DISPLAY_ROWS:
+        notes.append(
+            f"showing the first {DISPLAY_ROWS} of {table.height} rows (the frame holds them "
+            "all: filter or sort it to choose)"
+        )
+    if "sample_rows" in table.columns and table.height:
+        of = table["population_rows"][0] if "population_rows" in table.columns else None
+        notes.append(
+            f"figures from a sample: {table['sample_rows'][0]} of "
+            f"{'an unknown number of' if of is None else of} rows"
+        )
+    return notes
+
+
+def _frame_note(table: pl.DataFrame) -> str:
+    """What the display stands for: a Polars frame, its shape and columns."""
+    return (
+        f"a polars DataFrame, {table.height} rows × {table.width} columns "
+        f"({', '.join(table.columns)}); pl.DataFrame(table) displays it as Polars does"
+    )
+
+
+class Summary(pl.DataFrame):
+    """`summarize`'s result: a Polars DataFrame, every column and dtype as documented (filter,
+    join or write it as any frame), that displays as the table a person reads, in Jupyter
+    (`_repr_html_`) and in a terminal (`repr` / `str`): per group and metric, n, the mean with
+    its interval in full, the mark of the mean against the threshold beside it, and the pass
+    rate with its counts, with a line saying what the mark judges.
+
+    Row and column operations (`sort`, `filter`, `head`, `with_columns`, `join`, ...) keep
+    this display while the result still holds `DISPLAY_NEEDS`; otherwise, and for any frame
+    built from it anew (`pl.DataFrame(table)`, `pl.concat`), Polars' own display shows."""
+
+    def _readable(self) -> bool:
+        return all(c in self.columns for c in DISPLAY_NEEDS)
+
+    def __str__(self) -> str:
+        if not self._readable():
+            return super().__str__()
+        headers, rows = display_table(self)
+        lines = text_table(headers, rows, DISPLAY_NUMBERS)
+        return "\n".join([*lines, *display_notes(self), _frame_note(self)])
+
+    def __repr__(self) -> str:  # Polars' own repr is its str; so is this one
+        return self.__str__()
+
+    def _repr_html_(self, **kwargs: Any) -> str:
+        if not self._readable():
+            return super()._repr_html_(**kwargs)
+        headers, rows = display_table(self)
+        notes = html_notes([*display_notes(self), _frame_note(self)], muted=1)
+        table = html_table(headers, rows, DISPLAY_NUMBERS)
+        return f"<div class='ragframe-summarize'>{table}{notes}</div>"
+
+
+#: The frame methods that build a new frame through a lazy query (so Polars hands back a plain
+#: DataFrame); `Summary` wraps their result back, so its display survives them.
+_REWRAPPED = (
+    "sort",
+    "filter",
+    "remove",
+    "unique",
+    "top_k",
+    "bottom_k",
+    "reverse",
+    "drop_nulls",
+    "fill_null",
+    "with_columns",
+    "select",
+    "drop",
+    "rename",
+    "cast",
+    "join",
+)
+
+
+def _rewrapped(name: str) -> Callable[..., Any]:
+    method = getattr(pl.DataFrame, name)
+
+    @functools.wraps(method)
+    def wrapped(self: Summary, *args: Any, **kwargs: Any) -> Any:
+        out = method(self, *args, **kwargs)
+        return Summary(out) if type(out) is pl.DataFrame else out
+
+    return wrapped
+
+
+for _name in _REWRAPPED:
+    setattr(Summary, _name, _rewrapped(_name))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,9 +73,10 @@ def count_passing(rule: Threshold, values: np.ndarray) -> int:
 
 
 def pass_line(rule: Threshold, mean: float | None, passed: int, scored: int) -> dict[str, Any]:
-    """The pass figures of a metric with a threshold: deepeval's ✅ / ❌ is whether the mean
-    meets the threshold; the pass rate is over the rows scored (rows that failed to score
-    are counted apart, in `failed`)."""
+    """The pass figures of a metric with a threshold: `status`, deepeval's ✅ / ❌, is whether
+    the mean meets the threshold (shown beside the mean by `mean_mark`, never beside the pass
+    rate); the pass rate is over the rows scored (rows that failed to score are counted apart,
+    in `failed`) and gets no mark."""
     meets = rule.mean_passes(mean)
     return {
         "threshold": rule.value,
@@ -203,12 +205,96 @@ def cut_line(summary: dict[str, Any]) -> str | None:
     )
 
 
-def _pass_text(m: dict[str, Any]) -> str:
-    """`pass rate 90.0% (threshold 0.8, strict False)` for a metric with a threshold."""
-    if m.get("threshold") is None:
-        return ""
-    rate = "-" if m.get("pass_rate") is None else f"{m['pass_rate']:.1%}"
-    return f"pass rate {rate} (threshold {m['threshold']:g}, strict {m['strict']})"
+#: What a summary's marks judge, said under every table that shows them: the mark sits in its
+#: own column, beside the mean it judges, never beside the pass rate (which has no target here).
+MARK_LEGEND = (
+    "mean vs threshold: ✅ the mean meets the metric's threshold, ❌ it does not. pass rate: "
+    "the share of scored rows that meet it on their own; no mark (a gate sets it a target)"
+)
+
+
+def mean_mark(
+    status: str | None, threshold: float | None, strict: bool | None, direction: str | None
+) -> str:
+    """'✅ ≥ 0.7', '❌ < 0.7', '✅ ≤ 0.3', '❌ > 0.3', '✅ = 1 (strict)', '❌ < 1 (strict)':
+    a summary's mark (`status`, the mean against the threshold) with the comparison it made,
+    so it cannot be read as the pass rate's; '-' without a threshold or a mean."""
+    if status not in ("✅", "❌") or threshold is None:
+        return "-"
+    ok = status == "✅"
+    lower = direction == "lower"
+    if strict:
+        relation = "=" if ok else (">" if lower else "<")
+        return f"{status} {relation} {0 if lower else 1} (strict)"
+    relation = ("≤" if ok else ">") if lower else ("≥" if ok else "<")
+    return f"{status} {relation} {threshold:g}"
+
+
+def pass_rate_cell(rate: float | None, passed: int | None, scored: int | None) -> str:
+    """'47.4% (65 of 137)': the share of scored rows that pass, and the counts it rests on;
+    '-' without a rate."""
+    if rate is None or (isinstance(rate, float) and math.isnan(rate)):
+        return "-"
+    if passed is None or scored is None:
+        return f"{rate:.1%}"
+    return f"{rate:.1%} ({passed} of {scored})"
+
+
+def better_cell(direction: str | None) -> str:
+    """'↑ higher', '↓ lower', or '?' when the direction is unknown."""
+    return {"higher": "↑ higher", "lower": "↓ lower"}.get(direction or "", "?")
+
+
+def display_width(text: str) -> int:
+    """Terminal columns `text` takes: wide characters (✅, ❌, CJK) take two, so a column of
+    marks stays aligned with one of dashes."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def text_table(headers: list[str], rows: list[list[str]], right: set[str]) -> list[str]:
+    """Aligned lines: the header, a rule, a line per row; columns named in `right` (numbers)
+    right-aligned, by display width (`display_width`)."""
+    widths = [
+        max(display_width(h), *(display_width(r[i]) for r in rows)) for i, h in enumerate(headers)
+    ]
+
+    def line(cells: list[str]) -> str:
+        padded = []
+        for cell, width, header in zip(cells, widths, headers, strict=True):
+            pad = " " * (width - display_width(cell))
+            padded.append(pad + cell if header in right else cell + pad)
+        return "  ".join(padded).rstrip()
+
+    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def html_table(headers: list[str], rows: list[list[str]], right: set[str]) -> str:
+    """The same table as `text_table`, as an HTML <table>: cells escaped, numbers
+    right-aligned in tabular figures, no cell wrapped (a mean never splits from its interval).
+    Inline styles only, so it reads the same in Jupyter, VS Code and a saved page."""
+
+    def cell(tag: str, text: str, header: str) -> str:
+        align = "right" if header in right else "left"
+        rule = "border-bottom:1px solid currentColor;" if tag == "th" else ""
+        style = f"text-align:{align};padding:2px 10px;white-space:nowrap;{rule}"
+        return f"<{tag} style='{style}'>{html.escape(text)}</{tag}>"
+
+    head = "".join(cell("th", h, h) for h in headers)
+    body = "".join(
+        "<tr>" + "".join(cell("td", c, h) for c, h in zip(r, headers, strict=True)) + "</tr>"
+        for r in rows
+    )
+    style = "border-collapse:collapse;font-variant-numeric:tabular-nums"
+    return f"<table style='{style}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def html_notes(notes: list[str], *, muted: int = 0) -> str:
+    """Lines under a table as compact paragraphs; the last `muted` ones dimmed."""
+    out = []
+    for i, note in enumerate(notes):
+        dim = "opacity:0.7;" if i >= len(notes) - muted else ""
+        out.append(f"<p style='margin:4px 0;{dim}'>{html.escape(note)}</p>")
+    return "".join(out)
 
 
 def _number(value: float | None) -> str:
@@ -237,21 +323,37 @@ def sample_line(summary: dict[str, Any]) -> str | None:
     )
 
 
-def _metric_cells(name: str, m: dict[str, Any]) -> tuple[Any, ...]:
-    """One metric's row, as both tables show it: status, name, mean, interval, rows scored
-    and failed, pass rate, and whether lower is better."""
-    lower = "lower is better" if m["direction"] == "lower" else ""
-    status = m.get("status") or ""
-    return (
-        status,
-        name,
-        _number(m["mean"]),
-        _interval(m),
-        m["scored"],
-        m["failed"],
-        _pass_text(m),
-        lower,
-    )
+def _metric_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The run summary's table, as both renderings show it: per metric its direction, rows
+    scored and failed, the mean and its interval, then (when some metric has a threshold) the
+    mark of that mean against the threshold beside it, and the pass rate with its counts."""
+    metrics = summary["metrics"]
+    rates = any(m.get("threshold") is not None for m in metrics.values())
+    pct = f"{_level(summary):.0%} interval"
+    headers = ["metric", "better", "scored", "failed", "mean", pct]
+    if rates:
+        headers += ["mean vs threshold", "pass rate"]
+    rows = []
+    for name, m in metrics.items():
+        cells = [
+            name,
+            better_cell(m.get("direction")),
+            str(m["scored"]),
+            str(m["failed"]),
+            _number(m["mean"]),
+            _interval(m),
+        ]
+        if rates:
+            cells += [
+                mean_mark(m.get("status"), m.get("threshold"), m.get("strict"), m["direction"]),
+                pass_rate_cell(m.get("pass_rate"), m.get("passed"), m["scored"]),
+            ]
+        rows.append(cells)
+    return headers, rows
+
+
+#: The run summary's columns that hold numbers (right-aligned).
+_NUMBERS = {"scored", "failed", "mean", "pass rate"}
 
 
 def _footer(summary: dict[str, Any], local: bool, sep: str) -> list[str]:
@@ -287,16 +389,13 @@ def judge_line(summary: dict[str, Any]) -> str | None:
 
 
 def format_summary(summary: dict[str, Any], local: bool) -> str:
-    """A plain-text table: one line per metric, then the run's requests and tokens."""
-    pct = f"{_level(summary):.0%} interval"
-    lines = [f"   {'metric':<34} {'mean':>7} {pct:>18} {'scored':>7} {'failed':>7}"]
-    for name, m in summary["metrics"].items():
-        status, _, mean, interval, scored, failed, passing, lower = _metric_cells(name, m)
-        arrow = f"({lower})" if lower else ""
-        lines.append(
-            f"{status or ' ':<2} {name:<34} {mean:>7} {interval:>18} "
-            f"{scored:>7} {failed:>7} {passing} {arrow}".rstrip()
-        )
+    """A plain-text table: one line per metric (the mark of its mean against its threshold
+    beside the mean, and what the mark judges said under the table), then the run's requests
+    and tokens."""
+    headers, rows = _metric_table(summary)
+    lines = text_table(headers, rows, _NUMBERS)
+    if "pass rate" in headers:
+        lines.append(MARK_LEGEND)
     lines.append("")
     lines.extend(_footer(summary, local, "  |  "))
     return "\n".join(lines)
@@ -361,20 +460,8 @@ def _by_cause(counts: dict[str, int]) -> str:
 
 def summary_html(summary: dict[str, Any], local: bool) -> str:
     """The same table as `format_summary`, as HTML for Jupyter."""
-    pct = f"{_level(summary):.0%} interval"
-    head = "".join(
-        f"<th>{h}</th>"
-        for h in ("", "metric", "mean", html.escape(pct), "scored", "failed", "pass", "")
-    )
-    rows = [
-        "<tr>"
-        + "".join(f"<td>{html.escape(str(c))}</td>" for c in _metric_cells(name, m))
-        + "</tr>"
-        for name, m in summary["metrics"].items()
-    ]
-    notes = _footer(summary, local, " · ")
-    paragraphs = "".join(f"<p>{html.escape(str(n))}</p>" for n in notes if n)
-    return (
-        f"<div class='ragframe-summary'><table><thead><tr>{head}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>{paragraphs}</div>"
-    )
+    headers, rows = _metric_table(summary)
+    notes = [MARK_LEGEND] if "pass rate" in headers else []
+    notes += [n for n in _footer(summary, local, " · ") if n]
+    table = html_table(headers, rows, _NUMBERS)
+    return f"<div class='ragframe-summary'>{table}{html_notes(notes)}</div>"
