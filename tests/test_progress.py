@@ -292,6 +292,36 @@ def test_a_real_run_in_a_terminal(server, tmp_path, monkeypatch, sample) -> None
     assert shown[2].startswith("nothing sent, ") and "cached" in shown[2]
 
 
+def test_the_plan_of_a_frame_leaves_out_rows_missing_an_input(
+    server, tmp_path, bars, sample
+) -> None:
+    """6 rows, 2 without a reference (null, blank), read under its ragas name: context_recall
+    never asks those 2, so its plan is 4 rows; faithfulness asks all 6, twice (claims, then
+    verification). Scored as `ragframe.run` scores a frame, the bar's total is 16 from its
+    first draw to its last (counting every row, it was 18 and fell to 16 at the end)."""
+    from ragframe.engine.prepare import score_frame, work_plan
+
+    references = ["a", None, " ", "b", "c", "d"]
+    frame = sample.head(6).with_columns(pl.Series("reference", references))
+    frame = frame.drop("ground_truth")
+    metrics = resolve(["faithfulness", "context_recall"])
+    plan = work_plan(metrics, frame)
+    recall = metrics[1].tasks()[0].name
+    assert plan[recall] == 4 and sum(plan.values()) == 16
+    assert work_plan(metrics, 6)[recall] == 6  # a number of rows: every row counts
+    judge = judge_for(server, tmp_path, progress=True)
+
+    async def main() -> None:
+        session = judge.session()
+        session.plan(plan)
+        async with session:
+            await score_frame(frame, metrics, session)
+
+    asyncio.run(main())
+    assert bars[0].totals() == [16]
+    check_honest(bars[0], server, asked=16)
+
+
 def test_no_iprogress_warning_in_jupyter_without_ipywidgets(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

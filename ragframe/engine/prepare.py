@@ -24,6 +24,7 @@ from ragframe.inputs.columns import (
     canonical_names,
     is_blank,
     load_frame,
+    missing_input_reason,
     select_inputs,
 )
 from ragframe.judge.client import Judge, JudgeSession, RunStats
@@ -240,16 +241,43 @@ def out_of_range(scored: pl.DataFrame, metrics: Iterable[Metric | RagasScore]) -
     return scored.with_columns(exprs) if exprs else scored
 
 
-def work_plan(metrics: Iterable[Metric | RagasScore], rows: int) -> dict[str, int]:
+def work_plan(
+    metrics: Iterable[Metric | RagasScore],
+    rows: int | pl.DataFrame,
+    columns: Mapping[str, str] | None = None,
+) -> dict[str, int]:
     """The prompts each task is expected to be asked, for the progress bar's total
-    (`JudgeSession.plan`): one per row per task of each metric. An estimate, refined as each
-    stage starts (rows with missing inputs, cached answers and repeats come off then)."""
+    (`JudgeSession.plan`): one per row per task of each metric that asks a judge.
+
+    Given the frame itself (`columns` naming its inputs as for the run), only the rows that
+    have the metric's inputs count: a row missing one is never sent, and a total that
+    counted it would leave the bar short until the run's end. Given a number of rows (a file
+    streamed chunk by chunk), every row counts. Either way an estimate for a stage whose
+    count depends on an earlier answer (claims verified in several requests, or none for an
+    answer without claims): the bar raises its total when a stage asks more, and a run that
+    ends normally closes it at what it asked (`ragframe.judge.backends.Progress`)."""
+    scorers = [m for m in metrics if isinstance(m, Metric) and m.uses_llm]
+    if isinstance(rows, pl.DataFrame):
+        counts = _rows_with_inputs(rows, scorers, columns)
+    else:
+        counts = [rows] * len(scorers)
     plan: dict[str, int] = {}
-    for metric in metrics:
-        if isinstance(metric, Metric) and metric.uses_llm:
-            for task in metric.tasks():
-                plan[task.name] = plan.get(task.name, 0) + rows
+    for metric, count in zip(scorers, counts, strict=True):
+        for task in metric.tasks():
+            plan[task.name] = plan.get(task.name, 0) + count
     return plan
+
+
+def _rows_with_inputs(
+    frame: pl.DataFrame, metrics: list[Metric], columns: Mapping[str, str] | None
+) -> list[int]:
+    """For each metric, the rows of `frame` it sends to the judge: those with every input
+    it requires (`missing_input_reason`, as `Metric.run` decides)."""
+    if not metrics:
+        return []
+    inputs = select_inputs(frame, {m.name: m.requires for m in metrics}, columns)
+    present = (missing_input_reason(m.requires).is_null().sum() for m in metrics)
+    return [int(n) for n in inputs.select(n.alias(str(i)) for i, n in enumerate(present)).row(0)]
 
 
 def _has_value(name: str, dtype: pl.DataType) -> pl.Expr:
