@@ -176,6 +176,23 @@ def test_a_missing_object_or_bucket_is_one_line(s3: Store, url: str, says: str) 
         assert "\n" not in message and "<?xml" not in message, message
 
 
+def test_a_refused_credential_is_one_line(s3: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto import settings
+
+    monkeypatch.setattr(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)  # moto checks keys now
+    wrong = {**s3.options, "aws_access_key_id": "AKIAWRONG"}
+    url = f"s3://{BUCKET}/log.parquet"
+    for read in (
+        lambda: load_frame(url, storage_options=wrong),
+        lambda: read_metadata(url, storage_options=wrong),
+    ):
+        with pytest.raises(InputError) as caught:
+            read()
+        message = str(caught.value)
+        assert url in message and "access denied (InvalidAccessKeyId)" in message, message
+        assert "AWS_ACCESS_KEY_ID" in message and "\n" not in message, message
+
+
 def test_unread_schemes_and_remote_outputs_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,16 +206,58 @@ def test_unread_schemes_and_remote_outputs_are_refused(
     assert not (tmp_path / "s3:").exists()
 
 
+def test_evaluate_reads_a_url_with_storage_options(s3: Store, judge: Any) -> None:
+    import ragframe
+
+    url = f"s3://{BUCKET}/log.jsonl"
+    remote = ragframe.evaluate(url, ["faithfulness"], judge=judge, storage_options=s3.options)
+    local = ragframe.evaluate(s3.local / "log.jsonl", ["faithfulness"], judge=judge)
+    assert remote.height == 20 and remote.get_column("faithfulness").is_not_null().all()
+    assert remote.equals(local)
+
+
+def test_decisions_read_a_remote_scored_file_through_the_environment(
+    s3: Store, judge: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """summarize (and every decision built on its reader), and the report, on an s3:// file."""
+    import ragframe
+
+    result = ragframe.run(s3.local / "log.parquet", ["faithfulness"], judge=judge)
+    written = tmp_path / "scored.parquet"
+    write_parquet(result.frame, written, result.metadata())
+    url = s3.put("scored/run.parquet", written)
+    for key, value in s3.env.items():
+        monkeypatch.setenv(key, value)
+    assert ragframe.summarize(url).equals(ragframe.summarize(written))
+    assert read_metadata(url) == read_metadata(written) != {}
+    html = ragframe.report(url, output=tmp_path / "report.html")
+    assert (tmp_path / "report.html").exists(), html
+
+
 # ------------------------------------------------------------------------------ the command line
 
 
-def _cli(s3: Store, base_url: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    clean = {
-        k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OPENAI_", "RAGFRAME_"))
-    }
+def _cli(s3: Store, base_url: str | None, *argv: str) -> subprocess.CompletedProcess[str]:
+    """`ragframe ...` in a subprocess with only the AWS_* environment to reach the store (and
+    the fake judge at `base_url`, for score)."""
+    drop = ("AWS_", "OPENAI_", "RAGFRAME_")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env = {**clean, **s3.env, "OPENAI_API_KEY": "test"}
-    command = [sys.executable, "-m", "ragframe.cli", *argv, "--base-url", base_url, "--model", "m"]
+    judge = ["--base-url", base_url, "--model", "m"] if base_url else []
+    command = [sys.executable, "-m", "ragframe.cli", *argv, *judge]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_summarize_reads_a_url_through_the_environment(s3: Store, tmp_path: Path) -> None:
+    frame = pl.read_parquet(DATA / "sample.parquet").with_columns(
+        faithfulness=pl.Series([i / 20 for i in range(20)])
+    )
+    write_parquet(frame, tmp_path / "scored.parquet", {})
+    url = s3.put("scored/cli.parquet", tmp_path / "scored.parquet")
+    remote = _cli(s3, None, "summarize", url)
+    local = _cli(s3, None, "summarize", str(tmp_path / "scored.parquet"))
+    assert remote.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout and "faithfulness" in remote.stdout
 
 
 #: engine/prepare.py's `_batches` reads a Parquet log through pyarrow and any other non-CSV

@@ -131,8 +131,8 @@ _STORE_OF |= dict.fromkeys(("azure", "adl", "abfs", "abfss"), "az")
 
 class RemotePath(str):
     """A URL kept as text (a `pathlib.Path` would collapse its "//"), answering the questions
-    that code written for local paths asks of one: `name`, `suffix`, `stem`. Polars' readers
-    take it as the string it is."""
+    that code written for local paths asks of one: `name`, `suffix`, `stem`, `resolve()`.
+    Polars' readers take it as the string it is."""
 
     __slots__ = ()
 
@@ -152,6 +152,10 @@ class RemotePath(str):
     @property
     def stem(self) -> str:
         return PurePosixPath(self.name).stem
+
+    def resolve(self) -> RemotePath:
+        """A URL is already absolute (and never equal to a local path it is compared with)."""
+        return self
 
 
 def remote_url(path: Any) -> RemotePath | None:
