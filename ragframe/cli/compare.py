@@ -5,15 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import redirect_stdout
 from typing import Any
 
 from ragframe.cli import common, labels, options
-from ragframe.decide.compare import Comparison, compare
+from ragframe.cli import gate as gate_cli
+from ragframe.decide.ci_files import STDOUT
+from ragframe.decide.compare import Comparison, RegressionCheck, check_regression, compare
+from ragframe.decide.gates import EXIT_GATE_FAILED
+from ragframe.errors import ConfigError
 
 EXIT_STATUSES = (
-    "exit status: 0 compared (whatever the verdicts); 2 a configuration or input error (a "
-    "column neither file has, duplicate keys, a labels file without the key or label column; "
-    "one line says what to fix)"
+    "exit status: 0 compared (whatever the verdicts), and with --fail-if-worse no metric named "
+    "is worse; 1 with --fail-if-worse, b is worse than a on a metric named (or it has no "
+    "interval); 2 a configuration or input error (a column neither file has, a --fail-if-worse "
+    "metric a file lacks, duplicate keys, a labels file without the key or label column; one "
+    "line says what to fix)"
 )
 HELP = (
     "compare two scored files: per metric the difference b - a with its interval, a p-value, "
@@ -43,6 +50,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     options.add_shown(
         parser, "--changed", 3, "most-changed rows shown per metric (default: 3; --json carries 10)"
     )
+    regression = parser.add_argument_group(
+        "regression check (exit status 1 when b is worse than a on a metric named)"
+    )
+    regression.add_argument(
+        "--fail-if-worse",
+        metavar="METRIC,...",
+        help="exit 1 when b is worse than a on one of these metrics: the interval of b - a "
+        "wholly below -MARGIN (above +MARGIN for a lower-is-better metric such as "
+        "hallucination) and p < 1 - level; one line per metric says which. With --by, any "
+        "group worse fails",
+    )
+    regression.add_argument(
+        "--margin",
+        type=common.non_negative_float,
+        default=0.0,
+        help="fail only on a drop of at least this much (a score difference, e.g. 0.05; "
+        "default: 0, any drop the interval shows)",
+    )
+    gate_cli.add_ci_file_options(regression, "metric named by --fail-if-worse", json=False)
     labels.add_label_options(parser, pair=True)
     parser.add_argument(
         "--pairs",
@@ -63,22 +89,64 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare, print, exit 0 (a difference is a finding, not a failure); with --labels, the
     paired human estimate b - a (PPI++) after the table."""
-    found = compare(
-        args.a,
-        args.b,
-        on=common.parse_metrics(args.on) if args.on else None,
-        by=common.parse_metrics(args.by) if args.by else None,
-        metrics=common.parse_metrics(args.metrics) if args.metrics else None,
-        level=args.level,
-        seed=args.seed,
-        changed=max(args.changed, 10) if args.json else args.changed,
-    )
+    fail = common.parse_metrics(args.fail_if_worse) if args.fail_if_worse else []
+    files = _regression_options(args, fail)
+    settings: dict[str, Any] = {
+        "on": common.parse_metrics(args.on) if args.on else None,
+        "by": common.parse_metrics(args.by) if args.by else None,
+        "level": args.level,
+        "seed": args.seed,
+        "changed": max(args.changed, 10) if args.json else args.changed,
+    }
+    metrics = common.parse_metrics(args.metrics) if args.metrics else None
+    regression: RegressionCheck | None = None
+    if fail:
+        regression = check_regression(
+            args.a, args.b, fail, margin=args.margin, compared=metrics, **settings
+        )
+        found = regression.comparison
+    else:
+        found = compare(args.a, args.b, metrics=metrics, **settings)
+    if STDOUT in files.values():  # the Markdown on stdout, everything else on stderr
+        with redirect_stdout(sys.stderr):
+            _print(args, found, regression)
+    else:
+        _print(args, found, regression)
+    if regression is not None:
+        regression.write(**files)
+        return common.EXIT_OK if regression.passed else EXIT_GATE_FAILED
+    return common.EXIT_OK
+
+
+def _regression_options(args: argparse.Namespace, fail: list[str]) -> dict[str, str]:
+    """The CI files asked for, checked; the options that need --fail-if-worse refused
+    without it."""
+    files = gate_cli.ci_file_paths(args)
+    if not fail:
+        if args.margin:
+            raise ConfigError("--margin applies to --fail-if-worse: name the metrics too")
+        if files:
+            named = " / ".join(f"--{k}" for k in files)
+            raise ConfigError(
+                f"{named} writes the regression check's results: add --fail-if-worse METRIC"
+            )
+        return {}
+    if STDOUT in files.values() and (args.json or args.csv):
+        raise ConfigError("--markdown - and --json / --csv all print to stdout: choose one")
+    return files
+
+
+def _print(args: argparse.Namespace, found: Comparison, regression: RegressionCheck | None) -> None:
+    """What `ragframe compare` prints: the comparison (table, JSON or CSV), then the
+    regression check's lines."""
     human = None
     if args.labels:
         human = labels.pair_estimate(args, list(dict.fromkeys(found.table["metric"].to_list())))
     pairs = _pairs(args.pairs, args.level, args.seed) if args.pairs else None
     if args.json:
         out = found.to_dict()
+        if regression is not None:
+            out["regression"] = regression.to_dict()
         if human is not None:
             out["human_estimate"] = human.to_dicts()
         if pairs is not None:
@@ -103,7 +171,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 f"\nthe judge asked which answer is better, in both orders (--pairs {args.pairs}):"
             )
             print(format_pairs(pairs))
-    return common.EXIT_OK
+    if regression is None:
+        return
+    if args.json or args.csv:  # stdout holds the JSON or CSV (JSON: the check too)
+        print(str(regression), file=sys.stderr)
+    else:
+        print(f"\nis b worse than a? (--fail-if-worse, {regression.level:.0%} intervals)")
+        print(regression)
 
 
 def _pairs(path: str, level: float, seed: int) -> Any:

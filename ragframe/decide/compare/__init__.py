@@ -30,6 +30,10 @@ Methods (n: the pairs, or each side's scores; nulls and NaN left out):
   is unknown (no metadata, not a known metric) is read as higher-is-better, and a warning says
   so.
 
+`check_regression(a, b, ["faithfulness"], on="id", margin=0.05)` (or
+`Comparison.check_regression`) says whether b is worse than a on the metrics named, the check
+`ragframe compare --fail-if-worse` fails a build on (the rule: `_regression`'s docstring).
+
 Every cell is seeded by (seed, metric, group), so adding a group or a metric does not move the
 others' figures. The intervals assume the rows are independent draws from the logs one means
 to compare.
@@ -37,6 +41,7 @@ to compare.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,8 +49,10 @@ import polars as pl
 
 from ragframe.decide.compare._cells import TABLE_COLUMNS, failed_warnings, left_out_warnings
 from ragframe.decide.compare._paired import compare_paired, most_changed
+from ragframe.decide.compare._regression import RegressionCheck, check_margin, check_metrics
 from ragframe.decide.compare._result import Comparison
 from ragframe.decide.compare._sides import (
+    Side,
     check_options,
     load_side,
     metric_directions,
@@ -56,7 +63,8 @@ from ragframe.decide.compare._sides import (
 )
 from ragframe.decide.compare._stats import EXACT_MAX_N, PERMUTATIONS
 from ragframe.decide.compare._unpaired import compare_unpaired
-from ragframe.errors import InputError
+from ragframe.decide.summarize import score_columns
+from ragframe.errors import ConfigError, InputError
 
 __all__ = [
     "EXACT_MAX_N",
@@ -64,6 +72,8 @@ __all__ = [
     "TABLE_COLUMNS",
     "UNPAIRED_WARNING",
     "Comparison",
+    "RegressionCheck",
+    "check_regression",
     "compare",
 ]
 
@@ -100,11 +110,71 @@ def compare(
     level : the intervals' confidence level; seed : makes bootstraps and permutations
         reproducible; changed : how many most-changed pairs to keep per metric.
     """
+    started = time.perf_counter()
     check_options(level, seed, changed)
     side_a, side_b = load_side(a, "a"), load_side(b, "b")
+    return _compare(side_a, side_b, on, by, metrics, level, seed, changed, started)
+
+
+def check_regression(
+    a: Any,
+    b: Any,
+    metrics: Sequence[str] | str,
+    *,
+    margin: float = 0.0,
+    on: str | Sequence[str] | None = None,
+    by: str | Sequence[str] | None = None,
+    compared: Sequence[str] | None = None,
+    level: float = 0.95,
+    seed: int = 0,
+    changed: int = 10,
+) -> RegressionCheck:
+    """Is b worse than a on `metrics`? `compare(a, b, ...)`, then
+    `Comparison.check_regression(metrics, margin)`: a metric is worse when the interval of
+    b - a lies wholly below -margin (above +margin when lower is better) and p < 1 - level;
+    with `by=`, any group worse fails. `.passed` is True when none is; `.comparison` is the
+    whole comparison (of `compared` too: other metrics to show, by default every metric both
+    have). A metric either side lacks is a ConfigError naming the side.
+    """
+    started = time.perf_counter()
+    check_options(level, seed, changed)
+    names, margin = check_metrics(metrics), check_margin(margin)
+    side_a, side_b = load_side(a, "a"), load_side(b, "b")
+    for name in names:
+        for side in (side_a, side_b):
+            if name not in side.schema:
+                raise ConfigError(
+                    f"the regression check names {name!r}, which {side.where} lacks; its "
+                    f"metrics are {score_columns(side.schema, side.meta)} (check a metric both "
+                    "files score, or fix the name)"
+                )
+    found = _compare(side_a, side_b, on, by, compared, level, seed, changed, started, names)
+    return found.check_regression(names, margin)
+
+
+def _compare(
+    side_a: Side,
+    side_b: Side,
+    on: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    metrics: Sequence[str] | None,
+    level: float,
+    seed: int,
+    changed: int,
+    started: float,
+    also: Sequence[str] = (),
+) -> Comparison:
+    """`compare` on loaded sides; `also`: metrics compared besides `metrics` (or the default)."""
     keys, groups = name_list(on), name_list(by)
     warnings: list[str] = []
-    names = metric_names(side_a, side_b, metrics, [*keys, *groups], warnings)
+    try:
+        names = metric_names(side_a, side_b, metrics, [*keys, *groups], warnings)
+    except InputError:  # no score column both have by default: the ones named must do
+        if metrics is not None or not also:
+            raise
+        names = []
+    extra = [m for m in also if m not in names]
+    names += metric_names(side_a, side_b, extra, [*keys, *groups], warnings) if extra else []
     directions = metric_directions(names, side_a, side_b, warnings)
     warnings += provenance_warnings(side_a, side_b, names)
     try:
@@ -121,4 +191,7 @@ def compare(
             warnings += failed_warnings(table, paired=False)
     except (pl.exceptions.PolarsError, OSError) as exc:  # e.g. a group column typed differently
         raise InputError(f"cannot compare {side_a.where} with {side_b.where}: {exc}") from exc
-    return Comparison(table, unmatched, most, warnings, bool(keys), keys, groups, float(level))
+    seconds = time.perf_counter() - started
+    return Comparison(
+        table, unmatched, most, warnings, bool(keys), keys, groups, float(level), seconds
+    )

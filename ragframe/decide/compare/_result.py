@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
+
+from ragframe.decide.compare._regression import RegressionCheck, check_table
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,11 @@ class Comparison:
         (`{metric}_detail_a`, `{metric}_detail_b`) where the inputs have them.
     warnings : what may mislead: an unpaired design, differing judges or prompts, rows left
         out, unknown directions.
+    seconds : how long the comparison took.
+
+    `check_regression(["faithfulness"], margin=0.0)` says whether b is worse than a on those
+    metrics (a `RegressionCheck` with `.passed`), what `ragframe compare --fail-if-worse`
+    exits 1 on.
     """
 
     table: pl.DataFrame
@@ -36,6 +44,19 @@ class Comparison:
     on: list[str] = field(default_factory=list)
     by: list[str] = field(default_factory=list)
     level: float = 0.95
+    seconds: float = 0.0
+
+    def check_regression(
+        self, metrics: Sequence[str] | str, margin: float = 0.0
+    ) -> RegressionCheck:
+        """Whether b is worse than a on `metrics` (each compared here), by at least `margin`:
+        the interval of b - a wholly below -margin (above +margin for a lower-is-better
+        metric) and p < 1 - level; a metric with no interval fails too. With groups, any
+        group worse fails. `.passed` is True when none is."""
+        table = check_table(self.table, metrics, margin, self.level, self.by)
+        return RegressionCheck(
+            table, float(margin), self.level, self.paired, list(self.by), self.seconds, self
+        )
 
     def __str__(self) -> str:
         lines = [self._headline(), ""]

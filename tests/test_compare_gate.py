@@ -1,0 +1,218 @@
+"""`ragframe compare A B --on id --fail-if-worse METRIC` fails a build when b is worse than a
+beyond the interval (by at least a margin), in the metric's direction; the same check in Python
+(`check_regression`, `Comparison.check_regression`); its JUnit and Markdown files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+from test_gate_outputs import check_junit_rules, rendered_tables
+
+from ragframe import cli
+from ragframe.decide.compare import check_regression, compare
+from ragframe.errors import ConfigError
+
+N = 60
+
+
+def runs(shift: float, *, metric: str = "faithfulness", noise: float = 0.03, seed: int = 0):
+    """Two runs of the same N questions: b = a + shift + small noise, inside [0, 1]."""
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(0.3, 0.7, N)
+    b = np.clip(a + shift + rng.normal(0, noise, N), 0, 1)
+    ids = [f"q{i}" for i in range(N)]
+    topic = ["geo", "art"] * (N // 2)
+    return (
+        pl.DataFrame({"id": ids, "topic": topic, metric: a}),
+        pl.DataFrame({"id": ids, "topic": topic, metric: b}),
+    )
+
+
+def status(check: Any) -> list[str]:
+    return check.table["status"].to_list()
+
+
+# ------------------------------------------------------------------------------ the rule
+
+
+@pytest.mark.parametrize("paired", [True, False], ids=["paired", "unpaired"])
+def test_worse_not_distinguishable_and_better(paired: bool) -> None:
+    on = "id" if paired else None
+    worse = check_regression(*runs(-0.15), "faithfulness", on=on)
+    assert not worse.passed and status(worse) == ["worse"] and worse.worse == ["faithfulness"]
+    assert worse.table["ci_high"][0] < 0
+    same = check_regression(*runs(0.0, seed=3), "faithfulness", on=on)
+    assert same.passed and status(same) == ["not worse"], str(same)
+    low, high = same.table["ci_low"][0], same.table["ci_high"][0]
+    assert low < 0 < high  # truly undecided, not passed by accident
+    better = check_regression(*runs(0.15), "faithfulness", on=on)
+    assert better.passed and better.table["ci_low"][0] > 0
+    assert better.comparison.paired is paired
+
+
+def test_lower_is_better_is_worse_when_it_rises() -> None:
+    """hallucination: b higher is worse. Ignoring the direction (or swapping the sign of the
+    difference) turns both verdicts round."""
+    up = check_regression(*runs(0.15, metric="hallucination"), "hallucination", on="id")
+    down = check_regression(*runs(-0.15, metric="hallucination"), "hallucination", on="id")
+    assert up.table["direction"][0] == "lower"
+    assert status(up) == ["worse"] and not up.passed
+    assert status(down) == ["not worse"] and down.passed
+    assert "wholly above 0" in str(up) and "lower is better" in str(up)
+
+
+def test_margin_asks_for_a_drop_of_at_least_that_much() -> None:
+    a, b = runs(-0.10, noise=0.01)  # a drop of about 0.10, a narrow interval
+    found = compare(a, b, on="id")
+    high = found.table["ci_high"][0]
+    assert -0.12 < high < -0.08
+    assert status(found.check_regression("faithfulness", margin=0.05)) == ["worse"]
+    assert status(found.check_regression("faithfulness", margin=0.2)) == ["not worse"]
+    # the margin is on the losing side of each metric's direction
+    ha, hb = runs(0.10, metric="hallucination", noise=0.01)
+    rise = compare(ha, hb, on="id")
+    assert status(rise.check_regression("hallucination", margin=0.05)) == ["worse"]
+    assert status(rise.check_regression("hallucination", margin=0.2)) == ["not worse"]
+    text = str(found.check_regression("faithfulness", margin=0.2))
+    assert "the interval is not wholly below -0.2" in text and "margin 0.2" in text
+
+
+def test_margin_zero_matches_the_comparison_verdict() -> None:
+    """With no margin, 'worse' is exactly the table's ❌ b worse (interval and p agree)."""
+    for seed in range(40):
+        shift = (seed % 5 - 2) * 0.02
+        found = compare(*runs(shift, seed=seed, noise=0.05), on="id", seed=seed)
+        check = found.check_regression(["faithfulness"])
+        assert (status(check) == ["worse"]) == (found.table["better"][0] == "a"), seed
+
+
+def test_the_p_value_must_agree_with_the_interval() -> None:
+    """Three equal drops: the interval is the drop itself, but 3 sign flips cannot make p
+    small (the exact p is 2 / 8): the verdict says no clear difference, and so does the check."""
+    a = pl.DataFrame({"id": [1, 2, 3], "faithfulness": [0.9, 0.8, 0.7]})
+    b = pl.DataFrame({"id": [1, 2, 3], "faithfulness": [0.6, 0.5, 0.4]})
+    check = check_regression(a, b, "faithfulness", on="id")
+    row = check.table.row(0, named=True)
+    assert row["ci_high"] < 0 and row["p_value"] == pytest.approx(0.25)
+    assert check.passed and check.comparison.table["better"][0] is None
+    assert "the interval is below 0 but p is not below 0.05" in str(check)
+
+
+def test_groups_any_group_worse_fails() -> None:
+    a, b = runs(0.0, noise=0.01)
+    b = b.with_columns(
+        pl.when(pl.col("topic") == "geo")
+        .then(pl.col("faithfulness") - 0.2)
+        .otherwise(pl.col("faithfulness") + 0.1)
+        .clip(0, 1)
+    )
+    check = check_regression(a, b, "faithfulness", on="id", by="topic")
+    assert dict(zip(check.table["topic"], status(check), strict=True)) == {
+        "art": "not worse",
+        "geo": "worse",
+    }
+    assert not check.passed and "faithfulness [topic=geo]: worse" in str(check)
+
+
+def test_no_interval_fails_rather_than_passing_by_accident() -> None:
+    a = pl.DataFrame({"id": [1], "faithfulness": [0.9]})
+    b = pl.DataFrame({"id": [1], "faithfulness": [0.1]})
+    check = check_regression(a, b, "faithfulness", on="id")
+    assert status(check) == ["no interval"] and not check.passed
+    assert "cannot tell" in str(check)
+
+
+def test_a_metric_to_check_must_be_on_both_sides() -> None:
+    a, b = runs(0.0)
+    with pytest.raises(ConfigError, match=r"names 'hallucination', which a \(the frame\) lacks"):
+        check_regression(a, b, "hallucination", on="id")
+    with pytest.raises(ConfigError, match="which were not compared"):
+        compare(a, b, on="id").check_regression("hallucination")
+    with pytest.raises(ConfigError, match="name the metrics"):
+        check_regression(a, b, [], on="id")
+    with pytest.raises(ConfigError, match="margin must be"):
+        check_regression(a, b, "faithfulness", margin=-0.1)
+    # a metric named is compared even when the default finds no score column
+    plain = check_regression(a, b, ["faithfulness"], on="id", compared=None)
+    assert plain.comparison.table["metric"].to_list() == ["faithfulness"]
+
+
+# ------------------------------------------------------------------------------ the CLI
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    out = {}
+    for name, shift in (("main", 0.0), ("worse", -0.15), ("better", 0.15)):
+        a, b = runs(shift)
+        if name == "main":
+            a.write_parquet(tmp_path / "main.parquet")
+        else:
+            b.write_parquet(tmp_path / f"{name}.parquet")
+        out[name] = tmp_path / f"{name}.parquet"
+    return out
+
+
+@pytest.mark.parametrize("candidate, code", [("worse", 1), ("better", 0)])
+def test_cli_exits_1_when_worse_and_writes_the_files_either_way(
+    files: dict[str, Path], tmp_path: Path, candidate: str, code: int, capsys: Any
+) -> None:
+    junit, md = tmp_path / "ci" / "compare.xml", tmp_path / "ci" / "compare.md"
+    argv = ["compare", str(files["main"]), str(files[candidate]), "--on", "id"]
+    argv += ["--fail-if-worse", "faithfulness", "--junit", str(junit), "--markdown", str(md)]
+    assert cli.main(argv) == code
+    out = capsys.readouterr().out
+    word = "worse" if code else "not worse"
+    lines = [line for line in out.splitlines() if line.startswith(("✅ faith", "❌ faith"))]
+    assert len(lines) == 1 and lines[0].split(": ")[1] == word, out
+    assert "b - a = " in lines[0] and "95% interval [" in lines[0]
+    root = check_junit_rules(junit.read_text())
+    assert root.get("failures") == str(code)
+    case = root.find(".//testcase")
+    assert case is not None and case.get("name") == "faithfulness not worse than a"
+    assert case.get("classname") == "ragframe.compare.faithfulness"
+    table = rendered_tables(md.read_text())[0]
+    assert table[1][0] == ("❌" if code else "✅") and table[1][-1] == word
+
+
+def test_cli_without_the_check_still_exits_0(files: dict[str, Path], capsys: Any) -> None:
+    assert cli.main(["compare", str(files["main"]), str(files["worse"]), "--on", "id"]) == 0
+    assert "❌ b worse" in capsys.readouterr().out
+
+
+def test_cli_margin_and_json(files: dict[str, Path], capsys: Any) -> None:
+    argv = ["compare", str(files["main"]), str(files["worse"]), "--on", "id"]
+    argv += ["--fail-if-worse", "faithfulness"]
+    assert cli.main([*argv, "--margin", "0.5"]) == 0
+    capsys.readouterr()
+    assert cli.main([*argv, "--json"]) == 1
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["regression"]["passed"] is False and data["table"][0]["better"] == "a"
+    assert data["regression"]["results"][0]["status"] == "worse"
+    assert "❌ faithfulness: worse" in captured.err
+
+
+@pytest.mark.parametrize(
+    "extra, said",
+    [
+        (["--fail-if-worse", "hallucination"], "names 'hallucination', which a"),
+        (["--margin", "0.1"], "--margin applies to --fail-if-worse"),
+        (["--junit", "x.xml"], "add --fail-if-worse"),
+        (["--fail-if-worse", "faithfulness", "--margin", "1.5"], "margin must be"),
+        (["--fail-if-worse", "faithfulness", "--markdown", "-", "--json"], "choose one"),
+    ],
+    ids=["missing-metric", "margin-alone", "junit-alone", "margin-too-big", "two-stdouts"],
+)
+def test_cli_configuration_errors_exit_2_on_one_line(
+    files: dict[str, Path], extra: list[str], said: str, capsys: Any
+) -> None:
+    argv = ["compare", str(files["main"]), str(files["worse"]), "--on", "id", *extra]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and len(err.splitlines()) == 1, err
