@@ -290,6 +290,8 @@ def test_a_real_run_in_a_terminal(server, tmp_path, monkeypatch, sample) -> None
     assert shown[0] == f"{8 * stages} sent, {4 * stages} duplicates"  # 4 rows repeated
     assert re.fullmatch(r"\d+ sent, \d+ cached(, \d+ duplicates?)?", shown[1]), shown[1]
     assert shown[2].startswith("nothing sent, ") and "cached" in shown[2]
+    # No request, no rate: cached prompts and duplicates are not counted as speed.
+    assert re.search(r", \?req/s, nothing sent", out.getvalue().split("\r")[-1])
 
 
 def test_the_plan_of_a_frame_leaves_out_rows_missing_an_input(

@@ -168,7 +168,9 @@ class Progress:
         if jump:
             self._filled += jump
             bar.n += jump
-            # Left out of tqdm's rate: only answered requests take time.
+            # Done without a request, so out of the rate and the ETA: tqdm's `initial` (work
+            # done before the clock) for its mean rate, `last_print_n` for its moving one.
+            bar.initial = getattr(bar, "initial", 0) + jump
             bar.last_print_n = getattr(bar, "last_print_n", 0) + jump
             changed = True
         postfix = self.postfix()
