@@ -248,7 +248,9 @@ def _cli(s3: Store, base_url: str | None, *argv: str) -> subprocess.CompletedPro
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_summarize_reads_a_url_through_the_environment(s3: Store, tmp_path: Path) -> None:
+def test_summarize_gate_compare_report_read_a_url_through_the_environment(
+    s3: Store, tmp_path: Path
+) -> None:
     frame = pl.read_parquet(DATA / "sample.parquet").with_columns(
         faithfulness=pl.Series([i / 20 for i in range(20)])
     )
@@ -258,6 +260,12 @@ def test_summarize_reads_a_url_through_the_environment(s3: Store, tmp_path: Path
     local = _cli(s3, None, "summarize", str(tmp_path / "scored.parquet"))
     assert remote.returncode == 0, remote.stderr
     assert remote.stdout == local.stdout and "faithfulness" in remote.stdout
+    gate = _cli(s3, None, "gate", url, "--fail-under", "faithfulness=0.9")
+    assert gate.returncode == 1 and "faithfulness" in gate.stdout + gate.stderr, gate.stderr
+    compared = _cli(s3, None, "compare", url, str(tmp_path / "scored.parquet"), "--on", "id")
+    assert compared.returncode == 0, compared.stderr
+    report = _cli(s3, None, "report", url, "-o", str(tmp_path / "report.html"))
+    assert report.returncode == 0 and (tmp_path / "report.html").stat().st_size, report.stderr
 
 
 #: engine/prepare.py's `_batches` reads a Parquet log through pyarrow and any other non-CSV
