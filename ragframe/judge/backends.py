@@ -72,10 +72,10 @@ class Progress:
     so a stage that asks more than planned (claims verified in several requests, a file
     whose plan grows chunk by chunk) raises it as it asks, and nothing lowers it while the run
     goes: it never flickers, and the count done never passes it. Prompts planned but never
-    asked (rows an earlier stage failed, rows missing an input) stay in it until the run
-    ends: a run that ends normally closes the bar at what it asked, full (in Jupyter too: the
-    widget's max follows the total); an interrupted one keeps its total, so the bar shows how
-    far the run got.
+    asked (rows whose claims an earlier stage could not extract, rows missing an input when
+    the plan counted every row of a file) stay in it until the run ends: a run that ends
+    normally closes the bar at what it asked, full (in Jupyter too: the widget's max follows
+    the total); an interrupted one keeps its total, so the bar shows how far the run got.
 
     Drawing stays cheap: one tqdm tick per request answered (tqdm redraws at most every
     `mininterval`), one redraw of the total and postfix per stage asked.
