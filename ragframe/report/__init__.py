@@ -8,6 +8,8 @@ about 0.9 MB) is inlined once: the file opens with no network. Only aggregates (
 histograms, per-group means) and the worst rows are embedded, so its size depends on the
 metrics, the groups and `worst`, not on the number of rows.
 
+`show` draws a few rows as the report's cards in a notebook or a terminal (no extra needed).
+
 Needs the `report` extra: `pip install 'ragframe[report]'` (altair, vl-convert-python).
 
 Layer: above `decide`; imports `decide`, `engine`, `metrics`, `inputs`, `stats`, the ground.
@@ -26,8 +28,9 @@ from ragframe.errors import ConfigError
 from ragframe.report import _bundle, _charts, _comparison, _data, _page, _people, _shell
 from ragframe.report._deps import need
 from ragframe.report._source import Source, check_output, direction, group_columns, load, pass_rules
+from ragframe.report.show import Cards, show
 
-__all__ = ["report"]
+__all__ = ["Cards", "report", "show"]
 
 
 def report(

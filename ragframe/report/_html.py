@@ -77,16 +77,45 @@ def key_values(pairs: Iterable[tuple[str, Any]]) -> Safe:
     return Safe(f"<table class='kv'>{''.join(rows)}</table>")
 
 
-def _cell(value: Any) -> Safe:
-    """One verdict field: yes / no marked, numbers formatted, texts cut."""
+#: Verdict fields whose True is the bad outcome (a context that contradicts the answer).
+TRUE_IS_BAD = frozenset({"contradicted"})
+#: Verdicts given as words: answer_relevancy_llm's yes / no / idk, answer_correctness's
+#: TP / FP / FN (a statement of the answer or the truth, found or not in the other).
+VERDICT_WORDS: dict[str, bool | None] = {
+    "yes": True,
+    "no": False,
+    "idk": None,
+    "tp": True,
+    "fp": False,
+    "fn": False,
+}
+#: How a verdict is marked: good, bad, or neither (an "idk").
+MARKS = {True: ("✓", "yes"), False: ("✗", "no"), None: ("?", "unsure")}
+
+
+def mark(field: str, value: Any) -> tuple[str, str] | None:
+    """The mark of one verdict field (symbol, CSS class), or None when the field is no
+    verdict: a Boolean (True is good unless the field is in TRUE_IS_BAD) or a verdict word."""
     if isinstance(value, bool):
-        return Safe(
-            f"<span class='{'yes' if value else 'no'}'>{'✔ yes' if value else '✘ no'}</span>"
-        )
+        return MARKS[value != (field in TRUE_IS_BAD)]
+    if field == "verdict" and isinstance(value, str) and value.lower() in VERDICT_WORDS:
+        return MARKS[VERDICT_WORDS[value.lower()]]
+    return None
+
+
+def _cell(field: str, value: Any) -> Safe:
+    """One verdict field: verdicts marked ✓ / ✗ (by what they mean, not by True / False),
+    numbers formatted, texts cut, a nested list of verdicts as its own table."""
+    marked = mark(field, value)
+    if marked is not None:
+        word = ("yes" if value else "no") if isinstance(value, bool) else str(value)
+        return Safe(f"<span class='{marked[1]}'>{marked[0]} {esc(word)}</span>")
     if value is None:
         return Safe("<span class='none'>-</span>")
     if isinstance(value, int | float):
         return Safe(esc(number(value)))
+    if isinstance(value, list) and all(isinstance(i, dict) for i in value):
+        return records(value)
     if isinstance(value, dict | list):
         return clip(json.dumps(value, default=str), ITEM_TEXT_LIMIT)
     return clip(value, ITEM_TEXT_LIMIT)
@@ -104,10 +133,14 @@ def records(items: list[Any]) -> Safe:
     shown = items[:LIST_LIMIT]
     if all(isinstance(i, dict) for i in shown):
         fields = list(dict.fromkeys(k for i in shown for k in i))
-        rows = [[_cell(i.get(f)) for f in fields] for i in shown]
+        rows = [[_cell(f, i.get(f)) for f in fields] for i in shown]
         return Safe(table(fields, rows, "verdicts") + _more(len(items)))
-    lis = "".join(f"<li>{_cell(i)}</li>" for i in shown)
+    lis = "".join(f"<li>{_cell('', i)}</li>" for i in shown)
     return Safe(f"<ol>{lis}</ol>{_more(len(items))}")
+
+
+#: Detail fields that say something only when not empty (the inputs cut to fit the prompt).
+QUIET_WHEN_EMPTY = frozenset({"inputs_cut"})
 
 
 def detail(value: dict[str, Any] | None) -> Safe:
@@ -121,6 +154,8 @@ def detail(value: dict[str, Any] | None) -> Safe:
         parts.append(f"<p class='error'>error: {clip(error, TEXT_LIMIT)}</p>")
     scalars = []
     for key, field in value.items():
+        if key in QUIET_WHEN_EMPTY and not field:
+            continue
         if isinstance(field, list):
             parts.append(f"<h5>{esc(key)} ({len(field):,})</h5>{records(field)}")
         elif key != "error":

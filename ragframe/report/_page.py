@@ -10,17 +10,15 @@ from typing import Any
 import polars as pl
 
 from ragframe.report import _charts
-from ragframe.report._data import IDX, Light
+from ragframe.report._cards import card, card_html
+from ragframe.report._data import Light
 from ragframe.report._html import (
     Safe,
     clip,
-    detail,
     esc,
     key_values,
-    number,
     percent,
     table,
-    text_block,
 )
 from ragframe.report._source import PassRule
 from ragframe.stats import format_interval
@@ -247,45 +245,13 @@ def worst_section(
             f"{m}: the {len(worst[m]):,} {which}-scored of {r['scored']:,} scored rows "
             f"({r['direction']} is better)"
         )
-        blocks = [_row_block(m, rows[i], metrics, shown) for i in worst[m]]
+        blocks = [
+            card_html(card(rows[i], position=i, shown=shown, metrics=metrics, focus=[m]))
+            for i in worst[m]
+        ]
         empty = para("no scored rows" if not r["scored"] else "none shown (worst=0)")
         parts.append(Safe(f"<h3>{esc(head)}</h3>{''.join(blocks) or empty}"))
     return section("worst", "Worst rows", *parts)
-
-
-def _row_block(
-    metric: str, row: dict[str, Any], metrics: Sequence[str], shown: Sequence[str]
-) -> str:
-    """One row as <details>: the score and a line of the question in the summary."""
-    texts = [c for c in shown if isinstance(row.get(c), str | list) and c not in _ids(row, shown)]
-    first = next((row[c] for c in texts if isinstance(row.get(c), str)), "")
-    ids = " · ".join(f"{c} {row[c]}" for c in _ids(row, shown))
-    summary = (
-        f"<span class='score'>{esc(number(row.get(metric)))}</span> row {row[IDX]:,}"
-        f"{' · ' + esc(ids) if ids else ''} <span class='gist'>{clip(first, 140)}</span>"
-    )
-    scores = [(m, row.get(m)) for m in metrics]
-    body = [
-        key_values([(c, str(row[c])) for c in _ids(row, shown)] + scores),
-        *(text_block(c, row[c]) for c in texts),
-        f"<h4>{esc(metric)} verdicts</h4>",
-        detail(row.get(f"{metric}_detail")),
-    ]
-    return (
-        f"<details class='row'><summary>{summary}</summary>"
-        f"<div class='body'>{''.join(body)}</div></details>"
-    )
-
-
-def _ids(row: dict[str, Any], shown: Sequence[str]) -> list[str]:
-    """The shown columns that are not texts or lists (ids, group values)."""
-    return [c for c in shown if c in row and not isinstance(row[c], list) and not _is_text(c)]
-
-
-def _is_text(column: str) -> bool:
-    from ragframe.inputs.columns import ALIASES, CANONICAL
-
-    return column in CANONICAL or column in ALIASES
 
 
 def failures_section(causes: Mapping[str, pl.DataFrame], meta: Mapping[str, Any]) -> Safe:
