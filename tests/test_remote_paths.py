@@ -176,6 +176,34 @@ def test_a_missing_object_or_bucket_is_one_line(s3: Store, url: str, says: str) 
         assert "\n" not in message and "<?xml" not in message, message
 
 
+@pytest.mark.parametrize(
+    ("name", "body", "says"),
+    [
+        ("not.parquet", b"question\nq\n", "as Parquet"),
+        ("bad.jsonl", b'{"question": "q"}\nnot json\n', "as JSON Lines"),
+        ("bad.csv", b'question,contexts\nq,"[""a""]"\nr,plain text\n', "column 'contexts', row 2"),
+    ],
+)
+def test_a_remote_file_not_in_its_format_is_one_line(
+    s3: Store, tmp_path: Path, name: str, body: bytes, says: str
+) -> None:
+    (tmp_path / name).write_bytes(body)
+    url = s3.put(f"bad/{name}", tmp_path / name)
+    with pytest.raises(InputError) as caught:
+        load_frame(url, storage_options=s3.options)
+    message = str(caught.value)
+    assert url in message and says in message and "\n" not in message, message
+
+
+def test_an_unreachable_store_or_a_bad_option_is_one_line(s3: Store) -> None:
+    url = f"s3://{BUCKET}/log.parquet"
+    closed = {**s3.options, "aws_endpoint_url": f"http://127.0.0.1:{_free_port()}"}
+    with pytest.raises(InputError, match=r"cannot reach the store for .*check the endpoint"):
+        load_frame(url, storage_options={**closed, "max_retries": 0})
+    with pytest.raises(InputError, match=r"'max_retries'.*check storage_options$"):
+        load_frame(url, storage_options={**s3.options, "max_retries": "many"})
+
+
 def test_a_refused_credential_is_one_line(s3: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     from moto import settings
 

@@ -16,6 +16,7 @@ import re
 import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator, Mapping
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
 
@@ -108,8 +109,9 @@ def _fsync_path(path: Path, *, directory: bool) -> None:
 REMOTE_SCHEMES = frozenset(
     {"s3", "s3a", "gs", "gcs", "gcp", "az", "azure", "adl", "abfs", "abfss", "hf", "http", "https"}
 )
-#: Polars' `storage_options`: object_store's keys (aws_endpoint_url, aws_access_key_id, ...).
-StorageOptions = Mapping[str, str]
+#: Polars' `storage_options`: object_store's keys (aws_endpoint_url, aws_access_key_id, ...),
+#: text; Polars' own keys (max_retries, file_cache_ttl, ...) take integers.
+StorageOptions = Mapping[str, Any]
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: What `pathlib.Path` makes of a URL: it collapses the "//" after the scheme ("s3:/b/key").
 _COLLAPSED_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/(?!/)")
@@ -226,12 +228,13 @@ def remote_problem(url: str, exc: BaseException) -> InputError:
         or " 404" in text
         or "not found" in text.lower()
     ):
+        where = "no object at that key" if "NoSuchKey" in text else "no bucket or object there"
         return InputError(
-            f"remote input {url!r} does not exist (the store has no object at that key); "
-            "check the URL's path and file name"
+            f"remote input {url!r} does not exist (the store has {where}); check the URL's "
+            "bucket, path and file name"
         )
     if isinstance(exc, ConnectionError) or "connect" in text.lower() or "dns error" in text:
-        cause = [line.strip() for line in text.splitlines() if line.strip()][-1]
+        cause = re.sub(r"^\d+: ", "", [ln.strip() for ln in text.splitlines() if ln.strip()][-1])
         return InputError(
             f"cannot reach the store for {url!r} ({cause}); check the endpoint and the "
             f"network ({credentials})"
@@ -245,12 +248,27 @@ def _opts(storage_options: StorageOptions | None) -> dict[str, Any] | None:
     return dict(storage_options) if storage_options else None
 
 
-def _remote_call(url: str, call: Any) -> Any:
-    """`call()` with an object store's errors turned into one-line InputErrors."""
+def _remote_call(url: str, call: Any, format_name: str = "Parquet") -> Any:
+    """`call()` with its errors as one-line InputErrors (see `remote_failure`)."""
     try:
         return call()
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        raise remote_problem(url, exc) from exc
+        raise remote_failure(url, exc, format_name) from exc
+
+
+def remote_failure(url: str, exc: BaseException, format_name: str) -> InputError:
+    """Why a remote read failed, in one line: the store's refusal (`remote_problem`), an
+    option Polars would not take, or bytes that are not the format the name says."""
+    text = str(exc)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    if isinstance(exc, OSError) or "object-store error" in text:
+        return remote_problem(url, exc)
+    if isinstance(exc, ValueError):
+        return InputError(f"cannot read {url!r}: {first}; check storage_options")
+    return InputError(
+        f"cannot read {url!r} as {format_name}: {first}. ragframe reads {FORMATS_READ}; check "
+        "that the file is complete and in the format its name says"
+    )
 
 
 def input_path(
@@ -508,8 +526,8 @@ class RemoteInput(InputFile):
     def __init__(self, url: RemotePath, storage_options: StorageOptions | None) -> None:
         super().__init__(url)
         self.storage_options = _opts(storage_options)
-        self.scan = self._scan()
-        self._schema = _remote_call(url, self.scan.collect_schema)
+        self.scan = _remote_call(url, self._scan, self.format)
+        self._schema = _remote_call(url, self.scan.collect_schema, self.format)
 
     @abstractmethod
     def _scan(self) -> pl.LazyFrame:
@@ -527,7 +545,8 @@ class RemoteInput(InputFile):
     ) -> Iterator[pl.DataFrame]:
         """`lazy`'s rows, `chunk_rows` at a time, the store's errors said in one line."""
         batches = lazy.collect_batches(chunk_size=chunk_rows, maintain_order=ordered)
-        while (batch := _remote_call(self.path, lambda: next(batches, None))) is not None:
+        take = partial(next, batches, None)
+        while (batch := _remote_call(self.path, take, self.format)) is not None:
             yield batch
 
     def chunks(self, chunk_rows: int) -> Iterator[pl.DataFrame]:
@@ -540,10 +559,10 @@ class RemoteInput(InputFile):
         yield from self._batches(self.scan.select(names), chunk_rows, ordered=False)
 
     def read(self) -> pl.DataFrame:
-        return self._decode(_remote_call(self.path, self.scan.collect), 0)
+        return self._decode(_remote_call(self.path, self.scan.collect, self.format), 0)
 
     def _unreadable(self, exc: BaseException) -> InputError:
-        return remote_problem(self.path, exc)
+        return remote_failure(self.path, exc, self.format)
 
 
 class RemoteParquetInput(RemoteInput):
