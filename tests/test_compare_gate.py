@@ -216,3 +216,32 @@ def test_cli_configuration_errors_exit_2_on_one_line(
     assert cli.main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert said in err and len(err.splitlines()) == 1, err
+
+
+# ------------------------------------------------------------------------------ the display
+
+
+def test_the_jupyter_table_shows_direction_verdict_colour_and_the_interval_against_0() -> None:
+    a, b = runs(-0.15)
+    b = b.with_columns(hallucination=pl.col("faithfulness") * 0.2)
+    a = a.with_columns(hallucination=pl.col("faithfulness") * 0.5)
+    found = compare(a, b, on="id", by="topic")
+    page = found._repr_html_()
+    # one row per group and metric, each with its bar: the interval as a line, b - a a dot
+    assert page.count("<tr>") == 1 + found.table.height
+    assert page.count("<svg") == found.table.height and page.count("<circle") == 4
+    assert page.count('faithfulness <span title="higher is better"') == 2
+    assert page.count('hallucination <span title="lower is better"') == 2
+    assert page.count(">↑</span>") == 2 and page.count(">↓</span>") == 2
+    # worse in red, better in green, whatever the direction (hallucination fell: better)
+    verdicts = found.table.select("metric", "better").unique()
+    assert set(verdicts.iter_rows()) == {("faithfulness", "a"), ("hallucination", "b")}
+    assert page.count("background:#fce8e6") == 2 and page.count("background:#e6f4ea") == 2
+    assert page.count("❌ b worse") == 2 and page.count("✅ b better") == 2
+    # the bars share one axis: 0 at the centre, a negative difference left of it
+    first = page.split("<svg", 2)[1]
+    centre = 70.0
+    dot = float(first.split('<circle cx="')[1].split('"')[0])
+    assert dot < centre and f'x1="{centre}" x2="{centre}"' in first
+    odd = compare(*runs(0.0, metric="<b>x</b>"), on="id", metrics=["<b>x</b>"])._repr_html_()
+    assert "&lt;b&gt;x&lt;/b&gt;" in odd and "<b>x</b>" not in odd

@@ -66,17 +66,52 @@ class Comparison:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        """The table for Jupyter: figures right-aligned, each metric's direction, the verdict
+        coloured (and marked, for print), and the interval of b - a drawn against 0 on one
+        scale for every row; then the warnings."""
         rows = self._display_rows()
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
-            for row in rows[1:]
+        header, body = rows[0], rows[1:]
+        left = len(self.by) + 1
+        verdict_at = len(header) - 1
+        scale = _scale(self.table)
+        cells = [*header[:verdict_at], "b − a against 0", header[verdict_at]]
+        head = "".join(
+            f'<th style="{_TH}text-align:{"left" if i < left or i >= verdict_at else "right"}">'
+            f"{html.escape(c)}</th>"
+            for i, c in enumerate(cells)
         )
+        lines = []
+        for row, shown in zip(self.table.iter_rows(named=True), body, strict=True):
+            tds = []
+            for i, c in enumerate(shown[:verdict_at]):
+                text = html.escape(c)
+                if i == left - 1 and row["direction"]:
+                    arrow = "↑" if row["direction"] == "higher" else "↓"
+                    tip = f"{row['direction']} is better"
+                    text += f' <span title="{tip}" style="color:#777">{arrow}</span>'
+                align = "left" if i < left else "right"
+                tds.append(f'<td style="{_TD}text-align:{align}">{text}</td>')
+            tds.append(f'<td style="{_TD}">{_bar(row, scale)}</td>')
+            colour = _COLOURS.get(row["better"] or "", "")
+            tds.append(f'<td style="{_TD}{colour}">{html.escape(shown[verdict_at])}</td>')
+            lines.append("<tr>" + "".join(tds) + "</tr>")
         warned = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
+        note = (
+            "↑ / ↓: higher / lower is better; W/T/L: rows where b wins, ties, loses"
+            if self.paired
+            else "↑ / ↓: higher / lower is better; n: scores in a / in b"
+        )
         return (
-            f"<div><p>{html.escape(self._headline())}</p>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-            + (f"<p>Warnings:</p><ul>{warned}</ul>" if warned else "")
+            f'<div class="ragframe-compare"><style>{_TABLE_CSS}</style>'
+            f'<p style="margin:0 0 .4em 0"><b>{html.escape(self._headline())}</b></p>'
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table>"
+            f'<p style="margin:.3em 0;color:#666;font-size:85%">{note}</p>'
+            + (
+                '<p style="margin:.4em 0 0 0">Warnings:</p>'
+                f'<ul style="margin:.2em 0;color:#8a5a00">{warned}</ul>'
+                if warned
+                else ""
+            )
             + "</div>"
         )
 
@@ -126,6 +161,56 @@ class Comparison:
             cells.append(_verdict(row["better"], row["direction"]))
             rows.append(cells)
         return rows
+
+
+_TABLE_CSS = ".ragframe-compare table{border-collapse:collapse;font-variant-numeric:tabular-nums}"
+_TH = "padding:2px 8px;border-bottom:1px solid #999;"
+_TD = "padding:2px 8px;border-bottom:1px solid #e5e5e5;white-space:nowrap;"
+_COLOURS = {
+    "b": "background:#e6f4ea;color:#135c26;",
+    "a": "background:#fce8e6;color:#8c1d18;",
+    "": "color:#555;",
+}
+_BAR_WIDTH, _BAR_HALF = 140, 64
+
+
+def _scale(table: pl.DataFrame) -> float:
+    """The half-width of the bars' common axis: the largest |bound| or |diff|, at least 0.05."""
+    ends = [
+        abs(v)
+        for c in ("ci_low", "ci_high", "diff")
+        for v in table.get_column(c).to_list()
+        if v is not None
+    ]
+    return max([0.05, *ends])
+
+
+def _bar(row: dict[str, Any], scale: float) -> str:
+    """The interval of b - a as a line, its mean as a dot, against a 0 mark (inline SVG)."""
+    diff, low, high = row["diff"], row["ci_low"], row["ci_high"]
+    if diff is None:
+        return ""
+    centre = _BAR_WIDTH / 2
+
+    def x(v: float) -> float:
+        return round(centre + v / scale * _BAR_HALF, 1)
+
+    colour = {"b": "#1e8e3e", "a": "#d93025"}.get(row["better"] or "", "#777")
+    interval = (
+        f'<line x1="{x(low)}" x2="{x(high)}" y1="7" y2="7" stroke="{colour}" '
+        'stroke-width="3" stroke-linecap="round"/>'
+        if low is not None and high is not None
+        else ""
+    )
+    label = f"b - a = {diff:+.3f}" + (
+        f", interval [{low:+.3f}, {high:+.3f}]" if low is not None and high is not None else ""
+    )
+    return (
+        f'<svg width="{_BAR_WIDTH}" height="14" role="img" aria-label="{label}">'
+        f"<title>{label}</title>"
+        f'<line x1="{centre}" x2="{centre}" y1="0" y2="14" stroke="#999" stroke-width="1"/>'
+        f'{interval}<circle cx="{x(diff)}" cy="7" r="3" fill="{colour}"/></svg>'
+    )
 
 
 def _num(value: float | None, *, sign: bool = False) -> str:
