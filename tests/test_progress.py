@@ -106,12 +106,14 @@ def prompts(n: int, start: int = 0) -> list[str]:
 
 def check_honest(bar: Recorded, server: FakeServer, asked: int) -> None:
     """The total is never below the count done and never drops while the run goes; the bar
-    ends full, at the prompts asked; the postfix's "sent" is the requests the server got."""
+    ends full, at the prompts asked; the postfix's "requests" are those the server got."""
     assert all(total >= n for n, total in bar.seen), bar.seen
     totals = [total for _, total in bar.seen[:-1]]  # the last draw: the run's end
     assert totals == sorted(totals), bar.seen
     assert bar.closed and bar.n == bar.total == asked, bar.seen
-    assert f"{server.count()} sent" in (bar.postfix or "") or server.count() == 0
+    sent = server.count()
+    said = f"{sent} request{'s' if sent > 1 else ''}" if sent else "no requests"
+    assert (bar.postfix or "").startswith(said), bar.postfix
 
 
 def test_plan_sets_the_total_before_any_request(server, tmp_path, bars) -> None:
@@ -126,7 +128,7 @@ def test_plan_sets_the_total_before_any_request(server, tmp_path, bars) -> None:
     assert seen == [(8, 0, 0)]
     assert bars[0].totals() == [8]  # an exact plan never moves
     check_honest(bars[0], server, asked=8)
-    assert bars[0].postfix == "8 sent"
+    assert bars[0].postfix == "8 requests"
 
 
 def test_a_stage_asking_more_than_planned_raises_the_total(server, tmp_path, bars) -> None:
@@ -140,7 +142,7 @@ def test_a_stage_asking_more_than_planned_raises_the_total(server, tmp_path, bar
     run_session(server, tmp_path, body, plan={"stage.one": 5, "stage.two": 3})
     assert bars[0].totals() == [8, 11]
     check_honest(bars[0], server, asked=11)
-    assert bars[0].postfix == "10 sent, 1 duplicate"
+    assert bars[0].postfix == "10 requests, 1 duplicate"
 
 
 def test_stages_asking_at_once_never_lower_the_total(server, tmp_path, bars) -> None:
@@ -157,7 +159,7 @@ def test_stages_asking_at_once_never_lower_the_total(server, tmp_path, bars) -> 
     run_session(server, tmp_path, body, plan={"stage.one": 5, "stage.two": 5})
     assert bars[0].totals() == [10]
     check_honest(bars[0], server, asked=10)
-    assert bars[0].postfix == "8 sent, 2 duplicates"
+    assert bars[0].postfix == "8 requests, 2 duplicates"
 
 
 def test_cached_prompts_count_as_done_and_keep_the_total(server, tmp_path, bars) -> None:
@@ -180,7 +182,7 @@ def test_cached_prompts_count_as_done_and_keep_the_total(server, tmp_path, bars)
     assert bars[-1].totals() == [6]
     assert (2, 6) in bars[-1].seen  # the cached chunk's 2 prompts done at once, after 2 sent
     check_honest(bars[-1], server, asked=6)
-    assert bars[-1].postfix == "4 sent, 2 cached"
+    assert bars[-1].postfix == "4 requests, 2 cached"
 
 
 def test_a_rerun_the_cache_answers_whole_is_a_full_bar(server, tmp_path, bars) -> None:
@@ -195,7 +197,7 @@ def test_a_rerun_the_cache_answers_whole_is_a_full_bar(server, tmp_path, bars) -
     assert server.count() == sent == 6
     bar = bars[-1]
     assert bar.totals() == [6] and (bar.n, bar.total) == (6, 6) and bar.closed
-    assert bar.postfix == "nothing sent, 6 cached"
+    assert bar.postfix == "no requests, 6 cached"
 
 
 def test_an_estimate_too_high_is_dropped_when_the_run_ends(server, tmp_path, bars) -> None:
@@ -226,7 +228,7 @@ def test_a_request_joined_in_flight_is_sent_once_and_both_prompts_are_done(
     run_session(server, tmp_path, body)
     assert server.count() == 1
     check_honest(bars[0], server, asked=2)
-    assert bars[0].postfix == "1 sent, 1 duplicate"
+    assert bars[0].postfix == "1 request, 1 duplicate"
 
 
 def test_a_dry_session_shows_no_bar(server, tmp_path, bars) -> None:
@@ -267,7 +269,8 @@ def test_a_real_run_in_a_terminal(server, tmp_path, monkeypatch, sample) -> None
     """The default metrics over 12 rows, 4 of them repeats; then 16 rows whose first 12 the
     cache holds; then the same again, all cached. Each run's text bar shows one total from
     the first frame to the last, the run's prompts (rows x stages), and ends at 100% saying
-    how many were sent, cached and duplicated; the cached rerun sends nothing, full."""
+    how many prompts took a request, came from the cache or were duplicates; the cached
+    rerun sends nothing, full."""
     out = text_bar(monkeypatch)
     judge = judge_for(server, tmp_path, progress=True, cache=True)
     rows = sample.head(8)
@@ -285,13 +288,13 @@ def test_a_real_run_in_a_terminal(server, tmp_path, monkeypatch, sample) -> None
         n, total, postfix = drawn[-1]
         assert n == total and re.search(rf"100%\|#+\| {n}/{n} ", out.getvalue().split("\r")[-1])
         sent = server.count() - before
-        assert postfix.startswith(f"{sent} sent" if sent else "nothing sent"), postfix
+        assert postfix.startswith(f"{sent} requests" if sent else "no requests"), postfix
         shown.append(postfix)
-    assert shown[0] == f"{8 * stages} sent, {4 * stages} duplicates"  # 4 rows repeated
-    assert re.fullmatch(r"\d+ sent, \d+ cached(, \d+ duplicates?)?", shown[1]), shown[1]
-    assert shown[2].startswith("nothing sent, ") and "cached" in shown[2]
+    assert shown[0] == f"{8 * stages} requests, {4 * stages} duplicates"  # 4 rows repeated
+    assert re.fullmatch(r"\d+ requests, \d+ cached(, \d+ duplicates?)?", shown[1]), shown[1]
+    assert shown[2].startswith("no requests, ") and "cached" in shown[2]
     # No request, no rate: cached prompts and duplicates are not counted as speed.
-    assert re.search(r", \?req/s, nothing sent", out.getvalue().split("\r")[-1])
+    assert re.search(r", \?req/s, no requests, ", out.getvalue().split("\r")[-1])
 
 
 def test_the_plan_of_a_frame_leaves_out_rows_missing_an_input(

@@ -77,8 +77,9 @@ def printed(cell: nbformat.NotebookNode) -> int:
 
 def test_the_widget_ends_full_in_a_jupyter_kernel(tmp_path) -> None:
     """12 rows (4 repeated) x the default metrics' stages: the widget's max is the run's
-    prompts from the start and its value reaches it, green ("success"); the label says what
-    was sent and what were duplicates. The rerun sends nothing and is just as full."""
+    prompts from the start and its value reaches it, green ("success"); the label says how
+    many prompts took a request and how many were duplicates. The rerun sends nothing and
+    is just as full."""
     source = NOTEBOOK.format(cache=str(tmp_path / "cache.sqlite3"), sample=str(SAMPLE))
     notebook = new_notebook(cells=[new_code_cell(c.strip()) for c in source.split("---")])
     nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3").execute()
@@ -87,14 +88,14 @@ def test_the_widget_ends_full_in_a_jupyter_kernel(tmp_path) -> None:
     planned, sent = printed(setup), printed(first)
     assert printed(rerun) == sent  # nothing sent again
     bars = [bar_of(first, state), bar_of(rerun, state)]
-    for bar, said in zip(bars, (f"{sent} sent", "nothing sent, "), strict=True):
+    for bar, said in zip(bars, (f"{sent} requests", "no requests, "), strict=True):
         assert (bar["max"], bar["value"], bar["bar_style"]) == (planned, planned, "success")
         assert bar["left"].startswith("ragframe: 100%")
         assert re.match(rf" ?{planned}/{planned} \[", bar["right"]), bar["right"]
         assert f", {said}" in bar["right"], bar["right"]
     duplicates = planned - sent
-    assert bars[0]["right"].endswith(f"{sent} sent, {duplicates} duplicates]"), bars[0]["right"]
-    cached = f"nothing sent, {sent} cached, {duplicates} duplicates]"
+    assert bars[0]["right"].endswith(f"{sent} requests, {duplicates} duplicates]"), bars[0]["right"]
+    cached = f"no requests, {sent} cached, {duplicates} duplicates]"
     assert bars[1]["right"].endswith(cached), bars[1]["right"]
 
 
@@ -138,7 +139,7 @@ def test_a_bar_made_without_a_plan_fills_its_widget(server, tmp_path, notebook_b
     prompts raise its max with the total, and it ends full and green, not in that style."""
     run(server, tmp_path, None, ["a", "b", "a"], ["c"])
     assert widget(notebook_bars[0])[:3] == (4, 4, "success")
-    assert widget(notebook_bars[0])[3].endswith("3 sent, 1 duplicate]")
+    assert widget(notebook_bars[0])[3].endswith("3 requests, 1 duplicate]")
 
 
 def test_a_run_with_nothing_to_ask_is_a_full_widget(server, tmp_path, notebook_bars) -> None:

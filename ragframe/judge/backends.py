@@ -61,8 +61,8 @@ class Progress:
     cache, as a duplicate (the same prompt again in a column, asked by another metric's
     stage, or in flight already: one request answers them all), or from its own request,
     sent and answered (repairs and retries inside that one tick). The postfix says which
-    ("80 sent, 20 cached, 25 duplicates"); a rerun the cache answers whole shows a full bar,
-    "nothing sent, 125 cached". Cached prompts and duplicates fill the bar at once but are
+    ("80 requests, 20 cached, 25 duplicates"); a rerun the cache answers whole shows a full
+    bar, "no requests, 125 cached". Cached prompts and duplicates fill the bar at once but are
     left out of tqdm's rate, so the rate and the ETA are those of the requests sent.
 
     The total is known from the start when the caller announces the run (`plan`): by task
@@ -107,8 +107,12 @@ class Progress:
         return self.cached + self.duplicates + self.answered
 
     def postfix(self) -> str:
-        """Where the answers so far came from: "80 sent, 20 cached, 25 duplicates"."""
-        parts = [f"{self.sent} sent" if self.sent or not self.done else "nothing sent"]
+        """Where the answers so far come from: "80 requests, 20 cached, 25 duplicates"
+        ("no requests, 100 cached" for a run the cache answers whole)."""
+        if not self.sent and not self.done:
+            return ""
+        parts = [f"{self.sent} request{'s' if self.sent != 1 else ''}" if self.sent else ""]
+        parts[0] = parts[0] or "no requests"
         if self.cached:
             parts.append(f"{self.cached} cached")
         if self.duplicates:
