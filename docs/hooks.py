@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 from typing import Any
 
 from mkdocs.structure.files import File, Files
@@ -51,7 +52,7 @@ def metric_page(row: dict[str, Any]) -> str:
         f"| requests per row | {cell(row['requests_per_row'])} |",
         f"| needs | {inputs} |",
         f"| empty input | {cell(row['empty_input'])} |",
-        f"| source | {cell(row['source'])} |",
+        f"| source | {linked(cell(row['source']))} |",
         f"| uses an LLM / embeddings | {_yes(row['uses_llm'])} / {_yes(row['uses_embeddings'])} |",
         f"| how to ask for it | `{row['how']}` (class `ragframe.{row['class']}`) |",
         "",
@@ -86,6 +87,15 @@ def metric_table(rows: list[dict[str, Any]]) -> str:
 def cell(value: str) -> str:
     """A value as a Markdown table cell: a `|` in a formula must not end the cell."""
     return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+#: A web address in a metric's source, up to the bracket or punctuation that closes it.
+_URL = re.compile(r"https?://[^\s()<>;,]+[^\s()<>;,.]")
+
+
+def linked(text: str) -> str:
+    """Every web address in `text` as a link (the catalogue cites its sources by address)."""
+    return _URL.sub(lambda m: f"<{m.group(0)}>", text)
 
 
 def _yes(flag: bool) -> str:

@@ -11,6 +11,7 @@ from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import array, boolean, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence, prompt
+from ragframe.metrics.sources import LLM4S, RAGAS, RAGAS_PAPER
 from ragframe.metrics.verdicts import numbered_items
 from ragframe.prompts import load
 
@@ -37,8 +38,11 @@ class AnswerRelevancy(Metric):
     Empty input: a null or empty question or answer gives null with the reason and sends
     nothing; a question whose embedding failed gives null with the embedding's error, never NaN.
     Questions are pinned to n_questions by the schema (a wrong count is re-asked, then reported).
-    Source: llm4s AnswerRelevancy (seed 000), ragas answer relevancy and the guide's
-    similarity-based Answer Relevancy (seed 003, worked example 0.92).
+    Source: ragas Response Relevancy
+    (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/answer_relevance/)
+    and the RAGAS paper (Es et al. 2023, https://arxiv.org/abs/2309.15217); llm4s
+    AnswerRelevancy (https://github.com/llm4s/llm4s). A worked example (0.92) is pinned in the
+    tests.
     """
 
     name = "answer_relevancy"
@@ -52,7 +56,8 @@ class AnswerRelevancy(Metric):
         formula="mean cosine(question, generated questions), 0 if noncommittal",
         requests_per_row="1 + embeddings (batched across rows)",
         empty_input="null: missing question or answer",
-        source="llm4s AnswerRelevancy (000), guide similarity-based (003)",
+        source=f"ragas Response Relevancy ({RAGAS}answer_relevance/); Es et al. 2023 "
+        f"({RAGAS_PAPER}); llm4s AnswerRelevancy ({LLM4S})",
     )
 
     def __init__(self, n_questions: int = 3, *, reasons: bool | None = None) -> None:

@@ -44,8 +44,9 @@ def _entry(name: str, cls: type[Metric], built: str | None = None) -> dict[str, 
 
 def catalog() -> pl.DataFrame:
     """One row per metric: name, description, direction, required inputs, requests per row,
-    whether it uses an LLM or embeddings, its formula, what empty input gives, its source in
-    the seeds, and how to ask for it (by name, or built like G-Eval)."""
+    whether it uses an LLM or embeddings, its formula, what empty input gives, its public
+    source (the documentation or paper it follows), and how to ask for it (by name, or built
+    like G-Eval)."""
     entries = [_entry(name, cls) for name, cls in REGISTRY.items()]
     entries.append(_entry("g_eval", GEval, built=BUILT["g_eval"]))
     aggregate = {
@@ -59,7 +60,8 @@ def catalog() -> pl.DataFrame:
         "uses_embeddings": False,
         "formula": "harmonic mean of the metrics it combines",
         "empty_input": "null when a combined score is null",
-        "source": "ragas",
+        "source": "ragas's aggregate score, the harmonic mean of its metrics "
+        "(https://github.com/explodinggradients/ragas)",
         "by_name": True,
         "how": f'"{RagasScore.name}"',
     }

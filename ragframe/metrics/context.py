@@ -30,6 +30,7 @@ from ragframe.metrics.base import (
     fence_items,
     prompt,
 )
+from ragframe.metrics.sources import DEEPEVAL, LLM4S, RAGAS
 from ragframe.metrics.statements import effective_cap
 from ragframe.metrics.verdicts import (
     ask_about_contexts,
@@ -67,8 +68,11 @@ class ContextPrecision(Metric):
     contexts are dropped before judging (not ranked, not counted); all blank is missing input.
     Detail: `verdicts`, one per judged context in rank order; `context_index` is the 1-based
     position of that context in the input list (blanks included).
-    Source: the guide's Contextual Precision (seed 003, worked example 0.5833), llm4s
-    ContextPrecision (000), ragas LLMContextPrecisionWithReference (002).
+    Source: ragas LLMContextPrecisionWithReference
+    (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/context_precision/),
+    deepeval ContextualPrecisionMetric (https://deepeval.com/docs/metrics-contextual-precision),
+    llm4s ContextPrecision (https://github.com/llm4s/llm4s). A worked example (0.5833) is
+    pinned in the tests.
     """
 
     name = "context_precision"
@@ -78,7 +82,9 @@ class ContextPrecision(Metric):
         formula="average precision of relevant flags (judged against ground_truth)",
         requests_per_row="1",
         empty_input="null: missing question, ground_truth or contexts",
-        source="guide Contextual Precision (003), llm4s (000), ragas (002)",
+        source=f"ragas LLMContextPrecisionWithReference ({RAGAS}context_precision/); deepeval "
+        f"ContextualPrecisionMetric ({DEEPEVAL}contextual-precision); llm4s ContextPrecision "
+        f"({LLM4S})",
     )
     _task: ClassVar[Task] = PRECISION_REFERENCE
     _target: ClassVar[tuple[str, str]] = ("ground_truth", "reference")
@@ -112,7 +118,8 @@ class ContextPrecisionWithoutReference(ContextPrecision):
     """Context precision judged against the `answer` instead of a reference (higher is better).
 
     Formula, requests per row and edge cases as context_precision; needs question, answer and
-    contexts. Source: ragas LLMContextPrecisionWithoutReference (seed 002).
+    contexts. Source: ragas LLMContextPrecisionWithoutReference
+    (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/context_precision/).
     """
 
     name = "context_precision_without_reference"
@@ -121,7 +128,7 @@ class ContextPrecisionWithoutReference(ContextPrecision):
         formula="average precision of relevant flags (judged against the answer)",
         requests_per_row="1",
         empty_input="null: missing question, answer or contexts",
-        source="ragas LLMContextPrecisionWithoutReference (002)",
+        source=f"ragas LLMContextPrecisionWithoutReference ({RAGAS}context_precision/)",
     )
     _task = PRECISION_ANSWER
     _target = ("answer", "answer")
@@ -189,8 +196,11 @@ class ContextRecall(Metric):
     the input list (blanks included), null when not covered. `truncated` is true when the
     judge's list reached its cap, MAX_FACTS (40, the schema's maxItems) or a judge's
     `output_bounds` (the embedded judge: 6): later facts may not have been judged.
-    Source: llm4s ContextRecall / FactAttribution (seed 000), the guide's Contextual Recall
-    (seed 003, worked example 0.5).
+    Source: ragas LLMContextRecall
+    (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/context_recall/),
+    deepeval ContextualRecallMetric (https://deepeval.com/docs/metrics-contextual-recall),
+    llm4s ContextRecall / FactAttribution (https://github.com/llm4s/llm4s). A worked example
+    (0.5) is pinned in the tests.
     """
 
     name = "context_recall"
@@ -203,7 +213,8 @@ class ContextRecall(Metric):
         formula="covered facts of ground_truth / facts",
         requests_per_row="1",
         empty_input="null: missing input, or no facts in ground_truth",
-        source="llm4s ContextRecall (000), guide Contextual Recall (003)",
+        source=f"ragas LLMContextRecall ({RAGAS}context_recall/); deepeval "
+        f"ContextualRecallMetric ({DEEPEVAL}contextual-recall); llm4s ContextRecall ({LLM4S})",
     )
 
     def tasks(self) -> list[Task]:

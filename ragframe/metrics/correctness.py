@@ -14,6 +14,7 @@ from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import array, boolean, indexed_verdict, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence, fence_items, prompt
+from ragframe.metrics.sources import RAGAS
 from ragframe.metrics.statements import (
     MAX_CLAIMS,
     answer_claims,
@@ -68,8 +69,12 @@ class AnswerCorrectness(Metric):
     `output_bounds`; `truncated` is true when either list reached its cap (and may be cut).
     Empty input: a null or empty question, answer or ground_truth gives null with the reason and
     sends nothing; no statement on either side gives null ("no factual statements"), never 1.0.
-    Source: ragas answer_correctness (named in seed 004: "two [calls] for decomposing the
-    response and reference into standalone statements and one for classifying them").
+    Source: ragas AnswerCorrectness (ragas's metrics:
+    https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/);
+    its three calls are the ones ragas's NVIDIA metrics page counts for it: "two [calls] for
+    decomposing the response and reference into standalone statements and one for classifying
+    them"
+    (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/nvidia_metrics/).
     """
 
     name = "answer_correctness"
@@ -92,7 +97,7 @@ class AnswerCorrectness(Metric):
         "classification) + embeddings (batched across rows)",
         empty_input="null: missing question, answer or ground_truth, or no statements on "
         "either side",
-        source="ragas answer_correctness (004)",
+        source=f"ragas AnswerCorrectness ({RAGAS})",
     )
 
     def __init__(

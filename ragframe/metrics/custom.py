@@ -19,6 +19,7 @@ from ragframe.inputs.columns import ALIASES, ROW_ID
 from ragframe.judge.schema import Spec, array, integer, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence, fence_items, prompt
+from ragframe.metrics.sources import DEEPEVAL, G_EVAL_PAPER, RAGAS
 from ragframe.prompts import load
 
 #: The inputs a custom judge may see, in the order they appear in its prompt.
@@ -119,7 +120,8 @@ class GEval(Metric):
     """G-Eval: an LLM judge for any criteria, scored by the probabilities of its score tokens
     (higher is better).
 
-    How it works (the guide's "Custom LLM as a Judge", seed 003, after Liu et al.'s G-Eval):
+    How it works (Liu et al., G-Eval, 2023, https://arxiv.org/abs/2303.16634, as deepeval's
+    GEval implements it):
     1. Steps. From `criteria` the judge writes 3-8 evaluation steps (chain of thought). This
        happens ONCE per metric configuration: the first `compute` call asks, under an
        asyncio.Lock, and caches the steps on the instance (`metric.steps`), so a run of N rows
@@ -154,7 +156,8 @@ class GEval(Metric):
     Detail: `reason`, `raw_score` (on the score_range scale), `integer_score` (what the judge
     wrote), `method` ("logprobs" | "integer"), `distribution` (the renormalised probability
     of each score when method is "logprobs"; raw_score is its mean).
-    Source: the guide's G-Eval (seed 003), deepeval GEval.
+    Source: Liu et al. 2023 (https://arxiv.org/abs/2303.16634), deepeval GEval
+    (https://deepeval.com/docs/metrics-llm-evals).
     """
 
     name = "g_eval"
@@ -170,7 +173,7 @@ class GEval(Metric):
         formula="(probability-weighted score - lo) / (hi - lo)",
         requests_per_row="1 (+1 per run for the steps when given criteria)",
         empty_input="null: a missing input among `inputs`",
-        source="guide G-Eval (003), deepeval GEval",
+        source=f"Liu et al. 2023, G-Eval ({G_EVAL_PAPER}); deepeval GEval ({DEEPEVAL}llm-evals)",
     )
 
     def __init__(
@@ -500,7 +503,8 @@ class RubricScore(Metric):
     contexts are dropped before judging (base.py's rule), all blank is missing input.
     Detail: `level` (as the judge chose it), `reason` (null with `reasons=False`: the judge is
     then asked for the level alone).
-    Source: ragas Rubric Score / rubric-based criteria scoring (seed 004).
+    Source: ragas RubricsScore, rubrics-based criteria scoring
+    (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/general_purpose/).
     """
 
     name = "rubric_score"
@@ -512,7 +516,7 @@ class RubricScore(Metric):
         formula="(level - min level) / (max level - min level)",
         requests_per_row="1",
         empty_input="null: a missing input among `inputs`",
-        source="ragas rubric-based criteria scoring (004)",
+        source=f"ragas RubricsScore ({RAGAS}general_purpose/)",
     )
 
     def __init__(

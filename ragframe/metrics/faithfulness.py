@@ -11,6 +11,7 @@ from ragframe.inputs.columns import ROW_ID, WHITESPACE
 from ragframe.judge.schema import boolean, indexed_verdict
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence_items, prompt
+from ragframe.metrics.sources import DEEPEVAL, LLM4S, RAGAS
 from ragframe.metrics.statements import MAX_CLAIMS, answer_claims, check_max_claims, claims_task
 from ragframe.metrics.verdicts import (
     matched_items,
@@ -63,7 +64,9 @@ class Faithfulness(Metric):
     log where only some rows were annotated. The question and answer are still required (the
     claims are that answer's). `given_claims=False` always extracts and ignores the column
     (its type then goes unchecked).
-    Source: llm4s Faithfulness (seed 000), deepeval's definition (seed 003).
+    Source: ragas Faithfulness and deepeval FaithfulnessMetric, as their documentation defines
+    them (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/faithfulness/,
+    https://deepeval.com/docs/metrics-faithfulness); llm4s Faithfulness (https://github.com/llm4s/llm4s).
     """
 
     name = "faithfulness"
@@ -80,7 +83,8 @@ class Faithfulness(Metric):
         "whose claims are given in a `claims` column",
         empty_input="null: missing input, no factual claims in the answer, or an empty given "
         "`claims` list",
-        source="llm4s Faithfulness (000), deepeval (003)",
+        source=f"ragas Faithfulness ({RAGAS}faithfulness/); deepeval FaithfulnessMetric "
+        f"({DEEPEVAL}faithfulness); llm4s Faithfulness ({LLM4S})",
     )
 
     def __init__(

@@ -27,6 +27,7 @@ from ragframe.metrics.base import (
     MetricInfo,
     average_precision,
 )
+from ragframe.metrics.sources import RAGAS
 
 #: Inputs of the two text metrics; equal on purpose, so both see the same valid rows and can
 #: share one table of similarities per run.
@@ -182,7 +183,7 @@ class ContextPrecisionNonLLM(_TextOverlap):
     with the reason, never 1.0. Blank contexts are dropped before ranking (ragas would rank an
     empty string as an irrelevant slot); `context_index` in the detail is the 1-based position
     in the input list, blanks included.
-    Source: ragas NonLLMContextPrecisionWithReference (seed 002).
+    Source: ragas NonLLMContextPrecisionWithReference (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/context_precision/).
     """
 
     name = "context_precision_nonllm"
@@ -191,7 +192,7 @@ class ContextPrecisionNonLLM(_TextOverlap):
     info = _no_llm_info(
         "average precision of (best Levenshtein similarity to a reference >= similarity_threshold)",
         TEXT_INPUTS,
-        "ragas NonLLMContextPrecisionWithReference (002)",
+        f"ragas NonLLMContextPrecisionWithReference ({RAGAS}context_precision/)",
     )
 
     def score(self, flags: pl.Expr) -> pl.Expr:
@@ -209,7 +210,7 @@ class ContextRecallNonLLM(_TextOverlap):
     Empty input: null or empty contexts or reference_contexts (or only blank items) give null
     with the reason, never 1.0. Blank reference items are not counted; blank contexts are
     dropped before matching (`best_context_index` is the 1-based input position).
-    Source: ragas NonLLMContextRecall (seed 002).
+    Source: ragas NonLLMContextRecall (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/context_recall/).
     """
 
     name = "context_recall_nonllm"
@@ -218,7 +219,7 @@ class ContextRecallNonLLM(_TextOverlap):
     info = _no_llm_info(
         "reference contexts with a retrieved context >= similarity_threshold similar / references",
         TEXT_INPUTS,
-        "ragas NonLLMContextRecall (002)",
+        f"ragas NonLLMContextRecall ({RAGAS}context_recall/)",
     )
 
     def score(self, flags: pl.Expr) -> pl.Expr:
@@ -290,7 +291,7 @@ class ContextPrecisionIDs(_IDOverlap):
     Requests per row: 0 (no LLM).
     Empty input: null or empty retrieved_context_ids or reference_context_ids (or only blank
     IDs) give null with the reason, never 1.0.
-    Source: ragas IDBasedContextPrecision (seed 002).
+    Source: ragas IDBasedContextPrecision (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/context_precision/).
     """
 
     name = "context_precision_ids"
@@ -299,7 +300,7 @@ class ContextPrecisionIDs(_IDOverlap):
     info = _no_llm_info(
         "|retrieved ids ∩ reference ids| / |retrieved ids| (distinct ids)",
         ID_INPUTS,
-        "ragas IDBasedContextPrecision (002)",
+        f"ragas IDBasedContextPrecision ({RAGAS}context_precision/)",
     )
 
 
@@ -311,7 +312,7 @@ class ContextRecallIDs(_IDOverlap):
     Requests per row: 0 (no LLM).
     Empty input: null or empty retrieved_context_ids or reference_context_ids (or only blank
     IDs) give null with the reason, never 1.0.
-    Source: ragas IDBasedContextRecall (seed 002).
+    Source: ragas IDBasedContextRecall (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/context_recall/).
     """
 
     name = "context_recall_ids"
@@ -320,7 +321,7 @@ class ContextRecallIDs(_IDOverlap):
     info = _no_llm_info(
         "|retrieved ids ∩ reference ids| / |reference ids| (distinct ids)",
         ID_INPUTS,
-        "ragas IDBasedContextRecall (002)",
+        f"ragas IDBasedContextRecall ({RAGAS}context_recall/)",
     )
 
 

@@ -3,9 +3,9 @@
 Each asks two differently worded judge templates for a bare rating (no reason: a few output
 tokens, which is why these metrics suit small judges), scales each rating into [0, 1] and
 averages the valid ones. A rating that fails (a request error, or a number off the scale) drops
-out of the average instead of failing the row, as NVIDIA's own code does (seed 004: "if both
-ratings are valid, the final score is the average ...; if only one is valid, that score is
-used"); never silently: the detail's `partial` then names the failed template and its reason.
+out of the average instead of failing the row, as NVIDIA's metrics do ("if only one is valid,
+that score is used", https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/nvidia_metrics/);
+never silently: the detail's `partial` then names the failed template and its reason.
 Only when both fail is the row null.
 
 The templates rate the contexts (or the answer) as a whole, not item by item, so their answers
@@ -24,6 +24,7 @@ from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import integer, obj
 from ragframe.judge.task import Task
 from ragframe.metrics.base import Context, Metric, MetricInfo, fence, fence_items, prompt
+from ragframe.metrics.sources import RAGAS
 from ragframe.prompts import load
 
 #: Enough for `{"rating": 4}` with some whitespace; the templates ask for the rating only.
@@ -225,7 +226,7 @@ class AnswerAccuracy(DualJudge):
     Empty input: a null or empty question, answer or ground_truth gives null with the reason
     and sends nothing.
     Ratings are read as numbers ("4.0" is 4), unlike ragas's substring scan of the reply.
-    Source: NVIDIA metrics in ragas, AnswerAccuracy (seed 004).
+    Source: NVIDIA AnswerAccuracy, as ragas documents it (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/nvidia_metrics/).
     """
 
     name = "answer_accuracy"
@@ -236,7 +237,7 @@ class AnswerAccuracy(DualJudge):
         ACCURACY_SCALE,
         requests_per_row="2",
         empty_input="null: missing question, answer or ground_truth; null if both ratings fail",
-        source="NVIDIA AnswerAccuracy via ragas (004)",
+        source=f"NVIDIA AnswerAccuracy via ragas ({RAGAS}nvidia_metrics/)",
     )
 
     def prompts(self) -> tuple[pl.Expr, pl.Expr]:
@@ -308,8 +309,9 @@ class ContextRelevance(_VerbatimShortcut):
     always asks).
     Empty input: a null or empty question or contexts gives null with the reason (ragas: 0.0);
     blank contexts are dropped before judging, all blank is missing input.
-    Source: NVIDIA ContextRelevance via ragas (seed 004); ragas's first implementation sent
-    template 1 twice, here each template is asked once.
+    Source: NVIDIA ContextRelevance, as ragas documents it
+    (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/nvidia_metrics/);
+    ragas's first implementation sent template 1 twice, here each template is asked once.
     """
 
     name = "context_relevance"
@@ -322,7 +324,7 @@ class ContextRelevance(_VerbatimShortcut):
         RELEVANCE_SCALE,
         requests_per_row="2 (0 when the contexts only repeat the question)",
         empty_input="null: missing question or contexts; null if both ratings fail",
-        source="NVIDIA ContextRelevance via ragas (004)",
+        source=f"NVIDIA ContextRelevance via ragas ({RAGAS}nvidia_metrics/)",
     )
 
     def verbatim(self) -> pl.Expr:
@@ -355,7 +357,8 @@ class ResponseGroundedness(_VerbatimShortcut):
     scores that 1.0 without asking; `shortcuts=False` always asks).
     Empty input: a null or empty answer or contexts gives null with the reason (ragas: 0.0);
     blank contexts are dropped before judging, all blank is missing input.
-    Source: NVIDIA ResponseGroundedness via ragas (seed 004).
+    Source: NVIDIA ResponseGroundedness, as ragas documents it
+    (https://docs.ragas.io/en/stable/concepts/metrics/available_metrics/nvidia_metrics/).
     """
 
     name = "response_groundedness"
@@ -368,7 +371,7 @@ class ResponseGroundedness(_VerbatimShortcut):
         GROUNDEDNESS_SCALE,
         requests_per_row="2 (0 when the answer is quoted verbatim from the contexts)",
         empty_input="null: missing answer or contexts; null if both ratings fail",
-        source="NVIDIA ResponseGroundedness via ragas (004)",
+        source=f"NVIDIA ResponseGroundedness via ragas ({RAGAS}nvidia_metrics/)",
     )
 
     def verbatim(self) -> pl.Expr:

@@ -1,5 +1,5 @@
 """deepeval's statement-counting metrics: contextual relevancy, LLM answer relevancy and
-hallucination (the guide, seed 003).
+hallucination (deepeval's documentation: https://deepeval.com/docs/metrics-introduction).
 
 Each sends one request per row where deepeval sends one per context or per stage: every
 context (or statement) of a row is judged at once, with the array's length pinned by the schema
@@ -17,6 +17,7 @@ from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import array, boolean, indexed_verdict, integer, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import ERROR, Context, Metric, MetricInfo, fence, fence_items, prompt
+from ragframe.metrics.sources import DEEPEVAL
 from ragframe.metrics.statements import (
     MAX_CLAIMS,
     answer_claims,
@@ -70,7 +71,9 @@ class ContextualRelevancy(Metric):
     of that context in the input list (blanks included). `truncated` is true when some
     context's statement list reached a judge's `output_bounds` (the embedded judge: 6), so it
     may have been cut; the schema itself sets no cap.
-    Source: the guide's Contextual Relevancy (seed 003, worked example 9/11 = 0.8182).
+    Source: deepeval ContextualRelevancyMetric
+    (https://deepeval.com/docs/metrics-contextual-relevancy). A worked example (9/11 = 0.8182) is
+    pinned in the tests.
     """
 
     name = "contextual_relevancy"
@@ -83,7 +86,7 @@ class ContextualRelevancy(Metric):
         formula="relevant statements / statements, over all contexts",
         requests_per_row="1",
         empty_input="null: missing question or contexts, or no statements in the contexts",
-        source="guide Contextual Relevancy (003), deepeval",
+        source=f"deepeval ContextualRelevancyMetric ({DEEPEVAL}contextual-relevancy)",
     )
 
     def tasks(self) -> list[Task]:
@@ -170,7 +173,8 @@ class AnswerRelevancyLLM(Metric):
     `truncated` (from the shared stage) is true when the statement list reached its cap
     (`max_claims`, default 40, or a judge's `output_bounds`), so later statements may not have
     been judged; metrics with the same `max_claims` share one extraction per row.
-    Source: the guide's LLM-based Answer Relevancy (seed 003, worked example 2/2 = 1.0).
+    Source: deepeval AnswerRelevancyMetric (https://deepeval.com/docs/metrics-answer-relevancy). A
+    worked example (2/2 = 1.0) is pinned in the tests.
     """
 
     name = "answer_relevancy_llm"
@@ -183,7 +187,7 @@ class AnswerRelevancyLLM(Metric):
         formula='statements with verdict != "no" / statements ("idk" counts as relevant)',
         requests_per_row="1 (shared claims extraction) + 1",
         empty_input="null: missing question or answer, or no statements in the answer",
-        source="guide LLM-based Answer Relevancy (003), deepeval",
+        source=f"deepeval AnswerRelevancyMetric ({DEEPEVAL}answer-relevancy)",
     )
 
     def __init__(self, max_claims: int = MAX_CLAIMS, *, reasons: bool | None = None) -> None:
@@ -267,7 +271,9 @@ class Hallucination(Metric):
     of that context in the input list (blanks included), matched by the verdict's `index`.
     Inputs: answer and contexts. deepeval judges against `context` (ground-truth passages);
     to do so here, map that column: columns={"contexts": "context"}.
-    Source: the guide's Hallucination Check (seed 003, worked example 0/2 = 0.0).
+    Source: deepeval HallucinationMetric (https://deepeval.com/docs/metrics-hallucination), as it
+    scored before deepeval 4, whose score is 1 minus this one (agreeing contexts, higher is
+    better). A worked example (0/2 = 0.0) is pinned in the tests.
     """
 
     name = "hallucination"
@@ -278,7 +284,8 @@ class Hallucination(Metric):
         formula="contradicted contexts / contexts (lower is better)",
         requests_per_row="1",
         empty_input="null: missing answer or contexts",
-        source="guide Hallucination Check (003), deepeval",
+        source=f"deepeval HallucinationMetric ({DEEPEVAL}hallucination), before deepeval 4 "
+        "(deepeval 4 scores 1 minus this)",
     )
 
     def tasks(self) -> list[Task]:
