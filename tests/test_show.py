@@ -428,6 +428,14 @@ def test_the_report_draws_the_same_card(scored: pl.DataFrame) -> None:
     assert "<span class='yes'>✓ no</span>" in worst.group(1)
 
 
+#: A page's own styles, as a notebook's: every cell yellow, and rules of JupyterLab's
+#: rendered-HTML styles (tables centred and right-aligned without borders).
+JUPYTER = """td { background: #ff0; } p { font-family: serif; }
+.jp-RenderedHTMLCommon table { border: none; border-collapse: collapse; table-layout: fixed;
+  margin-left: auto; margin-right: auto; font-size: 12px; }
+.jp-RenderedHTMLCommon td, .jp-RenderedHTMLCommon th { text-align: right; border: none;
+  padding: 0.5em; vertical-align: middle; }
+.jp-RenderedHTMLCommon tbody tr:nth-child(odd) { background: #f5f5f5; }"""
 #: Computed styles read in the page: inside the cards and outside them.
 PROBE = """<script>
 var q = function (s) { return document.querySelector(s); };
@@ -435,26 +443,30 @@ var style = function (s, p) { return getComputedStyle(q(s)).getPropertyValue(p);
 document.getElementById('probe').textContent = JSON.stringify({
   yes: style('.rf-cards span.yes', 'color'), no: style('.rf-cards span.no', 'color'),
   card_cell: style('.rf-cards td', 'background-color'),
+  card_align: style('.rf-cards td', 'text-align'),
+  card_border: style('.rf-cards td', 'border-top-width'),
+  card_table: style('.rf-cards table', 'margin-left'),
   page_cell: style('#page td', 'background-color'),
   page_text: style('#page p', 'font-family'),
+  card_text: style('.rf-cards p', 'font-family') === style('.rf-cards', 'font-family'),
   open: document.querySelectorAll('.rf-cards details[open]').length,
 });
 </script>"""
 
 
 def test_drawn_in_chromium_scoped(scored: pl.DataFrame, tmp_path: Path) -> None:
-    """The cards in a page whose own styles paint every table cell, as a notebook's might:
-    inside the cards their scoped styles win (green ✓, red ✗, white cells); outside, the
-    page's styles are untouched."""
+    """The cards in a page whose own styles paint every table cell and centre, right-align
+    and unborder tables, as JupyterLab's do: inside the cards their scoped styles win (green
+    ✓, red ✗, white bordered left-aligned cells); outside, the page's styles are untouched."""
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.skip("chromium is not installed")
     cards = show(scored, row=[2, 0], metric="faithfulness")
     page = tmp_path / "show.html"
     page.write_text(
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><style>td { background: #ff0; } "
-        "p { font-family: serif; }</style></head><body><div id='page'><p>a notebook cell</p>"
-        f"<table><tr><td>1</td></tr></table></div>{cards._repr_html_()}"
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><style>{JUPYTER}</style></head>"
+        "<body><div id='page'><p>a notebook cell</p><table><tr><td>1</td></tr></table></div>"
+        f"<div class='jp-RenderedHTMLCommon'>{cards._repr_html_()}</div>"
         f"<pre id='probe'></pre>{PROBE}</body></html>",
         encoding="utf-8",
     )
@@ -469,7 +481,11 @@ def test_drawn_in_chromium_scoped(scored: pl.DataFrame, tmp_path: Path) -> None:
         "yes": "rgb(30, 123, 52)",
         "no": "rgb(176, 58, 46)",
         "card_cell": "rgb(255, 255, 255)",
+        "card_align": "left",
+        "card_border": "1px",
+        "card_table": "0px",
         "page_cell": "rgb(255, 255, 0)",
         "page_text": "serif",
+        "card_text": True,
         "open": 2,
     }

@@ -114,17 +114,18 @@ STYLE = """
 .rf-cards { --ink: #1d2530; --muted: #5b6675; --line: #d9dee5; --soft: #f4f6f9;
   font: 13px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
   background: #fff; padding: 4px 2px; text-align: left; }
-.rf-cards * { box-sizing: border-box; }
+.rf-cards * { box-sizing: border-box; font-family: inherit; }
 .rf-cards p.note { color: var(--muted); margin: 2px 0 6px; }
 .rf-cards h4 { font-size: 13px; margin: 12px 0 4px; color: var(--ink); }
 .rf-cards h5 { font-size: 12px; margin: 10px 0 4px; color: var(--muted); }
-.rf-cards table { border-collapse: collapse; margin: 6px 0 10px; font-size: 12px; width: auto; }
+.rf-cards table { border-collapse: collapse; margin: 6px 0 10px; font-size: 12px; width: auto;
+  table-layout: auto; border: none; }
 .rf-cards th, .rf-cards td { border: 1px solid var(--line); padding: 3px 8px; text-align: left;
   vertical-align: top; color: var(--ink); background: #fff; }
 .rf-cards thead th, .rf-cards table.kv th { background: var(--soft); font-weight: 600; }
 .rf-cards td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .rf-cards table.verdicts td { max-width: 520px; white-space: normal; }
-.rf-cards code { font-size: 11px; word-break: break-all; }
+.rf-cards code { font: 11px monospace; word-break: break-all; }
 .rf-cards ol { margin: 4px 0; padding-left: 26px; }
 .rf-cards .error { color: #b03a2e; }
 .rf-cards .cut, .rf-cards .none { color: var(--muted); font-style: italic; }
