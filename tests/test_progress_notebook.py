@@ -57,8 +57,10 @@ server.stop()
 
 def bar_of(cell: nbformat.NotebookNode, state: dict[str, Any]) -> dict[str, Any]:
     """The one progress bar the cell displayed: its widget's max, value and style, and the
-    texts left and right of it, from the widget state the kernel saved."""
-    (view,) = [o["data"][WIDGET_VIEW] for o in cell.outputs if WIDGET_VIEW in o.get("data", {})]
+    texts left and right of it, from the widget state the kernel saved; and the output's
+    plain text."""
+    (data,) = [o["data"] for o in cell.outputs if WIDGET_VIEW in o.get("data", {})]
+    view = data[WIDGET_VIEW]
     children = state[view["model_id"]]["state"]["children"]
     left, progress, right = (state[child.removeprefix("IPY_MODEL_")] for child in children)
     assert progress["model_name"].endswith("ProgressModel"), progress["model_name"]
@@ -67,6 +69,7 @@ def bar_of(cell: nbformat.NotebookNode, state: dict[str, Any]) -> dict[str, Any]
         **{k: progress["state"][k] for k in keep},
         "left": left["state"]["value"].replace("\u2007", " "),
         "right": right["state"]["value"].replace("\u2007", " "),
+        "text": data["text/plain"],  # what a viewer without the widget's state shows
     }
 
 
@@ -79,7 +82,8 @@ def test_the_widget_ends_full_in_a_jupyter_kernel(tmp_path) -> None:
     """12 rows (4 repeated) x the default metrics' stages: the widget's max is the run's
     prompts from the start and its value reaches it, green ("success"); the label says how
     many prompts took a request and how many were duplicates. The rerun sends nothing and
-    is just as full."""
+    is just as full. The text a notebook keeps beside the widget (shown by viewers without
+    its state) is the bar as it ended, not as it started (0%)."""
     source = NOTEBOOK.format(cache=str(tmp_path / "cache.sqlite3"), sample=str(SAMPLE))
     notebook = new_notebook(cells=[new_code_cell(c.strip()) for c in source.split("---")])
     nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3").execute()
@@ -93,6 +97,7 @@ def test_the_widget_ends_full_in_a_jupyter_kernel(tmp_path) -> None:
         assert bar["left"].startswith("ragframe: 100%")
         assert re.match(rf" ?{planned}/{planned} \[", bar["right"]), bar["right"]
         assert f", {said}" in bar["right"], bar["right"]
+        assert re.match(rf"ragframe: 100%\|.*\| {planned}/{planned} \[", bar["text"]), bar["text"]
     duplicates = planned - sent
     assert bars[0]["right"].endswith(f"{sent} requests, {duplicates} duplicates]"), bars[0]["right"]
     cached = f"no requests, {sent} cached, {duplicates} duplicates]"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -94,6 +95,7 @@ class Progress:
         self._total = 0  # the total on the bar: only raised while the run goes
         self._filled = 0  # cached + duplicates already on the bar
         self._postfix = ""
+        self._shown: Any = None  # Jupyter: the handle of the widget's output
 
     @property
     def total(self) -> int:
@@ -121,9 +123,7 @@ class Progress:
 
     def open(self) -> None:
         self._total = self.total
-        self._bar = _bar_class()(
-            total=self._total, unit="req", desc="ragframe", leave=True, dynamic_ncols=True
-        )
+        self._bar, self._shown = _open_bar(self._total)
 
     def plan(self, expected: Mapping[str, int]) -> None:
         """Set the prompts each task (by `Task.name`) is expected to be asked in the run."""
@@ -196,6 +196,27 @@ class Progress:
         bar.close()
         if finished and not self._total:
             _fill_widget(bar)  # nothing to ask: a full bar, not an empty one
+        if self._shown is not None:  # the notebook's saved text: the bar as it ended
+            self._shown.update(bar.container)
+
+
+def _open_bar(total: int) -> tuple[Any, Any]:
+    """A bar (`_bar_class`), and in Jupyter the display handle of its widget.
+
+    tqdm.notebook displays its widget once, with the text a notebook keeps beside it (what
+    GitHub, nbconvert and any viewer without the widget's state show) drawn at 0%: displayed
+    here under a handle instead, the text is redrawn at the end (`Progress.close`)."""
+    cls = _bar_class()
+    options: dict[str, Any] = {
+        "total": total, "unit": "req", "desc": "ragframe", "leave": True, "dynamic_ncols": True
+    }  # fmt: skip
+    notebook = sys.modules.get("tqdm.notebook")
+    if notebook is None or not (isinstance(cls, type) and issubclass(cls, notebook.tqdm)):
+        return cls(**options), None
+    from IPython.display import display
+
+    bar = cls(**options, display=False)
+    return bar, display(bar.container, display_id=True)
 
 
 def _set_total(bar: Any, total: int) -> None:
