@@ -26,6 +26,20 @@ HELP = (
     "compare two scored files: per metric the difference b - a with its interval, a p-value, "
     "wins / ties / losses, and the rows that changed most"
 )
+MARGIN_RULE = "a score difference from 0 up to 1 (e.g. 0.05)"
+
+
+def margin_type(text: str) -> float:
+    """An argparse type: --margin, 0 <= margin < 1 (a difference of scores in [0, 1])."""
+    value = common.non_negative_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be {MARGIN_RULE}, got {text!r}")
+    return value
+
+
+margin_type.rule = MARGIN_RULE  # type: ignore[attr-defined]
+margin_type.rejects = ("-1", "1", "1.5", "nan", "inf")  # type: ignore[attr-defined]
+
 #: Characters of a verdict struct shown per changed row in the terminal.
 _DETAIL_CHARS = 160
 
@@ -63,7 +77,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     regression.add_argument(
         "--margin",
-        type=common.non_negative_float,
+        type=margin_type,
         default=0.0,
         help="fail only on a drop of at least this much (a score difference, e.g. 0.05; "
         "default: 0, any drop the interval shows)",
