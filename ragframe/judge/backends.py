@@ -95,7 +95,7 @@ class Progress:
         self._total = 0  # the total on the bar: only raised while the run goes
         self._filled = 0  # cached + duplicates already on the bar
         self._postfix = ""
-        self._shown: Any = None  # Jupyter: the handle of the widget's output
+        self._handle: Any = None  # Jupyter: the display handle of the widget's output
 
     @property
     def total(self) -> int:
@@ -113,8 +113,9 @@ class Progress:
         ("no requests, 100 cached" for a run the cache answers whole)."""
         if not self.sent and not self.done:
             return ""
-        parts = [f"{self.sent} request{'s' if self.sent != 1 else ''}" if self.sent else ""]
-        parts[0] = parts[0] or "no requests"
+        parts = [
+            f"{self.sent} request{'s' if self.sent > 1 else ''}" if self.sent else "no requests"
+        ]
         if self.cached:
             parts.append(f"{self.cached} cached")
         if self.duplicates:
@@ -123,7 +124,7 @@ class Progress:
 
     def open(self) -> None:
         self._total = self.total
-        self._bar, self._shown = _open_bar(self._total)
+        self._bar, self._handle = _open_bar(self._total)
 
     def plan(self, expected: Mapping[str, int]) -> None:
         """Set the prompts each task (by `Task.name`) is expected to be asked in the run."""
@@ -196,8 +197,8 @@ class Progress:
         bar.close()
         if finished and not self._total:
             _fill_widget(bar)  # nothing to ask: a full bar, not an empty one
-        if self._shown is not None:  # the notebook's saved text: the bar as it ended
-            self._shown.update(bar.container)
+        if self._handle is not None:  # the notebook's saved text: the bar as it ended
+            self._handle.update(bar.container)
 
 
 def _open_bar(total: int) -> tuple[Any, Any]:
@@ -224,7 +225,7 @@ def _set_total(bar: Any, total: int) -> None:
     widget's max only when the bar is made or reset: a total changed later would leave the
     bar short of full at the end)."""
     bar.total = total
-    container = getattr(bar, "container", None)  # tqdm.notebook: [label, IntProgress, text]
+    container = getattr(bar, "container", None)  # tqdm.notebook: [label, progress, text]
     if container is not None and total > 0:
         widget = container.children[1]
         widget.max = total
