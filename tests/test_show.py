@@ -286,6 +286,10 @@ def test_text_cards_show_each_verdict_with_its_mark_and_reason(scored: pl.DataFr
                 "contextual_relevancy", f"{mark} {s['statement']}  [relevant: {word}]", s["reason"]
             )
     assert f"reason: {row['g_eval_detail']['reason']}" in by_metric["g_eval"]
+    scores = [c for c in scored.columns if f"{c}_detail" in scored.columns]
+    for m in scores:  # a name and its score never wrapped apart
+        value = "-" if row[m] is None else number(row[m])
+        assert f"{m} {value}" in text, m
     assert "inputs_cut" not in text  # empty: says nothing
     assert max(len(line) for line in text.splitlines()) <= 100
 

@@ -165,7 +165,7 @@ def card_text(card: Card, columns: int | None = None) -> str:
     head = [f"{name} {number(score)}", f"row {card.position:,}"]
     head += [f"{c} {v}" for c, v in card.ids]
     out.rule(" · ".join(head))
-    out.wrap("scores: " + " · ".join(f"{m} {number(v)}" for m, v in card.scores), 0, 8)
+    out.pairs("scores: ", [(m, number(v)) for m, v in card.scores], 0, 8)
     for column, value in card.texts:
         if isinstance(value, list):
             out.line(f"{column} ({len(value):,}):")
@@ -186,6 +186,10 @@ def cards_text(cards: Sequence[Card], note: str, columns: int | None = None) -> 
     parts = [textwrap.fill(note, width_)]
     parts += [card_text(c, width_) for c in cards]
     return "\n\n".join(parts)
+
+
+#: Holds a name and its value together while a line is wrapped (textwrap breaks at spaces).
+_GLUE = "\0"
 
 
 class _Lines:
@@ -213,6 +217,13 @@ class _Lines:
                 break_on_hyphens=False,
             )
             self.lines.append(filled or (first if k == 0 else rest).rstrip())
+
+    def pairs(self, label: str, pairs: Sequence[tuple[str, str]], indent: int, hang: int) -> None:
+        """Names and values joined by " · ", wrapped between pairs, never inside one."""
+        glued = " · ".join(f"{k} {v}".replace(" ", _GLUE) for k, v in pairs)
+        start = len(self.lines)
+        self.wrap(label + glued, indent, hang)
+        self.lines[start:] = [line.replace(_GLUE, " ") for line in self.lines[start:]]
 
     def more(self, total: int, indent: int) -> None:
         if total > LIST_LIMIT:
@@ -252,9 +263,9 @@ def _detail_text(out: _Lines, found: Mapping[str, Any] | None) -> None:
     reason = dict(scalars).pop("reason", None)
     if reason is not None:
         out.wrap(f"reason: {_cut(reason, TEXT_LIMIT)}", 2, 4)
-    rest = [f"{k} {_value(v)}" for k, v in scalars if k != "reason"]
+    rest = [(k, _value(v)) for k, v in scalars if k != "reason"]
     if rest:
-        out.wrap(" · ".join(rest), 2, 4)
+        out.pairs("", rest, 2, 4)
 
 
 #: Fields naming an input by its position (1-based), shown as "context 2" when an item has no
