@@ -368,7 +368,7 @@ async def score_repeats(
         if judge.max_cost is not None and stats:  # one budget for the whole run, as k = 1
             one.max_cost = max(judge.max_cost - spent, 0.0)
         session = one.session()
-        session.plan(work_plan(metrics, frame.height))
+        session.plan(work_plan(metrics, frame, columns))
         try:
             if needs_judge(metrics):
                 async with session:

@@ -19,7 +19,7 @@ and sends requests only for what was never answered.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -200,13 +200,14 @@ async def _stream(
     writer = AtomicParquetWriter(target, template.to_arrow().schema, meta, overwrite=overwrite)
     chunks = _InOrder(writer, result, session, chunks_in_flight)
     reader = _ChunkReader(source.chunks(chunk_rows))
-    # A format that does not record its rows: the plan grows with each chunk read.
-    planned_by_chunk, planned = source.rows is None, 0
+    # A format that does not record its rows: the plan grows with each chunk read, by the
+    # rows of the chunk that have each metric's inputs (as a frame in memory is planned).
+    planned_by_chunk, planned = source.rows is None, Counter[str]()
     try:
         while (frame := await reader.next()) is not None:
             if planned_by_chunk:
-                planned += frame.height
-                session.plan(work_plan(metrics, planned))
+                planned.update(work_plan(metrics, frame, columns))
+                session.plan(dict(planned))
             chunks.start(score(frame))
             reader.read_ahead()  # the next chunk is decoded while this one is being scored
             await chunks.write_if_full()
