@@ -82,7 +82,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="fail only on a drop of at least this much (a score difference, e.g. 0.05; "
         "default: 0, any drop the interval shows)",
     )
-    gate_cli.add_ci_file_options(regression, "metric named by --fail-if-worse", json=False)
+    gate_cli.add_ci_file_options(
+        regression,
+        "metric named by --fail-if-worse (and group)",
+        json=False,
+        failure="the difference b - a, its interval and p",
+        then="",
+    )
     labels.add_label_options(parser, pair=True)
     parser.add_argument(
         "--pairs",
@@ -93,7 +99,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     options.add_format(
         parser,
         json="print everything as JSON (with --labels, the paired human estimate's rows under "
-        '"human_estimate")',
+        '"human_estimate"; with --fail-if-worse, the check under "regression")',
         csv="print the table as CSV (warnings, and with --labels the human estimate's line, go "
         "to stderr)",
     )

@@ -92,15 +92,22 @@ def add_gate_options(parser: argparse.ArgumentParser, *, thresholds: bool = True
     add_ci_file_options(group, "gate", json=True)
 
 
-def add_ci_file_options(group: Any, what: str, *, json: bool) -> None:
+def add_ci_file_options(
+    group: Any,
+    what: str,
+    *,
+    json: bool,
+    failure: str = "the figure, the interval and the worst rows",
+    then: str = ", then the worst rows",
+) -> None:
     """--junit FILE, --markdown FILE (and --json FILE when `json`): the results as CI files,
-    written whether the checks pass or fail; `what` names a check ("gate", "metric")."""
+    written whether the checks pass or fail; `what` names a check ("gate"), `failure` what a
+    failed one's JUnit failure lists, `then` what the Markdown adds after its table."""
     group.add_argument(
         "--junit",
         metavar="FILE",
-        help=f"write the results as JUnit XML, one test case per {what} (a failure lists the "
-        "figure, the interval and the worst rows), for a CI's test report; written whether "
-        "they pass or fail",
+        help=f"write the results as JUnit XML, one test case per {what} (a failure lists "
+        f"{failure}), for a CI's test report; written whether they pass or fail",
     )
     if json:
         group.add_argument(
@@ -112,9 +119,9 @@ def add_ci_file_options(group: Any, what: str, *, json: bool) -> None:
     group.add_argument(
         "--markdown",
         metavar="FILE",
-        help=f"write a GitHub-flavoured Markdown table, one row per {what} with ✅ / ❌, then "
-        "the worst rows (e.g. for $GITHUB_STEP_SUMMARY); '-' prints it instead of the "
-        "usual table (which then goes to stderr)",
+        help=f"write a GitHub-flavoured Markdown table, one row per {what} with ✅ / ❌{then} "
+        "(e.g. for $GITHUB_STEP_SUMMARY); '-' prints it instead of the usual table (which "
+        "then goes to stderr)",
     )
 
 
