@@ -22,6 +22,7 @@ import pytest
 
 from ragframe import REGISTRY, GEval, Judge, RubricScore, run
 from ragframe.errors import ConfigError, InputError
+from ragframe.report._cards import STYLE
 from ragframe.report.show import show
 from ragframe.testing.server import FakeServer
 
@@ -425,6 +426,8 @@ def test_the_report_draws_the_same_card(scored: pl.DataFrame) -> None:
         drawn = re.findall(r"<details class='row' open>.*?</details>", cards, re.S)
         assert len(drawn) == ROWS - 1  # the row that failed to score is not among the worst
         assert [d.replace(" open>", ">", 1) for d in drawn] == blocks[start : start + ROWS - 1]
+    # ... with the same styles: the section is the cards' element, holding their style.
+    assert worst.group(1).startswith(f"<h2>Worst rows</h2><div class='rf-cards'><style>{STYLE}")
     # A context that contradicts the answer is marked bad, whatever its True.
     found = [c for d in scored["hallucination_detail"] for c in d["contexts"] or []]
     assert {c["contradicted"] for c in found} == {True, False}

@@ -107,9 +107,8 @@ def card_html(card: Card, *, opened: bool = False) -> Safe:
     )
 
 
-#: The cards' styles for a page that is not the report's (a notebook's output): every rule
-#: under `.rf-cards`, so nothing of the notebook's own styling changes. The report's page
-#: style (`_shell.STYLE`) holds the same rules, unscoped.
+#: The cards' styles, in the report's worst rows and in a notebook's output alike: every rule
+#: under `.rf-cards`, so nothing of the notebook's (or the report's) other styling changes.
 STYLE = """
 .rf-cards { --ink: #1d2530; --muted: #5b6675; --line: #d9dee5; --soft: #f4f6f9;
   font: 13px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
@@ -142,12 +141,14 @@ STYLE = """
 """
 
 
+def styled(*parts: str) -> Safe:
+    """HTML holding cards, in the element their scoped styles apply to (with those styles)."""
+    return Safe(f"<div class='rf-cards'><style>{STYLE}</style>{''.join(parts)}</div>")
+
+
 def cards_html(cards: Sequence[Card], note: str) -> str:
     """Cards for a notebook: the note, then each card opened; styles scoped, no script."""
-    inner = "".join(card_html(c, opened=True) for c in cards)
-    return (
-        f"<div class='rf-cards'><style>{STYLE}</style><p class='note'>{esc(note)}</p>{inner}</div>"
-    )
+    return styled(f"<p class='note'>{esc(note)}</p>", *(card_html(c, opened=True) for c in cards))
 
 
 # ------------------------------------------------------------------------------ text

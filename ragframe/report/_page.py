@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from ragframe.report import _charts
-from ragframe.report._cards import card, card_html
+from ragframe.report._cards import card, card_html, styled
 from ragframe.report._data import Light
 from ragframe.report._html import (
     Safe,
@@ -229,7 +229,8 @@ def worst_section(
     overall: pl.DataFrame,
     shown: Sequence[str],
 ) -> Safe:
-    """Per metric, its worst rows, each expandable to the inputs and every verdict."""
+    """Per metric, its worst rows, each expandable to the inputs and every verdict: the
+    cards `ragframe.show` draws, with the same styles."""
     metrics = overall["metric"].to_list()
     parts = [
         Safe(
@@ -251,7 +252,7 @@ def worst_section(
         ]
         empty = para("no scored rows" if not r["scored"] else "none shown (worst=0)")
         parts.append(Safe(f"<h3>{esc(head)}</h3>{''.join(blocks) or empty}"))
-    return section("worst", "Worst rows", *parts)
+    return section("worst", "Worst rows", styled(*parts))
 
 
 def failures_section(causes: Mapping[str, pl.DataFrame], meta: Mapping[str, Any]) -> Safe:
