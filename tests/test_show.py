@@ -496,3 +496,48 @@ def test_drawn_in_chromium_scoped(scored: pl.DataFrame, tmp_path: Path) -> None:
         "card_text": True,
         "open": 2,
     }
+
+
+def test_a_metric_without_detail_and_one_with_none_to_show() -> None:
+    frame = pl.DataFrame(
+        {
+            "id": ["a", "b"],
+            "question": ["q1", None],
+            "faithfulness": [0.2, None],  # a known metric's name, no detail column
+            "context_recall_ids": [1.0, 0.5],
+            "context_recall_ids_detail": [
+                {"reference": [{"id": "d1", "retrieved": True}], "error": None},
+                {"reference": [], "error": None},
+            ],
+        }
+    )
+    text = str(show(frame, row=[0, 1]))
+    first, second = text.split("── ")[1:]
+    assert "faithfulness verdicts:\n  no detail recorded" in first
+    assert "✓ d1  [retrieved: yes]" in first
+    assert "question:\n  (null)" in second and "reference (0):\n    (empty)" in second
+    parsed = parse(show(frame, row=1)._repr_html_())
+    assert "no detail recorded" in parsed.cards[0]["sections"]["faithfulness verdicts"]["paras"]
+
+
+def test_in_a_jupyter_kernel(scored: pl.DataFrame, tmp_path: Path) -> None:
+    """A real kernel displays the cards as HTML, with the text beside it."""
+    nbclient = pytest.importorskip("nbclient", reason="nbclient is in the dev extra")
+    import nbformat
+
+    scored.write_parquet(tmp_path / "scored.parquet")
+    code = (
+        "from ragframe.report.show import show\n"
+        "show('scored.parquet', row=2, metric='faithfulness')"
+    )
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    client = nbclient.NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+    )
+    client.execute()
+    (output,) = notebook.cells[0].outputs
+    shown = parse(output["data"]["text/html"])
+    claims = scored["faithfulness_detail"][2]["claims"]
+    rows = shown.cards[0]["sections"]["faithfulness verdicts"]["rows"]
+    assert [claims[0]["claim"], GOOD[claims[0]["supported"]], claims[0]["reason"]] in rows
+    assert output["data"]["text/plain"].startswith("Row 2 of scored.parquet (6 rows).")
