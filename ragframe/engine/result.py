@@ -1,20 +1,30 @@
 """A run's result: the scored frame with what the run cost, its summary and the metadata
-its Parquet file records."""
+its Parquet file records; the scored frame as pandas, for a pandas input (converted here, at
+the edge: pandas is imported only when asked for)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from ragframe._version import __version__
+from ragframe.errors import InputError
 from ragframe.judge.client import Judge, RunStats
 from ragframe.metrics import (
     Metric,
     RagasScore,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def is_pandas(data: Any) -> bool:
+    """Whether `data` is a pandas object (told by its module: pandas is not imported)."""
+    return type(data).__module__.startswith("pandas")
 
 
 @dataclass
@@ -30,6 +40,9 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
     #: The run specification it executed (`RunSpec.metadata`), recorded as "run".
     run: dict[str, Any] = field(default_factory=dict)
+    #: The pandas DataFrame the run scored, when it was one: `to_pandas` keeps its index and
+    #: its columns as they were.
+    source: Any = field(default=None, repr=False)
 
     def summary(self) -> dict[str, Any]:
         """Per metric: mean with its interval, rows scored, rows failed; then requests and
@@ -89,12 +102,57 @@ class RunResult:
             **({"sample": self.extra["sample"]} if "sample" in self.extra else {}),
         }
 
-    def write_parquet(self, path: str | Path, *, overwrite: bool = False) -> None:
-        """Write the scored frame with its metadata, atomically. An existing file is refused
-        unless `overwrite=True`: the same rule as `ragframe score` without `--overwrite`."""
+    def to_pandas(self) -> pd.DataFrame:
+        """The scored frame as a pandas DataFrame (pandas must be installed).
+
+        For a pandas input, its index and its columns come back as they were (a sample's
+        rows keep their index labels, and gain `row_index`); the added columns are in pandas'
+        Arrow-backed types (`pd.ArrowDtype`), so nulls stay nulls and a detail cell is a dict
+        of Python values (`df["faithfulness_detail"].iloc[0]["claims"]` is a list), its
+        fields reachable with `.struct.field("error")`. For any other input, the whole frame
+        in those types.
+
+        Returns:
+            The scored frame in pandas.
+        """
+        return pandas_frame(self.frame, self.source, self.extra.get("sample"))
+
+    def write_parquet(
+        self,
+        path: str | Path,
+        *,
+        frame: pl.DataFrame | pl.LazyFrame | pd.DataFrame | None = None,
+        overwrite: bool = False,
+    ) -> None:
+        """Write the scored frame with the run's metadata (judge, prompt hashes, options,
+        summary), atomically: `ragframe.read_metadata(path)` reads it back, and `compare`
+        and `report` warn on a judge or prompt that differs, as for `ragframe score`'s
+        output.
+
+        Args:
+            path: The Parquet file to write.
+            frame: Write this frame instead of `.frame`: the scored frame after your own
+                steps (joined with experiment columns, say; Polars or pandas, whose index
+                is written as columns when it is named). It must keep every score column
+                of the run, which the metadata describes.
+            overwrite: Replace an existing file; otherwise it is refused, as `ragframe score`
+                refuses one without `--overwrite`.
+
+        Raises:
+            ConfigError: `path` exists and `overwrite` is False.
+            InputError: `frame` lacks a score column of the run, or a column Parquet cannot
+                hold.
+        """
         from ragframe.inputs.io import write_parquet
 
-        write_parquet(self.frame, path, self.metadata(), overwrite=overwrite)
+        table = self.frame if frame is None else _polars(frame)
+        missing = [m.name for m in self.metrics if m.name not in table.columns]
+        if missing:
+            raise InputError(
+                f"the frame to write lacks the score column {missing[0]!r} of this run, whose "
+                "metadata describes it; keep the run's score columns (or write result.frame)"
+            )
+        write_parquet(table, path, self.metadata(), overwrite=overwrite)
 
     def __str__(self) -> str:
         from ragframe.engine.summary import format_summary
@@ -105,3 +163,47 @@ class RunResult:
         from ragframe.engine.summary import summary_html
 
         return summary_html(self.summary(), self.judge.local)
+
+
+def _polars(frame: Any) -> pl.DataFrame:
+    """A frame to write, as Polars: a pandas index that is named is data, kept as columns;
+    an unnamed one (positions, or labels pandas made up) is not written."""
+    if isinstance(frame, pl.DataFrame):
+        return frame
+    if isinstance(frame, pl.LazyFrame):
+        return frame.collect()
+    if is_pandas(frame):
+        named = any(name is not None for name in frame.index.names)
+        return pl.from_pandas(frame.reset_index() if named else frame)
+    raise InputError(
+        f"cannot write a {type(frame).__name__}: pass a Polars or pandas DataFrame (or none: "
+        "the run's frame)"
+    )
+
+
+def pandas_frame(
+    frame: pl.DataFrame, source: Any = None, sample: dict[str, Any] | None = None
+) -> pd.DataFrame:
+    """`frame` (scored) as pandas: the columns of a pandas `source` taken from it as they
+    were, with its index (of the sampled rows, for a `sample`); the columns the run added
+    converted with `pd.ArrowDtype`, so that nested details stay typed."""
+    import pandas as pd
+
+    if source is None:
+        return frame.to_pandas(types_mapper=pd.ArrowDtype)
+    rows = source
+    if sample is not None:
+        rows = source.iloc[frame.get_column(sample["index_column"]).to_numpy()]
+    kept = {str(name): name for name in source.columns}
+    added = frame.select([c for c in frame.columns if c not in kept])
+    converted = added.to_pandas(types_mapper=pd.ArrowDtype)
+    parts = {
+        kept.get(name, name): (
+            rows[kept[name]].reset_index(drop=True) if name in kept else converted[name]
+        )
+        for name in frame.columns
+    }
+    out = pd.DataFrame(parts)
+    out.index = rows.index
+    out.attrs = dict(source.attrs)
+    return out

@@ -1,66 +1,78 @@
 """Run metrics together over one frame in memory and join the results back in row order:
-`evaluate`, `run`, `estimate` and their async twins, all through `execute`."""
+`evaluate`, `run`, `estimate` and their async twins, all through `execute`.
+
+Their options are keyword-only parameters, typed and named in each signature, so that a
+notebook completes them and the API page lists them one by one. The frame type that goes in
+comes out: a pandas frame is converted at this edge, once each way (`RunResult.to_pandas`);
+the engine's work is Polars only, and pandas is imported only when the input is pandas.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
 from ragframe._sync import run_sync
 from ragframe.engine.jury import check_jury, execute_jury, refuse_lead_and_jury
 from ragframe.engine.prepare import prepare_run, sampled_frame, score_frame, work_plan
-from ragframe.engine.result import RunResult
+from ragframe.engine.result import RunResult, is_pandas
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.errors import ConfigError
 from ragframe.inputs.columns import list_columns, load_frame
 from ragframe.inputs.io import open_input
 from ragframe.judge.client import Judge
 from ragframe.metrics import CORE, Metric, RagasScore
-from ragframe.metrics.calibration import add_p_human, run_calibrations
+from ragframe.metrics.calibration import Calibration, add_p_human, run_calibrations
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
-class RunOptions(TypedDict, total=False):
-    """The keyword options of `evaluate`, `run` and their async twins (see `evaluate`)."""
-
-    judge: Judge | None
-    columns: Mapping[str, str] | None
-    sample: int | None
-    seed: int
-    reasons: bool | None
-    thresholds: Mapping[str, float] | None
-    strict: Iterable[str]
-    repeats: int
-    calibration: Any
-    judges: Sequence[Judge]
-    aggregate: str
-
-
-def spec_of(metrics: Any, options: RunOptions) -> RunSpec:
-    """The run specification of `evaluate(data, metrics, **options)`; an option `evaluate`
-    does not take (a gate, a dry run: the command line's) is refused, never dropped."""
-    _refuse_unknown(options, RunOptions, "evaluate / run")
-    return RunSpec.of(metrics, **{k: v for k, v in options.items() if k != "judge"})
+def _refuse_unknown(unknown: Mapping[str, Any], taker: Callable[..., Any], who: str) -> None:
+    """A ConfigError for a keyword `taker` does not take. Python would raise a TypeError of
+    its own; this one also says where the command line's options went (gates, a dry run)."""
+    if not unknown:
+        return
+    known = sorted(
+        name
+        for name, p in inspect.signature(taker).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    )
+    raise ConfigError(
+        f"{who}: no such option {sorted(unknown)[0]!r} (the options: {known}); for gates "
+        "use ragframe.check_gates(frame, ...), for a dry run ragframe.estimate(...), for a "
+        "cost cap Judge(max_cost=...)"
+    )
 
 
-def _refuse_unknown(options: Mapping[str, Any], taken: Any, who: str) -> None:
-    """A ConfigError for an option `who` does not take (a TypedDict of `taken` ones): the
-    keyword is accepted by `**options`, so it would otherwise be dropped without a word."""
-    known = taken.__optional_keys__ | taken.__required_keys__
-    unknown = sorted(set(options) - known)
-    if unknown:
+def _remote(
+    data: Any, storage_options: Mapping[str, str] | None, columns: Mapping[str, str] | None
+) -> Any:
+    """`data` to hand the engine: a path read with its storage options when some are given
+    (an `s3://` URL's credentials, say), else `data` as it is. Storage options are never
+    recorded in the run's metadata: they may hold a key."""
+    if storage_options is None:
+        return data
+    if not isinstance(data, str | Path):
         raise ConfigError(
-            f"{who}: no such option {unknown[0]!r} (the options: {sorted(known)}); for gates "
-            "use ragframe.check_gates(frame, ...), for a dry run ragframe.estimate(...), for a "
-            "cost cap Judge(max_cost=...)"
+            f"storage_options applies to a path (s3://..., gs://...), but data is a "
+            f"{type(data).__name__}: drop storage_options, or pass the path"
         )
+    return load_frame(data, columns, storage_options=dict(storage_options))
 
 
 async def execute(
-    data: Any, spec: RunSpec, judge: Judge | None = None, *, path: str = "in-memory"
+    data: Any,
+    spec: RunSpec,
+    judge: Judge | None = None,
+    *,
+    path: str = "in-memory",
+    storage_options: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Run a specification in memory: the one orchestration of `evaluate`, `run` and
     `ragframe score --sample / --repeats`."""
@@ -71,7 +83,8 @@ async def execute(
     if judge is not None and repeats > 1:  # seeds past the bound, before any row is read
         check_repeat_seeds(judge, repeats)
     judges = check_jury(spec, judge) if spec.judges else []
-    frame, extra = sampled_frame(data, spec.sample, spec.seed, spec.columns)
+    source = _remote(data, storage_options, spec.columns)
+    frame, extra = sampled_frame(source, spec.sample, spec.seed, spec.columns)
     if judges:  # a jury: each judge runs this function, then the verdicts are combined
         # Every judge's checks (and the calibrations') before the lead sends its first request.
         ready = [
@@ -106,61 +119,356 @@ async def execute(
 
 
 async def arun(
-    data: Any, metrics: Iterable[str | Metric | RagasScore], **options: Unpack[RunOptions]
+    data: pl.DataFrame | pl.LazyFrame | pd.DataFrame | str | Path,
+    metrics: Iterable[str | Metric | RagasScore] = CORE,
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
+    repeats: int = 1,
+    calibration: Calibration | str | Path | Sequence[Calibration | str | Path] | None = None,
+    judges: Sequence[Judge] = (),
+    aggregate: Literal["mean", "median"] = "mean",
+    storage_options: Mapping[str, str] | None = None,
+    **unknown: Any,
 ) -> RunResult:
-    """Score `data` and return the frame with the run's statistics (async); the options of
-    `evaluate`."""
-    return await execute(data, spec_of(metrics, options), options.get("judge"))
+    """Async twin of `run`, for callers already inside an event loop (`await` it in
+    Jupyter). The parameters are `run`'s."""
+    _refuse_unknown(unknown, arun, "evaluate / run")
+    spec = RunSpec.of(
+        metrics,
+        columns=columns,
+        sample=sample,
+        seed=seed,
+        reasons=reasons,
+        thresholds=thresholds,
+        strict=strict,
+        repeats=repeats,
+        calibration=calibration,
+        judges=judges,
+        aggregate=aggregate,
+    )
+    result = await execute(data, spec, judge, storage_options=storage_options)
+    if is_pandas(data):  # kept for `to_pandas`: the input's index and columns as they were
+        result.source = data
+    return result
 
 
-class EstimateOptions(TypedDict, total=False):
-    """The keyword options of `estimate` / `aestimate` (see `aestimate`)."""
+def run(
+    data: pl.DataFrame | pl.LazyFrame | pd.DataFrame | str | Path,
+    metrics: Iterable[str | Metric | RagasScore] = CORE,
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
+    repeats: int = 1,
+    calibration: Calibration | str | Path | Sequence[Calibration | str | Path] | None = None,
+    judges: Sequence[Judge] = (),
+    aggregate: Literal["mean", "median"] = "mean",
+    storage_options: Mapping[str, str] | None = None,
+    **unknown: Any,
+) -> RunResult:
+    """Score `data` and keep the run: the scored frame with its statistics and metadata.
 
-    judge: Judge | None
-    columns: Mapping[str, str] | None
-    chunk_rows: int
-    sample: int | None
-    seed: int
-    reasons: bool | None
-    repeats: int
-    judges: Sequence[Judge]
+    What `evaluate` does, returning a `RunResult` instead of the bare frame: `str(result)`
+    (or the result itself in Jupyter) is the run summary, `result.frame` the scored Polars
+    frame, `result.to_pandas()` the same as pandas (with a pandas input's index and columns),
+    and `result.write_parquet(path)` writes it with the run's metadata, which
+    `ragframe.read_metadata`, `compare` and `report` read back.
+
+    Args:
+        data: What to score, as in `evaluate`.
+        metrics: The metrics, as in `evaluate` (default: the four core metrics).
+        judge: The `Judge`, as in `evaluate`.
+        columns: Input columns renamed, as in `evaluate`.
+        sample: Score a uniform random sample of this many rows, as in `evaluate`.
+        seed: The sample's seed and the repeats' base seed, as in `evaluate`.
+        reasons: False for verdicts without a written reason, as in `evaluate`.
+        thresholds: Pass thresholds by metric name, as in `evaluate`.
+        strict: Metric names in strict mode, as in `evaluate`.
+        repeats: Times to score each row, as in `evaluate`.
+        calibration: Calibrations to apply, as in `evaluate`.
+        judges: A jury of judges instead of `judge`, as in `evaluate`.
+        aggregate: How a jury combines scores, as in `evaluate`.
+        storage_options: Options for reading a remote path, as in `evaluate`.
+        **unknown: Refused with a `ConfigError`, as in `evaluate`.
+
+    Returns:
+        The run: `.frame`, `.stats`, `.summary()`, `.metadata()`, `.to_pandas()`,
+        `.write_parquet(path)`.
+
+    Raises:
+        ConfigError: An option, metric or judge setting that cannot work (before any request).
+        InputError: A missing or mistyped input column (before any request).
+
+    Examples:
+        >>> result = ragframe.run("data/sample.parquet", ["faithfulness"])
+        >>> print(result)  # the run summary
+        >>> result.write_parquet("scored.parquet")
+    """
+    _refuse_unknown(unknown, run, "evaluate / run")
+    return run_sync(  # type: ignore[no-any-return]
+        arun(
+            data,
+            metrics,
+            judge=judge,
+            columns=columns,
+            sample=sample,
+            seed=seed,
+            reasons=reasons,
+            thresholds=thresholds,
+            strict=strict,
+            repeats=repeats,
+            calibration=calibration,
+            judges=judges,
+            aggregate=aggregate,
+            storage_options=storage_options,
+        )
+    )
+
+
+def _refuse_output(data: Any, output: str | Path | None, overwrite: bool) -> None:
+    """`evaluate(output=...)`'s file, before anything is read or sent: not the input, and not
+    an existing file unless `overwrite=True` (as `ragframe score -o` without --overwrite)."""
+    if output is None:
+        return
+    target = Path(output)
+    if isinstance(data, str | Path) and Path(data).resolve() == target.resolve():
+        raise ConfigError("output must not be the input file; the input is never written")
+    if target.exists() and not overwrite:
+        raise ConfigError(f"output {str(target)!r} exists; pass overwrite=True to replace it")
+
+
+async def aevaluate(
+    data: pl.DataFrame | pl.LazyFrame | pd.DataFrame | str | Path,
+    metrics: Iterable[str | Metric | RagasScore] = CORE,
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
+    repeats: int = 1,
+    calibration: Calibration | str | Path | Sequence[Calibration | str | Path] | None = None,
+    judges: Sequence[Judge] = (),
+    aggregate: Literal["mean", "median"] = "mean",
+    storage_options: Mapping[str, str] | None = None,
+    output: str | Path | None = None,
+    overwrite: bool = False,
+    **unknown: Any,
+) -> pl.DataFrame | pd.DataFrame:
+    """Async twin of `evaluate`, for callers already inside an event loop (`await` it in
+    Jupyter). The parameters are `evaluate`'s."""
+    _refuse_unknown(unknown, aevaluate, "evaluate / run")
+    _refuse_output(data, output, overwrite)
+    result = await arun(
+        data,
+        metrics,
+        judge=judge,
+        columns=columns,
+        sample=sample,
+        seed=seed,
+        reasons=reasons,
+        thresholds=thresholds,
+        strict=strict,
+        repeats=repeats,
+        calibration=calibration,
+        judges=judges,
+        aggregate=aggregate,
+        storage_options=storage_options,
+    )
+    if output is not None:
+        result.write_parquet(output, overwrite=overwrite)
+    return result.to_pandas() if result.source is not None else result.frame
+
+
+def evaluate(
+    data: pl.DataFrame | pl.LazyFrame | pd.DataFrame | str | Path,
+    metrics: Iterable[str | Metric | RagasScore] = CORE,
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
+    thresholds: Mapping[str, float] | None = None,
+    strict: Iterable[str] = (),
+    repeats: int = 1,
+    calibration: Calibration | str | Path | Sequence[Calibration | str | Path] | None = None,
+    judges: Sequence[Judge] = (),
+    aggregate: Literal["mean", "median"] = "mean",
+    storage_options: Mapping[str, str] | None = None,
+    output: str | Path | None = None,
+    overwrite: bool = False,
+    **unknown: Any,
+) -> pl.DataFrame | pd.DataFrame:
+    """Score a RAG log: every input column and row unchanged, plus `{metric}` (Float64 in
+    [0, 1], null when not computable) and `{metric}_detail` (typed verdicts, reasons, error).
+
+    Works as `df.pipe(ragframe.evaluate, metrics=[...])`. The frame type that goes in comes
+    out: a Polars DataFrame for a Polars DataFrame or a path; a LazyFrame is collected and a
+    DataFrame comes out (scoring sends requests, which cannot wait for a later `collect`);
+    a pandas DataFrame gives a pandas DataFrame with the input's index and columns as they
+    were, the added columns in pandas' Arrow-backed types (`pd.ArrowDtype`: a score is
+    `double[pyarrow]`, missing as `<NA>`; a detail cell is a dict of Python values, its
+    fields reachable with `.struct.field("error")`). To keep the run's provenance (judge,
+    prompts, summary) with the scores, pass `output=` or use `ragframe.run(...)` and its
+    `write_parquet`.
+
+    Args:
+        data: A Polars DataFrame or LazyFrame, a pandas DataFrame, or the path of a Parquet,
+            JSON Lines or CSV file.
+        metrics: Metric names or instances, one name, a comma-separated string of names (as
+            `--metrics` takes it), or `"all"` (default: the four core metrics, `CORE`).
+        judge: The `Judge` (default: `Judge()`, from the environment; the embedded judge
+            when no model, endpoint or key is named, or when asked for as `Judge("local")`).
+        columns: Input columns renamed, `{"question": "my_prompt", ...}`.
+        sample: Score a uniform random sample of this many rows of `data` instead of all of
+            it, drawn while streaming (a file is never loaded whole) and reproducible for
+            `seed`. The sample's rows keep their order and gain `row_index`, their 0-based
+            position in `data`, so they join back to the log; the run summary says the
+            figures come from a sample of N of the log's rows.
+        seed: The sample's seed, and the repeats' base seed.
+        reasons: False to ask the judge for verdicts without a written reason each (fewer
+            completion tokens; the detail keeps its reason fields, null). None: the judge's
+            setting (`Judge.reasons`: on, except for the embedded judge). A metric's own
+            `reasons=` wins over both.
+        thresholds: Pass thresholds by metric name (`{"faithfulness": 0.8}`), as a metric's
+            own `threshold=` sets them: each such metric gets a Boolean `{metric}_pass`
+            column (null where the score is null) and the summary its pass rate.
+        strict: Metric names in strict mode: a row passes only with a perfect score.
+        repeats: Score the rows this many times, 1 to 100 (`MAX_REPEATS`; more is a
+            ConfigError before anything is read or sent), at the judge's seed + 0..k-1:
+            `{metric}` is then the mean of the k scores, `{metric}_repeats` lists them, and
+            the summary gives the per-row spread and the test-retest reliability (see
+            `ragframe.engine.repeats`).
+        calibration: A `Calibration` (`ragframe.calibrate`), its JSON file, or a list of
+            them: each adds `{metric}_p_human`, the probability that a person labels the row
+            true (null where the score is null); one fitted for another judge or prompt is a
+            warning.
+        judges: A jury (two or more `Judge`s, instead of `judge`): every metric scored by
+            each judge through its own pool, limits, cache and cost; `{metric}` is then the
+            jury's score, each judge's kept as `{metric}@{model}`, and the summary gives the
+            judges' agreement (see `ragframe.engine.jury`).
+        aggregate: How a jury combines the scores of metrics it does not vote on claim by
+            claim: `"mean"` or `"median"`.
+        storage_options: Options for reading a remote path (`s3://`, `gs://`, `az://`,
+            `hf://`), as Polars takes them (`{"aws_region": "eu-west-1", ...}`); never
+            recorded in the output's metadata.
+        output: Also write the scored frame to this Parquet file with the run's metadata
+            (judge, prompt hashes, summary), so that `ragframe.read_metadata`, `compare` and
+            `report` see the run's provenance; checked before anything is sent.
+        overwrite: Replace an existing `output` (otherwise it is refused before the run).
+        **unknown: Any other keyword is refused with a `ConfigError` naming it, never
+            dropped; gates are `ragframe.check_gates`, a dry run `ragframe.estimate`, a cost
+            cap `Judge(max_cost=...)`.
+
+    Returns:
+        The scored frame, in the type that went in (above).
+
+    Raises:
+        ConfigError: An option, metric, output or judge setting that cannot work (before any
+            request).
+        InputError: A missing or mistyped input column (before any request).
+
+    Examples:
+        >>> scored = df.pipe(ragframe.evaluate, metrics=["faithfulness"])
+        >>> scored = ragframe.evaluate(df, output="scored.parquet")
+        >>> ragframe.read_metadata("scored.parquet")["judge"]
+    """
+    _refuse_unknown(unknown, evaluate, "evaluate / run")
+    return run_sync(  # type: ignore[no-any-return]
+        aevaluate(
+            data,
+            metrics,
+            judge=judge,
+            columns=columns,
+            sample=sample,
+            seed=seed,
+            reasons=reasons,
+            thresholds=thresholds,
+            strict=strict,
+            repeats=repeats,
+            calibration=calibration,
+            judges=judges,
+            aggregate=aggregate,
+            storage_options=storage_options,
+            output=output,
+            overwrite=overwrite,
+        )
+    )
 
 
 async def aestimate(
-    data: Any, metrics: Iterable[str | Metric | RagasScore], **options: Unpack[EstimateOptions]
+    data: pl.DataFrame | pl.LazyFrame | pd.DataFrame | str | Path,
+    metrics: Iterable[str | Metric | RagasScore] = CORE,
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
+    repeats: int = 1,
+    judges: Sequence[Judge] = (),
+    storage_options: Mapping[str, str] | None = None,
+    **unknown: Any,
 ) -> dict[str, Any]:
-    """What scoring `data` would send, without sending anything (a dry run).
+    """Async twin of `estimate`, for callers already inside an event loop. The parameters
+    are `estimate`'s."""
+    from ragframe.engine.repeats import check_repeat_seeds, check_repeats
 
-    Requests the cache already answers are free and not counted. Multi-stage metrics are
-    followed through placeholder answers (see `ragframe.judge.estimate`), so their later stages
-    are counted at a typical size. Embedding requests are not counted (they are cheap). A file
-    (Parquet, JSON Lines or CSV) is counted `chunk_rows` rows (default 2,000) at a time, in the
-    memory a streamed run needs; identical prompts are counted once within a chunk (and a
-    frame), once per chunk across chunks, so for a file with repeats the figure is an upper
-    bound. With `repeats` k, each repeat's requests are counted at its own judge seed, as `run`
-    sends them (their cached answers are free too). With `judges` (a jury), every judge's
-    requests are counted at its own price and added up: an upper bound, since the judges after
-    the first verify the first judge's claims instead of extracting their own. `judge`,
-    `columns`, `sample`, `seed`, `reasons`: as in `evaluate`.
-    """
-    from ragframe.engine.repeats import check_repeat_seeds, check_repeats, repeat_judges
-
-    _refuse_unknown(options, EstimateOptions, "estimate")
-    judges = options.pop("judges", ())
+    _refuse_unknown(unknown, aestimate, "estimate")
     if judges:
-        refuse_lead_and_jury(options.pop("judge", None))
-        each = [await aestimate(data, metrics, **options, judge=j) for j in judges]
+        refuse_lead_and_jury(judge)
+        each = [
+            await aestimate(
+                data,
+                metrics,
+                judge=j,
+                columns=columns,
+                chunk_rows=chunk_rows,
+                sample=sample,
+                seed=seed,
+                reasons=reasons,
+                repeats=repeats,
+                storage_options=storage_options,
+            )
+            for j in judges
+        ]
         return _jury_estimate(each)
-    chunk_rows, columns = options.get("chunk_rows", DEFAULT_CHUNK_ROWS), options.get("columns")
     if chunk_rows < 1:
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
-    repeats = check_repeats(options.get("repeats", 1))
-    if options.get("judge") is not None and repeats > 1:
-        check_repeat_seeds(options["judge"], repeats)
-    head, source = _head(data, options)
-    spec = RunSpec.of(metrics, columns=columns, reasons=options.get("reasons"))
-    judge = options.get("judge")
+    repeats = check_repeats(repeats)
+    if judge is not None and repeats > 1:
+        check_repeat_seeds(judge, repeats)
+    head, source = _head(data, columns, sample, seed, storage_options)
+    spec = RunSpec.of(metrics, columns=columns, reasons=reasons)
     ready = prepare_run(head, spec, judge if judge is not None else Judge())
+    return await _count(ready, head, source, chunk_rows, columns, repeats)
+
+
+async def _count(
+    ready: Any,
+    head: pl.DataFrame,
+    source: Any,
+    chunk_rows: int,
+    columns: Mapping[str, str] | None,
+    repeats: int,
+) -> dict[str, Any]:
+    """A dry run's counts: every chunk through placeholder answers, once per repeat."""
+    from ragframe.engine.repeats import repeat_judges
+
     totals: dict[str, int] = {}
     rows = 0
     for one in repeat_judges(ready.judge, repeats):
@@ -176,16 +484,24 @@ async def aestimate(
     return _estimate_figures(ready.judge, totals, rows, repeats)
 
 
-def _head(data: Any, options: EstimateOptions) -> tuple[pl.DataFrame, Any]:
+def _head(
+    data: Any,
+    columns: Mapping[str, str] | None,
+    sample: int | None,
+    seed: int,
+    storage_options: Mapping[str, str] | None,
+) -> tuple[pl.DataFrame, Any]:
     """What a dry run validates (the columns and types: a sample, a file's schema, or the
     frame) and, for a file, the file to read chunk by chunk."""
-    columns, sample = options.get("columns"), options.get("sample")
     if sample is not None:
-        return sampled_frame(data, sample, options.get("seed", 0), columns)[0], None
+        return sampled_frame(_remote(data, storage_options, columns), sample, seed, columns)[
+            0
+        ], None
     if isinstance(data, str | Path):
-        source = open_input(data, list_columns=list_columns(columns))
+        remote = {} if storage_options is None else {"storage_options": dict(storage_options)}
+        source = open_input(data, list_columns=list_columns(columns), **remote)
         return source.schema_frame(), source
-    return load_frame(data, columns), None
+    return load_frame(_remote(data, storage_options, columns), columns), None
 
 
 def _jury_estimate(each: list[dict[str, Any]]) -> dict[str, Any]:
@@ -223,74 +539,67 @@ def _estimate_figures(
 
 
 def estimate(
-    data: Any, metrics: Iterable[str | Metric | RagasScore], **options: Unpack[EstimateOptions]
+    data: pl.DataFrame | pl.LazyFrame | pd.DataFrame | str | Path,
+    metrics: Iterable[str | Metric | RagasScore] = CORE,
+    *,
+    judge: Judge | None = None,
+    columns: Mapping[str, str] | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    sample: int | None = None,
+    seed: int = 0,
+    reasons: bool | None = None,
+    repeats: int = 1,
+    judges: Sequence[Judge] = (),
+    storage_options: Mapping[str, str] | None = None,
+    **unknown: Any,
 ) -> dict[str, Any]:
-    """Estimate requests, tokens and cost before any request is sent (`--dry-run`); the
-    options of `aestimate`."""
-    return run_sync(aestimate(data, metrics, **options))  # type: ignore[no-any-return]
+    """What scoring `data` would send, without sending anything (a dry run, `--dry-run`).
 
+    Requests the cache already answers are free and not counted. Multi-stage metrics are
+    followed through placeholder answers (see `ragframe.judge.estimate`), so their later
+    stages are counted at a typical size. Embedding requests are not counted (they are
+    cheap).
 
-async def aevaluate(
-    data: Any,
-    metrics: Iterable[str | Metric | RagasScore] = CORE,
-    **options: Unpack[RunOptions],
-) -> pl.DataFrame:
-    """Async twin of `evaluate`, for callers already inside an event loop."""
-    return (await arun(data, metrics, **options)).frame
+    Args:
+        data: What `evaluate` would score: a frame or the path of a file.
+        metrics: The metrics, as in `evaluate` (default: the four core metrics).
+        judge: The `Judge` whose price and cache count (default: `Judge()`).
+        columns: Input columns renamed, as in `evaluate`.
+        chunk_rows: A file is counted this many rows at a time, in the memory a streamed
+            run needs; identical prompts are counted once within a chunk (and a frame), once
+            per chunk across chunks, so for a file with repeats the figure is an upper bound.
+        sample: Count a uniform random sample of this many rows, as `evaluate` would score.
+        seed: The sample's seed.
+        reasons: False for verdicts without a written reason, as in `evaluate`.
+        repeats: Each repeat's requests counted at its own judge seed, as `run` sends them
+            (their cached answers are free too).
+        judges: A jury: every judge's requests counted at its own price and added up (an
+            upper bound: the judges after the first verify the first judge's claims instead
+            of extracting their own).
+        storage_options: Options for reading a remote path, as in `evaluate`.
+        **unknown: Refused with a `ConfigError` naming it, never dropped.
 
+    Returns:
+        `rows`, `repeats`, `requests` (and `requests_by_task`), `prompt_tokens`,
+        `completion_tokens`, `model` and `cost_usd` (None when the judge has no price).
 
-def run(
-    data: Any, metrics: Iterable[str | Metric | RagasScore], **options: Unpack[RunOptions]
-) -> RunResult:
-    """Score `data`; return the frame with the run's statistics and metadata (the options
-    of `evaluate`)."""
-    return run_sync(arun(data, metrics, **options))  # type: ignore[no-any-return]
-
-
-def evaluate(
-    data: Any,
-    metrics: Iterable[str | Metric | RagasScore] = CORE,
-    **options: Unpack[RunOptions],
-) -> pl.DataFrame:
-    """Score a RAG log: every input column and row unchanged, plus `{metric}` (Float64 in
-    [0, 1], null when not computable) and `{metric}_detail` (typed verdicts, reasons, error).
-
-    `data` is a Polars DataFrame or LazyFrame, a pandas DataFrame or the path of a Parquet,
-    JSON Lines or CSV file; works as `df.pipe(evaluate, metrics=[...])`. Options, all
-    keyword-only (`RunOptions`):
-
-    judge : the `Judge` (default: `Judge()`, from the environment; the embedded judge when
-        no model, endpoint or key is named, or when asked for as `Judge("local")`).
-    columns : rename inputs, {"question": "my_prompt", ...}.
-    sample : score a uniform random sample of this many rows of `data` instead of all of it,
-        drawn while streaming (a file is never loaded whole) and reproducible for `seed`. The
-        sample's rows keep their order and gain `row_index`, their 0-based position in
-        `data`, so they join back to the log; the run summary says the figures come from a
-        sample of N of the log's rows, each mean with its interval.
-    seed : the sample's seed, and the repeats' base seed (default 0).
-    reasons : False to ask the judge for verdicts without a written reason each (fewer
-        completion tokens; the detail keeps its reason fields, null). Default: the judge's
-        setting (`Judge.reasons`: on, except for the embedded judge). A metric's own
-        `reasons=` wins over both.
-    thresholds : pass thresholds by metric name ({"faithfulness": 0.8}), as a metric's own
-        `threshold=` sets them: each such metric gets a Boolean `{metric}_pass` column (null
-        where the score is null) and the summary its pass rate and ✅ / ❌.
-    strict : metric names in strict mode: a row passes only with a perfect score.
-    repeats : score the rows this many times, 1 to 100 (`MAX_REPEATS`; more is a ConfigError
-        before anything is read or sent), at the judge's seed + 0..k-1 (distinct cached
-        answers; a rerun is free): `{metric}` is then the mean of the k scores,
-        `{metric}_repeats` lists them, and the summary gives per metric the per-row standard
-        deviation, the test-retest reliability with its interval and the runs to average for
-        0.9 (see `ragframe.engine.repeats`).
-    judges : a jury (two or more `Judge`s, instead of `judge`): every metric scored by each
-        judge through its own pool, limits, cache and cost; `{metric}` is then the jury's
-        score (faithfulness: a majority vote on each shared claim, then supported / claims;
-        the others: the mean, or the median with `aggregate="median"`), each judge's kept as
-        `{metric}@{model}`, and the summary gives the judges' agreement (see
-        `ragframe.engine.jury`).
-    calibration : a `Calibration` (`ragframe.calibrate`), its JSON file, or a list of them:
-        each adds `{metric}_p_human`, the probability that a person labels the row true
-        (null where the score is null); a calibration fitted for another judge or prompt is
-        a warning.
+    Raises:
+        ConfigError: An option, metric or judge setting that cannot work.
+        InputError: A missing or mistyped input column.
     """
-    return run(data, metrics, **options).frame
+    _refuse_unknown(unknown, estimate, "estimate")
+    return run_sync(  # type: ignore[no-any-return]
+        aestimate(
+            data,
+            metrics,
+            judge=judge,
+            columns=columns,
+            chunk_rows=chunk_rows,
+            sample=sample,
+            seed=seed,
+            reasons=reasons,
+            repeats=repeats,
+            judges=judges,
+            storage_options=storage_options,
+        )
+    )

@@ -1,0 +1,328 @@
+"""evaluate / run as a notebook meets them: typed keyword-only options (completed by Jupyter,
+listed one by one on the API page), the frame type that went in comes out (pandas in, pandas
+out), and a notebook run's frame written with its provenance, as `ragframe score` writes it."""
+
+from __future__ import annotations
+
+import html
+import inspect
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import polars as pl
+import pytest
+from conftest import judge_for
+
+import ragframe
+from ragframe.engine import run as run_module
+from ragframe.errors import ConfigError, InputError
+from ragframe.metrics import CORE
+from ragframe.testing.server import FakeServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+RUN_OPTIONS = (
+    "judge",
+    "columns",
+    "sample",
+    "seed",
+    "reasons",
+    "thresholds",
+    "strict",
+    "repeats",
+    "calibration",
+    "judges",
+    "aggregate",
+    "storage_options",
+)
+ESTIMATE_OPTIONS = (
+    "judge",
+    "columns",
+    "chunk_rows",
+    "sample",
+    "seed",
+    "reasons",
+    "repeats",
+    "judges",
+    "storage_options",
+)
+WRITES = ("output", "overwrite")
+SIGNATURES: dict[str, tuple[str, ...]] = {
+    "evaluate": RUN_OPTIONS + WRITES,
+    "aevaluate": RUN_OPTIONS + WRITES,
+    "run": RUN_OPTIONS,
+    "arun": RUN_OPTIONS,
+    "estimate": ESTIMATE_OPTIONS,
+    "aestimate": ESTIMATE_OPTIONS,
+}
+
+
+def log(n: int = 3) -> pd.DataFrame:
+    """A pandas RAG log with an index of its own and a column ragframe does not read."""
+    return pd.DataFrame(
+        {
+            "question": [f"question {i}" for i in range(n)],
+            "answer": [f"Fact one of row {i}. Fact two of row {i}." for i in range(n)],
+            "contexts": [[f"context of row {i}"] for i in range(n)],
+            "experiment": [f"exp-{i % 2}" for i in range(n)],
+        },
+        index=pd.Index([f"r{i}" for i in range(n)], name="trace_id"),
+    )
+
+
+# ------------------------------------------------------------------------ the signatures
+
+
+@pytest.mark.parametrize("name", sorted(SIGNATURES))
+def test_every_option_is_a_typed_keyword_only_parameter(name: str) -> None:
+    """A notebook completes named parameters, never the keys of `**options`."""
+    params = inspect.signature(getattr(ragframe, name)).parameters
+    data, metrics = params["data"], params["metrics"]
+    assert data.kind is metrics.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert metrics.default is CORE
+    for option in SIGNATURES[name]:
+        assert option in params, (name, option)
+        assert params[option].kind is inspect.Parameter.KEYWORD_ONLY, (name, option)
+        assert params[option].annotation is not inspect.Parameter.empty, (name, option)
+    keyword_only = [p for p in params.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    assert sorted(p.name for p in keyword_only) == sorted(SIGNATURES[name])
+
+
+def test_a_misspelt_option_is_named_and_nothing_is_sent(server: FakeServer, tmp_path: Path) -> None:
+    judge = judge_for(server, tmp_path)
+    with pytest.raises(ConfigError, match=r"no such option 'treshold'.*'thresholds'.*check_gates"):
+        ragframe.evaluate(log(), ["faithfulness"], judge=judge, treshold={"faithfulness": 0.5})
+    with pytest.raises(ConfigError, match=r"estimate: no such option 'output'.*'chunk_rows'"):
+        ragframe.estimate(log(), ["faithfulness"], judge=judge, output="x.parquet")
+    with pytest.raises(TypeError, match="positional"):  # options are keyword-only
+        ragframe.run(log(), ["faithfulness"], judge)  # type: ignore[misc]
+    assert server.count() == 0
+
+
+@pytest.fixture(scope="module")
+def api_page(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The API page of the site as `mkdocs build --strict` renders it."""
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return (out / "api" / "index.html").read_text()
+
+
+def parameter_rows(page: str, name: str) -> dict[str, str]:
+    """The rows of the parameters table of `ragframe.{name}`'s section: name -> its text."""
+    start = page.index(f'id="ragframe.{name}"')
+    end = page.find('id="ragframe.', start + 1)  # the next entry's heading
+    section = page[start : end if end > 0 else len(page)]
+    table = re.search(r"Parameters:.*?<tbody>(.*?)</tbody>", section, re.S)
+    assert table, f"no parameters table in the section of {name}"
+    rows = {}
+    for row in re.findall(r"<tr.*?</tr>", table.group(1), re.S):
+        cells = [
+            " ".join(html.unescape(re.sub(r"<[^>]+>", " ", c)).split())
+            for c in re.findall(r"<td.*?</td>", row, re.S)
+        ]
+        rows[cells[0]] = " ".join(cells[1:])
+    return rows
+
+
+@pytest.mark.parametrize("name", ["evaluate", "run", "estimate"])
+def test_the_api_page_lists_each_parameter_in_its_own_row(api_page: str, name: str) -> None:
+    rows = parameter_rows(api_page, name)
+    for option in ("data", "metrics", *SIGNATURES[name]):
+        assert option in rows, (name, option, sorted(rows))
+        assert len(rows[option].split()) > 2, (name, option, rows[option])  # a description
+    assert "**unknown" in rows
+
+
+# ------------------------------------------------------------------ the frame type kept
+
+
+def test_pandas_in_pandas_out_with_the_index_columns_and_typed_details(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    data = log(4)
+    scored = data.pipe(
+        ragframe.evaluate,
+        metrics=["faithfulness"],
+        judge=judge_for(server, tmp_path),
+        thresholds={"faithfulness": 0.5},
+    )
+    assert isinstance(scored, pd.DataFrame)
+    pd.testing.assert_index_equal(scored.index, data.index)
+    pd.testing.assert_frame_equal(scored[list(data.columns)], data)  # dtypes unchanged too
+    added = ["faithfulness", "faithfulness_detail", "faithfulness_pass"]
+    assert list(scored.columns) == [*data.columns, *added]
+    assert all(isinstance(scored[c].dtype, pd.ArrowDtype) for c in added)
+    assert 0 <= scored["faithfulness"].mean() <= 1
+    detail = scored["faithfulness_detail"].iloc[0]
+    assert isinstance(detail, dict) and isinstance(detail["claims"], list)
+    assert isinstance(detail["claims"][0]["supported"], bool)
+    assert scored["faithfulness_detail"].struct.field("error").isna().all()
+    polars_scores = ragframe.evaluate(
+        pl.from_pandas(data), ["faithfulness"], judge=judge_for(server, tmp_path)
+    )["faithfulness"].to_list()
+    assert scored["faithfulness"].tolist() == polars_scores
+
+
+def test_a_pandas_sample_keeps_its_rows_index_labels(server: FakeServer, tmp_path: Path) -> None:
+    data = log(6)
+    scored = ragframe.evaluate(
+        data, ["faithfulness"], judge=judge_for(server, tmp_path), sample=3, seed=1
+    )
+    assert isinstance(scored, pd.DataFrame) and len(scored) == 3
+    positions = scored["row_index"].tolist()
+    assert list(scored.index) == [data.index[p] for p in positions]
+    pd.testing.assert_frame_equal(scored[list(data.columns)], data.iloc[positions])
+
+
+@pytest.mark.parametrize(
+    ("given", "comes_out"),
+    [
+        (lambda p, path: pl.from_pandas(p), pl.DataFrame),
+        (lambda p, path: pl.from_pandas(p).lazy(), pl.DataFrame),  # collected: documented
+        (lambda p, path: path, pl.DataFrame),
+    ],
+    ids=["DataFrame", "LazyFrame", "path"],
+)
+def test_polars_and_paths_give_a_polars_frame(
+    server: FakeServer,
+    tmp_path: Path,
+    given: Callable[[pd.DataFrame, Path], Any],
+    comes_out: type,
+) -> None:
+    path = tmp_path / "log.parquet"
+    pl.from_pandas(log()).write_parquet(path)
+    scored = ragframe.evaluate(
+        given(log(), path), ["faithfulness"], judge=judge_for(server, tmp_path)
+    )
+    assert type(scored) is comes_out and scored.height == 3
+
+
+def test_a_run_of_a_pandas_frame_gives_pandas_on_request(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    data = log()
+    result = ragframe.run(data, ["faithfulness"], judge=judge_for(server, tmp_path))
+    assert isinstance(result.frame, pl.DataFrame)  # the summary's and the engine's frame
+    pandas = result.to_pandas()
+    pd.testing.assert_index_equal(pandas.index, data.index)
+    assert pandas["faithfulness"].tolist() == result.frame["faithfulness"].to_list()
+    polars_run = ragframe.run(pl.from_pandas(data), ["faithfulness"], judge=result.judge)
+    assert isinstance(polars_run.to_pandas()["faithfulness_detail"].dtype, pd.ArrowDtype)
+
+
+# ------------------------------------------------------------------------- provenance
+
+
+def recorded(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Metadata as a Parquet file holds it (JSON)."""
+    return json.loads(json.dumps(metadata, default=str))  # type: ignore[no-any-return]
+
+
+def test_a_run_written_from_a_notebook_keeps_its_metadata(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    result = ragframe.run(log(), ["faithfulness"], judge=judge_for(server, tmp_path))
+    result.write_parquet(tmp_path / "scored.parquet")
+    assert ragframe.read_metadata(tmp_path / "scored.parquet") == recorded(result.metadata())
+    # The frame after the notebook's own steps (pandas, joined with experiment columns).
+    mine = result.to_pandas().assign(arm=lambda d: d["experiment"] + "/a")
+    result.write_parquet(tmp_path / "joined.parquet", frame=mine)
+    back = pl.read_parquet(tmp_path / "joined.parquet")
+    assert back["trace_id"].to_list() == list(mine.index)  # a named index is data
+    assert back["arm"].to_list() == mine["arm"].tolist()
+    assert back.schema["faithfulness_detail"] == result.frame.schema["faithfulness_detail"]
+    assert ragframe.read_metadata(tmp_path / "joined.parquet") == recorded(result.metadata())
+    with pytest.raises(InputError, match="lacks the score column 'faithfulness'"):
+        result.write_parquet(tmp_path / "cut.parquet", frame=mine.drop(columns="faithfulness"))
+    with pytest.raises(ConfigError, match="exists; pass overwrite=True"):
+        result.write_parquet(tmp_path / "scored.parquet")
+    result.write_parquet(tmp_path / "scored.parquet", frame=mine, overwrite=True)
+
+
+def test_evaluate_output_keeps_provenance_and_compare_warns_of_a_prompt_change(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """The issue's case: `evaluate`'s frame written by hand had no metadata (`{}`), so
+    compare could not warn that the prompts differ."""
+    judge = judge_for(server, tmp_path)
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    scored = log(4).pipe(ragframe.evaluate, metrics=["faithfulness"], judge=judge, output=a)
+    ragframe.evaluate(log(4), ["faithfulness"], judge=judge, reasons=False, output=b)
+    meta = ragframe.read_metadata(a)
+    assert meta["metrics"]["faithfulness"]["prompt_hashes"]
+    assert meta["judge"]["model"] == "fake-judge" and meta["run"]["path"] == "in-memory"
+    assert pl.read_parquet(a)["faithfulness"].to_list() == scored["faithfulness"].tolist()
+    found = ragframe.compare(a, b, on="question")
+    assert any("faithfulness: the prompts differ" in w for w in found.warnings), found.warnings
+
+
+def test_an_existing_output_is_refused_before_any_request(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    judge = judge_for(server, tmp_path)
+    out = tmp_path / "scored.parquet"
+    out.write_bytes(b"not yet scored")
+    with pytest.raises(ConfigError, match=r"scored.parquet' exists; pass overwrite=True"):
+        ragframe.evaluate(log(), ["faithfulness"], judge=judge, output=out)
+    source = tmp_path / "log.parquet"
+    pl.from_pandas(log()).write_parquet(source)
+    with pytest.raises(ConfigError, match="must not be the input"):
+        ragframe.evaluate(source, ["faithfulness"], judge=judge, output=source, overwrite=True)
+    assert server.count() == 0 and out.read_bytes() == b"not yet scored"
+    ragframe.evaluate(log(), ["faithfulness"], judge=judge, output=out, overwrite=True)
+    assert ragframe.read_metadata(out)["metrics"].keys() == {"faithfulness"}
+
+
+# ------------------------------------------------------------------- storage options
+
+
+def test_storage_options_reach_the_reader_and_are_never_recorded(
+    server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The options of a remote path (its credentials) go to the reader with the path, and
+    are not in the run's metadata; given with a frame they are refused, not dropped."""
+    seen: list[dict[str, Any]] = []
+    secret = {"aws_secret_access_key": "not-a-real-secret", "aws_region": "eu-west-1"}
+
+    def reader(data: Any, columns: Any = None, **kwargs: Any) -> pl.DataFrame:
+        seen.append({"data": data, **kwargs})
+        return pl.from_pandas(log())
+
+    class Remote:  # what open_input gives a dry run: the schema, then chunks
+        def __init__(self, data: Any, **kwargs: Any) -> None:
+            seen.append({"data": data, **{k: v for k, v in kwargs.items() if k != "list_columns"}})
+
+        def schema_frame(self) -> pl.DataFrame:
+            return pl.from_pandas(log()).clear()
+
+        def chunks(self, rows: int) -> Any:
+            yield pl.from_pandas(log())
+
+    monkeypatch.setattr(run_module, "load_frame", reader)
+    monkeypatch.setattr(run_module, "open_input", Remote)
+    judge = judge_for(server, tmp_path)
+    url = "s3://bucket/log.parquet"
+    result = ragframe.run(url, ["faithfulness"], judge=judge, storage_options=secret)
+    assert result.frame.height == 3
+    assert "not-a-real-secret" not in json.dumps(recorded(result.metadata()))
+    assert (
+        ragframe.estimate(url, ["faithfulness"], judge=judge, storage_options=secret)["rows"] == 3
+    )
+    assert seen == [{"data": url, "storage_options": secret}] * 2
+    with pytest.raises(ConfigError, match="storage_options applies to a path"):
+        ragframe.evaluate(log(), ["faithfulness"], judge=judge, storage_options=secret)
