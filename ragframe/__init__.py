@@ -72,7 +72,7 @@ from ragframe.metrics import (
 )
 from ragframe.metrics.catalog import catalog
 from ragframe.metrics.pairwise import Pairwise, run_pairs
-from ragframe.report import report
+from ragframe.report import report, show
 from ragframe.stats import mean_interval
 from ragframe.stats.alpha import alpha_interval, krippendorff_alpha
 
@@ -118,6 +118,7 @@ __all__ = [  # noqa: RUF022
     "run",
     "run_pairs",
     "score_arrow",
+    "show",
     "summarize",
     "summarize_pairs",
     "write_traces",
