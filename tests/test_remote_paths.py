@@ -331,6 +331,31 @@ def test_score_reads_a_url_through_the_environment(s3: Store, server: Any, tmp_p
     assert scored.equals(pl.read_parquet(tmp_path / "l.parquet"))
 
 
+@PREPARE_READS_BY_FORMAT
+def test_score_samples_a_url_and_estimates_it(s3: Store, server: Any, tmp_path: Path) -> None:
+    """The in-memory path (--sample) and the dry run read a URL through the environment."""
+    url = f"s3://{BUCKET}/log.parquet"
+    out = tmp_path / "sampled.parquet"
+    sampled = _cli(
+        s3,
+        server.base_url,
+        "score",
+        url,
+        "--sample",
+        "5",
+        "-o",
+        str(out),
+        "--metrics",
+        "faithfulness",
+        "--no-progress",
+    )
+    assert sampled.returncode == 0, sampled.stderr
+    local = draw_sample(s3.local / "log.parquet", 5, seed=0).frame
+    assert pl.read_parquet(out).get_column("id").to_list() == local.get_column("id").to_list()
+    dry = _cli(s3, server.base_url, "score", url, "--dry-run", "--metrics", "faithfulness")
+    assert dry.returncode == 0 and "20" in dry.stdout + dry.stderr, dry.stderr
+
+
 def test_score_says_in_one_line_that_a_remote_input_is_missing(
     s3: Store, server: Any, tmp_path: Path
 ) -> None:
