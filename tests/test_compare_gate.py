@@ -246,3 +246,30 @@ def test_the_jupyter_table_shows_direction_verdict_colour_and_the_interval_again
     assert dot < centre and f'x1="{centre}" x2="{centre}"' in first
     odd = compare(*runs(0.0, metric="<b>x</b>"), on="id", metrics=["<b>x</b>"])._repr_html_()
     assert "&lt;b&gt;x&lt;/b&gt;" in odd and "<b>x</b>" not in odd
+
+
+def test_the_check_as_ci_files_with_groups(tmp_path: Path) -> None:
+    a, b = runs(0.0, noise=0.01)
+    b = b.with_columns(
+        pl.when(pl.col("topic") == "geo")
+        .then(pl.col("faithfulness") - 0.2)
+        .otherwise(pl.col("faithfulness"))
+    )
+    check = check_regression(a, b, "faithfulness", on="id", by="topic", margin=0.05)
+    written = check.write(junit=tmp_path / "c.xml", json=tmp_path / "c.json")
+    assert written == [str(tmp_path / "c.xml"), str(tmp_path / "c.json")]
+    root = check_junit_rules((tmp_path / "c.xml").read_text())
+    names = [c.get("name") for c in root.iter("testcase")]
+    assert names == [
+        "faithfulness not worse than a by 0.05 [topic=art]",
+        "faithfulness not worse than a by 0.05 [topic=geo]",
+    ]
+    failure = root.find(".//failure")
+    assert failure is not None and "[topic=geo]: worse" in failure.get("message", "")
+    data = json.loads((tmp_path / "c.json").read_text())
+    assert data["passed"] is False and data["checks"] == 2 and data["failed"] == 1
+    assert data["by"] == ["topic"] and data["margin"] == 0.05
+    assert [r["status"] for r in data["results"]] == ["not worse", "worse"]
+    assert {"topic", "metric", "diff", "ci_low", "ci_high", "p_value", "ok"} <= set(
+        data["results"][0]
+    )
