@@ -24,6 +24,7 @@ from real_tools import run_peer
 
 import ragframe
 from ragframe.metrics import AnswerCorrectness
+from ragframe.testing import embed_text
 
 # --------------------------------------------------------------------------- the verdicts
 # One list per row. deepeval's words: "yes", "no", "borderline" (its older prompts' "idk",
@@ -54,6 +55,13 @@ ANSWER_CORRECTNESS = [
     (["FP"], [0, 0]),
     (["TP", "TP"], [1, 1]),
     (["TP", "FP", "FP", "FP"], [1, 0, 0]),
+]
+#: answer_relevancy: the questions the judge writes from each answer, and whether it finds the
+#: answer noncommittal (ragas asks for each question apart, each with its own flag).
+ANSWER_RELEVANCY_EMBEDDING = [  # the rows' questions are "Question of row i?"
+    (["What is the question of row 0?", "Which row is it?", "When was the tower built?"], False),
+    (["Question of row 1?", "The question of row 1?", "What question has row 1?"], False),
+    (["Question of row 2?", "Which row is it?", "When was the tower built?"], True),
 ]
 #: NVIDIA's dual-template metrics: the two templates' ratings.
 ANSWER_ACCURACY = [(4, 2), (0, 0), (2, 4), (4, 4)]  # 0, 2 or 4
@@ -126,6 +134,7 @@ print(json.dumps(out))
 RAGAS = r"""
 import json, sys, warnings
 warnings.simplefilter("ignore")
+from ragas.metrics._answer_relevance import ResponseRelevanceOutput, ResponseRelevancy
 from ragas.metrics._context_recall import ContextRecallClassification, LLMContextRecall
 from ragas.metrics.collections import (AnswerAccuracy, AnswerCorrectness,
     ContextPrecisionWithReference, ContextPrecisionWithoutReference, ContextRelevance,
@@ -136,6 +145,15 @@ from ragas.metrics.collections.faithfulness.util import (NLIStatementOutput,
     StatementFaithfulnessAnswer)
 
 cases = json.loads(sys.argv[1])
+vectors = json.loads(sys.argv[2])  # the fake judge's embedding of each text ragframe embedded
+
+class Embeddings:
+    # the same vectors ragframe's run got from the fake judge's /embeddings
+    def embed_query(self, text):
+        return vectors[text]
+
+    def embed_documents(self, texts):
+        return [vectors[t] for t in texts]
 
 def bare(cls, **state):
     # The metric's own scoring methods use no LLM: an instance without one, its settings set.
@@ -170,6 +188,11 @@ out = {
             ContextRecallClassification(statement="s", reason="r", attributed=v) for v in row])
         for row in cases["context_recall"]],
     "answer_correctness": [f1(a, t) for a, t in cases["answer_correctness"]],
+    "answer_relevancy": [
+        float(ResponseRelevancy(embeddings=Embeddings())._calculate_score(
+            [ResponseRelevanceOutput(question=q, noncommittal=int(flag)) for q in questions],
+            {"user_input": question}))
+        for question, questions, flag in cases["answer_relevancy_embedding"]],
     "answer_accuracy": dual(AnswerAccuracy, 4, cases["answer_accuracy"]),
     "context_relevance": dual(ContextRelevance, 2, cases["context_relevance"]),
     "response_groundedness": dual(ResponseGroundedness, 2, cases["response_groundedness"]),
@@ -189,6 +212,16 @@ CASES = {
     "answer_accuracy": ANSWER_ACCURACY,
     "context_relevance": CONTEXT_RELEVANCE,
     "response_groundedness": RESPONSE_GROUNDEDNESS,
+    "answer_relevancy_embedding": [
+        (f"Question of row {i}?", questions, flag)
+        for i, (questions, flag) in enumerate(ANSWER_RELEVANCY_EMBEDDING)
+    ],
+}
+#: The fake judge's embedding of every text the answer relevancy rows embed.
+VECTORS = {
+    text: embed_text(text)
+    for question, questions, _ in CASES["answer_relevancy_embedding"]
+    for text in (question, *questions)
 }
 
 
@@ -201,7 +234,8 @@ def deepeval() -> dict[str, list[float]]:
 @pytest.fixture(scope="module")
 def ragas() -> dict[str, list[float]]:
     """ragas 0.4.3's scores of the verdicts, by its own scoring methods."""
-    return json.loads(run_peer("ragas", RAGAS, json.dumps(CASES)).strip().splitlines()[-1])
+    out = run_peer("ragas", RAGAS, json.dumps(CASES), json.dumps(VECTORS))
+    return json.loads(out.strip().splitlines()[-1])
 
 
 # ----------------------------------------------------------------- ragframe on the verdicts
@@ -399,6 +433,27 @@ def test_contextual_relevancy_equals_deepeval(server, judge, deepeval) -> None:
         )
     assert ours == pytest.approx([9 / 11, 1 / 3, 0.0], abs=1e-12)
     assert deepeval["contextual_relevancy"] == ours
+
+
+def test_answer_relevancy_equals_ragas_response_relevancy(server, judge, ragas) -> None:
+    """Mean cosine of the question and the generated questions, 0 when noncommittal, on the
+    same questions and the same embeddings (the fake judge's, given to ragas's own code)."""
+    ours = scored(
+        server,
+        judge,
+        rows(len(ANSWER_RELEVANCY_EMBEDDING)),
+        "answer_relevancy",
+        answer_relevancy_questions=by_row(
+            lambda i: {
+                "questions": ANSWER_RELEVANCY_EMBEDDING[i][0],
+                "noncommittal": ANSWER_RELEVANCY_EMBEDDING[i][1],
+            },
+            "answer",
+        ),
+    )
+    assert 0 < ours[0] < ours[1] <= 1 and ours[2] == 0.0
+    # equal up to the float32 rounding of the vectors on ragframe's embedding path
+    assert ragas["answer_relevancy"] == pytest.approx(ours, abs=1e-6)
 
 
 def test_answer_correctness_factual_half_equals_ragas(server, judge, ragas) -> None:
