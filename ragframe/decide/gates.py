@@ -39,7 +39,7 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.decide.ci_files import Case, CiFiles, markdown_table
+from ragframe.decide.ci_files import Case, CiFiles, markdown_cell, markdown_table
 from ragframe.decide.summarize import (
     PassRule,
     checked_scores,
@@ -180,7 +180,7 @@ class GateResult(CiFiles):
             if self.passed
             else f"❌ {self.failed} of {total} gates failed"
         )
-        lines = [f"### ragframe gates: {verdict}", "", f"On `{self.source}`.", ""]
+        lines = [f"### ragframe gates: {verdict}", "", f"On {markdown_cell(self.source)}.", ""]
         rows = []
         for row in self.table.iter_rows(named=True):
             rate = row["gate"] == "pass rate"
