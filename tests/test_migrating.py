@@ -6,7 +6,8 @@ ragframe's side is a real run: `ragframe.run` against the scripted fake judge
 scoring code, run in its own environment (`tests/real_tools.run_peer`) on the same verdicts
 built as the peer's own verdict objects: deepeval's `Metric._calculate_score()` on a metric
 built with its defaults, and ragas's scoring methods (`_compute_score`,
-`_calculate_average_precision`, `_compute_f1_score`, `_average_scores`) on its metric classes.
+`_calculate_average_precision`, `_compute_f1_score`, `_average_scores`, `_calculate_score`) on
+its metric classes; for answer relevancy, ragas is given the vectors ragframe's run embedded.
 What is not checked is the judging itself: the prompts differ, so a real judge may give the
 two tools different verdicts on the same row.
 """
