@@ -139,10 +139,6 @@ class RemotePath(str):
     __slots__ = ()
 
     @property
-    def scheme(self) -> str:
-        return self.split("://", 1)[0].lower()
-
-    @property
     def name(self) -> str:
         """The last part of the URL's path (no query string)."""
         return self.split("://", 1)[1].split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
