@@ -32,7 +32,7 @@ RUN = {"python", "bash", "console", "sh", "shell"}
 #: Pages whose blocks talk to Phoenix's server (the `phoenix` fixture of conftest.py).
 NEEDS_PHOENIX = {Path("docs/traces/phoenix.md")}
 #: Commands whose documented outcome includes exit status 1: a gate that fails.
-GATE_OPTIONS = ("--fail-under", "--min-pass-rate")
+GATE_OPTIONS = ("--fail-under", "--min-pass-rate", "--fail-if-worse")
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ TABLE: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {
     (("compare",), "--level"): LEVELS,
     (("compare",), "--seed"): SEEDS,
     (("compare",), "--changed"): SHOWN,
+    (("compare",), "--margin"): ("-1", "1", "1.5", "nan", "inf"),
     (("report",), "--worst"): SHOWN,
     (("report",), "--level"): LEVELS,
     (("judge-bench",), "--limit"): COUNTS,
