@@ -51,7 +51,8 @@ class Store:
         return {f"AWS_{key.removeprefix('aws_').upper()}": v for key, v in self.options.items()}
 
     def put(self, key: str, path: Path) -> str:
-        self.client.put_object(Bucket=BUCKET, Key=key, Body=path.read_bytes())
+        # public-read: http(s) URLs of the same objects are read with no credentials
+        self.client.put_object(Bucket=BUCKET, Key=key, Body=path.read_bytes(), ACL="public-read")
         return f"s3://{BUCKET}/{key}"
 
 
@@ -121,6 +122,18 @@ def test_a_remote_sample_is_the_local_sample(s3: Store, name: str) -> None:
     local = draw_sample(s3.local / name, 5, seed=7)
     assert remote.frame.equals(local.frame)
     assert remote.rows_total == local.rows_total == 20
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_an_http_url_reads_as_the_local_file(s3: Store, name: str) -> None:
+    """Plain http(s): moto serves the bucket's objects path-style to any GET."""
+    url = f"{s3.endpoint}/{BUCKET}/{name}"
+    assert load_frame(url).equals(load_frame(s3.local / name))
+    missing = f"{s3.endpoint}/{BUCKET}/missing/{name}"
+    with pytest.raises(InputError) as caught:
+        load_frame(missing)
+    message = str(caught.value)
+    assert missing in message and "does not exist" in message and "\n" not in message, message
 
 
 def test_a_path_that_collapsed_a_url_is_read_as_the_url(s3: Store) -> None:
