@@ -21,9 +21,6 @@ ROOT = Path(__file__).resolve().parent.parent
 INTERNAL = re.compile(
     r"seed 00\d|\(00\d\)|\bthe guide\b|guide's|design guide|shared/seeds|seed documents", re.I
 )
-#: Pages not yet reworded, each with the owner's change pending: an entry here must still
-#: hold a label (the test says when it no longer does, so the entry is removed with the fix).
-WAITING = {"docs/concepts/verdict.md"}
 
 
 def user_facing_files() -> list[Path]:
@@ -45,12 +42,6 @@ def test_no_internal_labels_in_user_facing_text() -> None:
     for path in user_facing_files():
         rel = path.relative_to(ROOT).as_posix()
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if INTERNAL.search(line) and rel not in WAITING:
+            if INTERNAL.search(line):
                 found.append(f"{rel}:{number}: {line.strip()}")
     assert not found, "internal labels where a user needs a public source:\n" + "\n".join(found)
-
-
-@pytest.mark.parametrize("rel", sorted(WAITING))
-def test_a_waiting_page_still_waits(rel: str) -> None:
-    text = (ROOT / rel).read_text(encoding="utf-8")
-    assert INTERNAL.search(text), f"{rel} holds no internal label any more: remove it from WAITING"
