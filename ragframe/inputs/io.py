@@ -112,7 +112,8 @@ REMOTE_SCHEMES = frozenset(
 #: Polars' `storage_options`: object_store's keys (aws_endpoint_url, aws_access_key_id, ...),
 #: text; Polars' own keys (max_retries, file_cache_ttl, ...) take integers.
 StorageOptions = Mapping[str, Any]
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+#: A URL's scheme: two characters or more, so that a Windows drive ("C://data") is a path.
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
 #: What `pathlib.Path` makes of a URL: it collapses the "//" after the scheme ("s3:/b/key").
 _COLLAPSED_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/(?!/)")
 #: Where each store's credentials come from: the storage_options keys, then the environment.
