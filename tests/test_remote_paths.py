@@ -239,6 +239,8 @@ def test_unread_schemes_and_remote_outputs_are_refused(
 ) -> None:
     with pytest.raises(InputError, match="ragframe reads local files and URLs of the schemes"):
         open_input("ftp://host/log.parquet")
+    with pytest.raises(InputError, match="does not exist"):  # a Windows drive, not a scheme
+        open_input("C://logs/log.parquet")
     frame = pl.DataFrame({"question": ["q"]})
     monkeypatch.chdir(tmp_path)
     for target in ("s3://bucket/out.parquet", Path("s3://bucket/out.parquet")):
