@@ -311,14 +311,6 @@ def test_summarize_gate_compare_report_read_a_url_through_the_environment(
     assert report.returncode == 0 and (tmp_path / "report.html").stat().st_size, report.stderr
 
 
-#: engine/prepare.py's `_batches` reads a Parquet log through pyarrow and any other non-CSV
-#: log as JSON Lines; it must ask the reader (`InputFile.column_chunks`) instead.
-PREPARE_READS_BY_FORMAT = pytest.mark.xfail(
-    strict=True, reason="engine/prepare.py _batches: use source.column_chunks (lead)"
-)
-
-
-@PREPARE_READS_BY_FORMAT
 def test_score_reads_a_url_through_the_environment(s3: Store, server: Any, tmp_path: Path) -> None:
     common = ["--metrics", "faithfulness", "--no-progress"]
     remote = _cli(
@@ -346,7 +338,6 @@ def test_score_reads_a_url_through_the_environment(s3: Store, server: Any, tmp_p
     assert scored.equals(pl.read_parquet(tmp_path / "l.parquet"))
 
 
-@PREPARE_READS_BY_FORMAT
 def test_score_samples_a_url_and_estimates_it(s3: Store, server: Any, tmp_path: Path) -> None:
     """The in-memory path (--sample) and the dry run read a URL through the environment."""
     url = f"s3://{BUCKET}/log.parquet"

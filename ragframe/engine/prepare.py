@@ -17,7 +17,7 @@ import polars as pl
 import polars.selectors as cs
 
 from ragframe.engine.spec import RunSpec, metric_names
-from ragframe.errors import ConfigError, InputError
+from ragframe.errors import ConfigError
 from ragframe.inputs.columns import (
     CUT_FLAG,
     ROW_ID,
@@ -383,27 +383,9 @@ def inputs_with_values(
 
 
 def _batches(source: Any, names: list[str]) -> Iterator[pl.DataFrame]:
-    """A log's `names` columns, PRESENCE_BATCH_ROWS rows at a time, in bounded memory."""
-    import pyarrow as pa
-
-    from ragframe.inputs.io import ParquetInput
-
-    if source.format == "CSV":  # text cells: read as scored, the JSON lists decoded
-        yield from source.chunks(PRESENCE_BATCH_ROWS)
-        return
-    try:
-        if isinstance(source, ParquetInput):
-            parquet = source.parquet
-            for batch in parquet.iter_batches(
-                PRESENCE_BATCH_ROWS, columns=names, use_threads=False
-            ):
-                yield pl.DataFrame(pl.from_arrow(batch))
-        else:  # JSON Lines, with the types inferred from every line when it was opened
-            schema = source.schema_frame().schema
-            scan = pl.scan_ndjson(source.path, schema=schema).select(names)
-            yield from scan.collect_batches(chunk_size=PRESENCE_BATCH_ROWS, maintain_order=False)
-    except (pa.ArrowException, pl.exceptions.PolarsError, OSError) as exc:
-        raise InputError(f"cannot read {str(source.path)!r} as {source.format}: {exc}") from exc
+    """A log's `names` columns, PRESENCE_BATCH_ROWS rows at a time, in bounded memory (each
+    reader reads only those columns where its format allows; CSV's lists decoded)."""
+    yield from source.column_chunks(names, PRESENCE_BATCH_ROWS)
 
 
 def refuse_empty_inputs(
