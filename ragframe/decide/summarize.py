@@ -82,8 +82,12 @@ def summarize(
     gets `threshold` and `strict` (null where only a pass column is known), `passed` (rows
     passing), `pass_rate` (passed / scored: the share of *scored* rows that pass; rows that
     failed to score are left out here and stay visible in `failed`; a gate counts them
-    against the rate, see `ragframe.decide.gates`) and `status`, "✅" when the mean meets the
-    threshold (`Threshold.mean_passes`), "❌" when not, null without a threshold or a mean.
+    against the rate, see `ragframe.decide.gates`) and `status`, "✅" when the *mean* meets
+    the threshold (`Threshold.mean_passes`), "❌" when not, null without a threshold or a mean:
+    it judges the mean, not the pass rate, and the display shows it beside the mean.
+
+    The result is a `Summary`: a Polars DataFrame with exactly these columns, displayed (in
+    Jupyter and by `print`) as the table a person reads, with a line saying what ✅ / ❌ judge.
     """
     check_options(level, seed, method)
     lazy, meta, where = load_scored(data)
