@@ -23,6 +23,8 @@ from conftest import judge_for
 import ragframe
 from ragframe.engine import run as run_module
 from ragframe.errors import ConfigError, InputError
+from ragframe.inputs import sample as sample_module
+from ragframe.inputs.sample import draw_sample
 from ragframe.metrics import CORE
 from ragframe.testing.server import FakeServer
 
@@ -300,12 +302,15 @@ def test_storage_options_reach_the_reader_and_are_never_recorded(
     secret = {"aws_secret_access_key": "not-a-real-secret", "aws_region": "eu-west-1"}
 
     def reader(data: Any, columns: Any = None, **kwargs: Any) -> pl.DataFrame:
-        seen.append({"data": data, **kwargs})
+        if isinstance(data, pl.DataFrame):  # a drawn sample's rows
+            return data
+        seen.append({"by": "load_frame", "data": data, **kwargs})
         return pl.from_pandas(log())
 
     class Remote:  # what open_input gives a dry run: the schema, then chunks
         def __init__(self, data: Any, **kwargs: Any) -> None:
-            seen.append({"data": data, **{k: v for k, v in kwargs.items() if k != "list_columns"}})
+            kept = {k: v for k, v in kwargs.items() if k != "list_columns"}
+            seen.append({"by": "open_input", "data": data, **kept})
 
         def schema_frame(self) -> pl.DataFrame:
             return pl.from_pandas(log()).clear()
@@ -313,8 +318,15 @@ def test_storage_options_reach_the_reader_and_are_never_recorded(
         def chunks(self, rows: int) -> Any:
             yield pl.from_pandas(log())
 
+    def drawer(data: Any, n: int, **kwargs: Any) -> Any:  # a remote sample, drawn streaming
+        seen.append(
+            {"by": "draw_sample", "data": data, "storage_options": kwargs["storage_options"]}
+        )
+        return draw_sample(pl.from_pandas(log()), n, seed=kwargs["seed"])
+
     monkeypatch.setattr(run_module, "load_frame", reader)
     monkeypatch.setattr(run_module, "open_input", Remote)
+    monkeypatch.setattr(sample_module, "draw_sample", drawer)
     judge = judge_for(server, tmp_path)
     url = "s3://bucket/log.parquet"
     result = ragframe.run(url, ["faithfulness"], judge=judge, storage_options=secret)
@@ -323,6 +335,9 @@ def test_storage_options_reach_the_reader_and_are_never_recorded(
     assert (
         ragframe.estimate(url, ["faithfulness"], judge=judge, storage_options=secret)["rows"] == 3
     )
-    assert seen == [{"data": url, "storage_options": secret}] * 2
+    sampled = ragframe.run(url, ["faithfulness"], judge=judge, storage_options=secret, sample=2)
+    assert sampled.frame.height == 2 and sampled.metadata()["sample"]["of"] == 3
+    readers = ["load_frame", "open_input", "draw_sample"]  # the sample drawn while streaming
+    assert seen == [{"by": by, "data": url, "storage_options": secret} for by in readers]
     with pytest.raises(ConfigError, match="storage_options applies to a path"):
         ragframe.evaluate(log(), ["faithfulness"], judge=judge, storage_options=secret)

@@ -50,20 +50,31 @@ def _refuse_unknown(unknown: Mapping[str, Any], taker: Callable[..., Any], who: 
     )
 
 
-def _remote(
-    data: Any, storage_options: Mapping[str, str] | None, columns: Mapping[str, str] | None
-) -> Any:
-    """`data` to hand the engine: a path read with its storage options when some are given
-    (an `s3://` URL's credentials, say), else `data` as it is. Storage options are never
-    recorded in the run's metadata: they may hold a key."""
+def _rows(
+    data: Any,
+    sample: int | None,
+    seed: int,
+    columns: Mapping[str, str] | None,
+    storage_options: Mapping[str, Any] | None,
+) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """The frame to score and what sample it is (`sampled_frame`); a path given storage
+    options (an `s3://` URL's credentials, say) is read with them, a sample drawn while
+    streaming as for any file. Storage options are never recorded in the run's metadata:
+    they may hold a key."""
     if storage_options is None:
-        return data
+        return sampled_frame(data, sample, seed, columns)
     if not isinstance(data, str | Path):
         raise ConfigError(
             f"storage_options applies to a path (s3://..., gs://...), but data is a "
             f"{type(data).__name__}: drop storage_options, or pass the path"
         )
-    return load_frame(data, columns, storage_options=dict(storage_options))
+    options = dict(storage_options)
+    if sample is None:
+        return load_frame(data, columns, storage_options=options), {}
+    from ragframe.inputs.sample import draw_sample
+
+    drawn = draw_sample(data, sample, seed=seed, columns=columns, storage_options=options)
+    return load_frame(drawn.frame, columns), {"sample": drawn.describe()}
 
 
 async def execute(
@@ -72,7 +83,7 @@ async def execute(
     judge: Judge | None = None,
     *,
     path: str = "in-memory",
-    storage_options: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Run a specification in memory: the one orchestration of `evaluate`, `run` and
     `ragframe score --sample / --repeats`."""
@@ -83,8 +94,7 @@ async def execute(
     if judge is not None and repeats > 1:  # seeds past the bound, before any row is read
         check_repeat_seeds(judge, repeats)
     judges = check_jury(spec, judge) if spec.judges else []
-    source = _remote(data, storage_options, spec.columns)
-    frame, extra = sampled_frame(source, spec.sample, spec.seed, spec.columns)
+    frame, extra = _rows(data, spec.sample, spec.seed, spec.columns, storage_options)
     if judges:  # a jury: each judge runs this function, then the verdicts are combined
         # Every judge's checks (and the calibrations') before the lead sends its first request.
         ready = [
@@ -133,7 +143,7 @@ async def arun(
     calibration: Calibration | str | Path | Sequence[Calibration | str | Path] | None = None,
     judges: Sequence[Judge] = (),
     aggregate: Literal["mean", "median"] = "mean",
-    storage_options: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     **unknown: Any,
 ) -> RunResult:
     """Async twin of `run`, for callers already inside an event loop (`await` it in
@@ -173,7 +183,7 @@ def run(
     calibration: Calibration | str | Path | Sequence[Calibration | str | Path] | None = None,
     judges: Sequence[Judge] = (),
     aggregate: Literal["mean", "median"] = "mean",
-    storage_options: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     **unknown: Any,
 ) -> RunResult:
     """Score `data` and keep the run: the scored frame with its statistics and metadata.
@@ -262,7 +272,7 @@ async def aevaluate(
     calibration: Calibration | str | Path | Sequence[Calibration | str | Path] | None = None,
     judges: Sequence[Judge] = (),
     aggregate: Literal["mean", "median"] = "mean",
-    storage_options: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     output: str | Path | None = None,
     overwrite: bool = False,
     **unknown: Any,
@@ -307,7 +317,7 @@ def evaluate(
     calibration: Calibration | str | Path | Sequence[Calibration | str | Path] | None = None,
     judges: Sequence[Judge] = (),
     aggregate: Literal["mean", "median"] = "mean",
-    storage_options: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     output: str | Path | None = None,
     overwrite: bool = False,
     **unknown: Any,
@@ -421,7 +431,7 @@ async def aestimate(
     reasons: bool | None = None,
     repeats: int = 1,
     judges: Sequence[Judge] = (),
-    storage_options: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     **unknown: Any,
 ) -> dict[str, Any]:
     """Async twin of `estimate`, for callers already inside an event loop. The parameters
@@ -489,19 +499,17 @@ def _head(
     columns: Mapping[str, str] | None,
     sample: int | None,
     seed: int,
-    storage_options: Mapping[str, str] | None,
+    storage_options: Mapping[str, Any] | None,
 ) -> tuple[pl.DataFrame, Any]:
     """What a dry run validates (the columns and types: a sample, a file's schema, or the
     frame) and, for a file, the file to read chunk by chunk."""
     if sample is not None:
-        return sampled_frame(_remote(data, storage_options, columns), sample, seed, columns)[
-            0
-        ], None
+        return _rows(data, sample, seed, columns, storage_options)[0], None
     if isinstance(data, str | Path):
-        remote = {} if storage_options is None else {"storage_options": dict(storage_options)}
-        source = open_input(data, list_columns=list_columns(columns), **remote)
+        options = None if storage_options is None else dict(storage_options)
+        source = open_input(data, list_columns=list_columns(columns), storage_options=options)
         return source.schema_frame(), source
-    return load_frame(_remote(data, storage_options, columns), columns), None
+    return _rows(data, None, seed, columns, storage_options)[0], None
 
 
 def _jury_estimate(each: list[dict[str, Any]]) -> dict[str, Any]:
@@ -550,7 +558,7 @@ def estimate(
     reasons: bool | None = None,
     repeats: int = 1,
     judges: Sequence[Judge] = (),
-    storage_options: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
     **unknown: Any,
 ) -> dict[str, Any]:
     """What scoring `data` would send, without sending anything (a dry run, `--dry-run`).
