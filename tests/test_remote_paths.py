@@ -259,6 +259,25 @@ def test_evaluate_reads_a_url_with_storage_options(s3: Store, judge: Any) -> Non
     assert remote.equals(local)
 
 
+def test_score_file_streams_a_url_with_storage_options(
+    s3: Store, judge: Any, tmp_path: Path
+) -> None:
+    """The streamed path (`score_file`, what `ragframe score` runs) takes a URL as the URL it
+    is (a Path would collapse its "//") and its storage options; the output stays local."""
+    from ragframe.engine.stream import score_file
+
+    url, out, local_out = (
+        f"s3://{BUCKET}/log.parquet",
+        tmp_path / "r.parquet",
+        tmp_path / "l.parquet",
+    )
+    score_file(url, out, ["faithfulness"], judge=judge, storage_options=s3.options)
+    score_file(s3.local / "log.parquet", local_out, ["faithfulness"], judge=judge)
+    assert pl.read_parquet(out).equals(pl.read_parquet(local_out))
+    with pytest.raises(ConfigError, match="write it locally"):
+        score_file(url, f"s3://{BUCKET}/out.parquet", ["faithfulness"], judge=judge)
+
+
 def test_decisions_read_a_remote_scored_file_through_the_environment(
     s3: Store, judge: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

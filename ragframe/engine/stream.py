@@ -35,7 +35,14 @@ from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.engine.summary import Tally, add_cut, cut_rows
 from ragframe.errors import ConfigError
 from ragframe.inputs.columns import list_columns
-from ragframe.inputs.io import AtomicParquetWriter, InputFile, check_writable, open_input
+from ragframe.inputs.io import (
+    AtomicParquetWriter,
+    InputFile,
+    check_writable,
+    open_input,
+    refuse_remote_output,
+    remote_url,
+)
 from ragframe.judge.client import Judge, JudgeSession
 from ragframe.metrics import Metric, RagasScore
 from ragframe.metrics.calibration import Calibration, add_p_human, run_calibrations
@@ -53,6 +60,7 @@ class StreamOptions(TypedDict, total=False):
     thresholds: Mapping[str, float] | None
     strict: Iterable[str]
     spec: RunSpec | None
+    storage_options: Mapping[str, Any] | None
 
 
 @dataclass
@@ -118,6 +126,7 @@ async def ascore_file(
     thresholds: Mapping[str, float] | None = None,
     strict: Iterable[str] = (),
     spec: RunSpec | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> StreamResult:
     """Async twin of `score_file`."""
     if spec is None:
@@ -129,8 +138,11 @@ async def ascore_file(
         raise ConfigError(f"chunk_rows must be at least 1, got {chunk_rows}")
     if chunks_in_flight < 1:
         raise ConfigError(f"chunks_in_flight must be at least 1, got {chunks_in_flight}")
-    source, target = Path(input_path), Path(output_path)
-    source_file = open_input(source, list_columns=list_columns(spec.columns))
+    refuse_remote_output(output_path)  # written locally and atomically, before any read
+    source, target = remote_url(input_path) or Path(input_path), Path(output_path)
+    source_file = open_input(
+        source, list_columns=list_columns(spec.columns), storage_options=storage_options
+    )
     if target.resolve() == source.resolve():
         raise ConfigError("the output must not be the input file; the input is never written")
     if target.exists() and not overwrite:
@@ -324,7 +336,9 @@ def score_file(
     metadata and summary; memory stays bounded by `chunk_rows` (default 2,000) x
     `chunks_in_flight` (default 2). An interrupted run resumes from the cache when run
     again. `metrics` may be "all"; `judge`, `reasons`, `thresholds` and `strict` as in
-    `evaluate`; `overwrite` to replace an existing output. `spec`, when given, is the whole
+    `evaluate`; `overwrite` to replace an existing output. The input may be a URL (`s3://`,
+    `gs://`, `az://`, `hf://`, `http(s)://`) read with `storage_options` (or the store's
+    environment variables); the output is a local file. `spec`, when given, is the whole
     run specification (the command line's), and replaces metrics, columns, chunk_rows,
     reasons, thresholds and strict. The options are keyword-only (`StreamOptions`).
     """
