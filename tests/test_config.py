@@ -217,6 +217,13 @@ BAD = [
         '[metric.h]\nkind = "g_eval"\ncriteria = "x"\n[score]\nmetrics = ["faithfulness"]\n',
         "[metric.h] is defined but [score] metrics does not list it",
     ),
+    (
+        '[score]\nmetrics = ["faithfulness"]\n[compare]\nfail_if_worse = ["helpfulness"]\n',
+        "[compare] fail_if_worse: names 'helpfulness', which this file does not score",
+    ),
+    ("[compare]\nmargin = 1\n", "[compare] margin: must be a number from 0 up to"),
+    ('[compare]\nfail_if_wrose = ["x"]\n', "[compare] fail_if_wrose: unknown key; did you mean"),
+    ('[compare]\nfail_under = ["x"]\n', "[compare] fail_under: unknown key; known: on, fail_if"),
     ("x = [\n", "not valid TOML"),
 ]
 
@@ -282,3 +289,23 @@ def test_the_files_metric_options_and_thresholds_reach_the_output(server, folder
     meta = pl.read_parquet_metadata(folder / "out.parquet")
     recorded = json.dumps(meta)
     assert "0.9" in recorded and "0.6" in recorded  # context_recall's and helpfulness's
+
+
+def test_compare_takes_its_regression_check_from_the_file(folder, server):
+    (folder / "ragframe.toml").write_text(
+        '[compare]\non = ["id", "run"]\nfail_if_worse = ["faithfulness"]\nmargin = 0.05\n'
+    )
+
+    def parsed(*argv: str):
+        parser = build_parser()
+        line = ["compare", "a.parquet", "b.parquet", *argv]
+        return cfg.apply(parser, parser.parse_args(line), line)
+
+    from_file = parsed()
+    assert (from_file.on, from_file.fail_if_worse, from_file.margin) == (
+        "id,run",
+        "faithfulness",
+        0.05,
+    )
+    given = parsed("--margin", "0", "--on", "id")  # 0 is the flag's default: it still wins
+    assert (given.on, given.margin) == ("id", 0.0)

@@ -54,6 +54,7 @@ CONFIG_NAME = "ragframe.toml"
 READERS: dict[str, tuple[str, ...]] = {
     "score": ("judge", "score", "metric", "gate"),
     "gate": ("score", "gate"),
+    "compare": ("compare",),
 }
 #: The kinds a `[metric.NAME]` table builds besides the catalogue's metrics.
 KINDS = ("g_eval", "rubric")
@@ -234,6 +235,23 @@ GATE_KEYS: dict[str, Check] = {
     "json": _string,
     "markdown": _string,
 }
+
+
+def _names(value: Any, say: Callable[[str], ConfigError]) -> list[str]:
+    """A name or a list of names (`on = "id"`, `on = ["id", "run"]`)."""
+    return [_string(value, say)] if isinstance(value, str) else _strings(value, say)
+
+
+#: [compare]: key -> check (`ragframe compare A B` with no flag runs the regression check).
+COMPARE_KEYS: dict[str, Check] = {
+    "on": _names,
+    "fail_if_worse": _names,
+    "margin": _number("a number from 0 up to (not including) 1", lambda v: 0 <= v < 1),
+    "level": _number("a confidence level strictly between 0 and 1", lambda v: 0 < v < 1),
+    "junit": _string,
+    "markdown": _string,
+}
+
 #: [gate]'s result files -> the dests of their options (`ragframe gate --junit FILE`); a
 #: subcommand without the option (this version's `score`) leaves them to `ragframe gate`.
 CI_FILES = {"junit": "junit", "json": "json_out", "markdown": "markdown"}
@@ -261,7 +279,7 @@ RUBRIC_KEYS: dict[str, Check] = {
     "inputs": _strings,
 }
 
-SECTIONS = ("judge", "score", "metric", "gate")
+SECTIONS = ("judge", "score", "metric", "gate", "compare")
 #: Keys that would hold a secret: refused wherever they appear, with what to do instead.
 SECRETS = ("api_key", "key", "token", "password", "secret")
 
@@ -277,6 +295,7 @@ class Config:
     judge: dict[str, Any] = field(default_factory=dict)
     score: dict[str, Any] = field(default_factory=dict)
     gate: dict[str, Any] = field(default_factory=dict)
+    compare: dict[str, Any] = field(default_factory=dict)
     #: The metrics [metric.NAME] tables build, by name, in the file's order.
     metrics: dict[str, Any] = field(default_factory=dict)
 
@@ -290,6 +309,8 @@ class Config:
             out.update(self._score_defaults(command))
         if "gate" in sections:
             out.update(_gate_defaults(self.gate))
+        if "compare" in sections:
+            out.update(_compare_defaults(self.compare))
         return out
 
     def _score_defaults(self, command: str) -> dict[str, Any]:
@@ -363,6 +384,13 @@ def _gate_defaults(gate: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _compare_defaults(compare: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in compare.items():
+        out[key] = ",".join(value) if isinstance(value, list) else value
+    return out
+
+
 def add_config_options(parser: argparse.ArgumentParser) -> None:
     """`--config FILE` and `--no-config`, for a subcommand that reads the file."""
     group = parser.add_argument_group("configuration file")
@@ -433,6 +461,7 @@ def _parse(data: dict[str, Any], path: Path, label: str, where: _Where) -> Confi
     metrics = score.pop("metrics", None)
     config.score = _section(score, "score", SCORE_KEYS, where)
     config.gate = _section(data.get("gate", {}), "gate", GATE_KEYS, where)
+    config.compare = _section(data.get("compare", {}), "compare", COMPARE_KEYS, where)
     config.metrics = {
         name: _metric(name, table, where) for name, table in data.get("metric", {}).items()
     }
@@ -523,6 +552,7 @@ def _check_named(config: Config, where: _Where) -> None:
         ("score", "strict", config.score.get("strict", [])),
         ("gate", "fail_under", config.gate.get("fail_under", {})),
         ("gate", "min_pass_rate", config.gate.get("min_pass_rate", {})),
+        ("compare", "fail_if_worse", config.compare.get("fail_if_worse", [])),
     ):
         for name in names:
             if name not in scored:
