@@ -285,6 +285,8 @@ def test_an_existing_output_is_refused_before_any_request(
     pl.from_pandas(log()).write_parquet(source)
     with pytest.raises(ConfigError, match="must not be the input"):
         ragframe.evaluate(source, ["faithfulness"], judge=judge, output=source, overwrite=True)
+    with pytest.raises(ConfigError, match=r"cannot write the output to 's3://bucket/x\.parquet'"):
+        ragframe.evaluate(log(), ["faithfulness"], judge=judge, output="s3://bucket/x.parquet")
     assert server.count() == 0 and out.read_bytes() == b"not yet scored"
     ragframe.evaluate(log(), ["faithfulness"], judge=judge, output=out, overwrite=True)
     assert ragframe.read_metadata(out)["metrics"].keys() == {"faithfulness"}

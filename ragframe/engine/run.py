@@ -24,7 +24,7 @@ from ragframe.engine.result import RunResult, is_pandas
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.errors import ConfigError
 from ragframe.inputs.columns import list_columns, load_frame
-from ragframe.inputs.io import open_input
+from ragframe.inputs.io import open_input, refuse_remote_output
 from ragframe.judge.client import Judge
 from ragframe.metrics import CORE, Metric, RagasScore
 from ragframe.metrics.calibration import Calibration, add_p_human, run_calibrations
@@ -250,6 +250,7 @@ def _refuse_output(data: Any, output: str | Path | None, overwrite: bool) -> Non
     an existing file unless `overwrite=True` (as `ragframe score -o` without --overwrite)."""
     if output is None:
         return
+    refuse_remote_output(output)  # written locally and atomically: said before the run
     target = Path(output)
     if isinstance(data, str | Path) and Path(data).resolve() == target.resolve():
         raise ConfigError("output must not be the input file; the input is never written")
