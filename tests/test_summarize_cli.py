@@ -41,7 +41,10 @@ def scored(tmp_path: Path) -> Path:
             "hallucination": rng.random(300) * 0.5,
         }
     ).with_columns(
-        pl.when(pl.int_range(pl.len()) % 10 == 0).then(None).otherwise(pl.col("faithfulness")),
+        pl.when(pl.int_range(pl.len()) % 10 == 0)
+        .then(None)
+        .otherwise(pl.col("faithfulness"))
+        .alias("faithfulness"),
         pl.struct(error=pl.lit(None, pl.String)).alias("faithfulness_detail"),
         pl.struct(error=pl.lit(None, pl.String)).alias("hallucination_detail"),
     )
