@@ -30,7 +30,7 @@ from ragframe.decide.gates import EXIT_GATE_FAILED, GateResult, assert_scores, c
 from ragframe.decide.human import human_estimate, human_estimate_difference, labels_needed
 from ragframe.decide.label_sheet import label_sheet
 from ragframe.decide.pairwise import summarize_pairs
-from ragframe.decide.summarize import summarize
+from ragframe.decide.summarize import Summary, summarize
 from ragframe.engine.arrow import score_arrow
 from ragframe.engine.batch import BatchJob
 from ragframe.engine.result import RunResult
@@ -92,6 +92,7 @@ __all__ = [  # noqa: RUF022
     "RagframeError",
     "RegressionCheck",
     "RunResult",
+    "Summary",
     "__version__",
     "aestimate",
     "aevaluate",
