@@ -190,8 +190,8 @@ BAD = [
     ("[score]\nthresholds = { faithfulness = 1.5 }\n", "[score] thresholds: faithfulness: must"),
     ('[score]\nfrom = "csv"\n', "[score] from: must be one of openinference"),
     (
-        '[score]\nmetrics = ["faithfulness"]\n[gate]\nfail_under = { helpfulness = 0.8 }\n',
-        "[gate] fail_under: names 'helpfulness', which this file does not score",
+        '[score]\nmetrics = ["faithfulness"]\n[gate]\nfail_under = { context_recall = 0.8 }\n',
+        "[gate] fail_under: names 'context_recall', which this file does not score",
     ),
     ('[score]\nmetrics = ["faithfulness"]\n[gate]\nmin_pass_rate = 0.9\n', "[gate] min_pass_rate"),
     ('[metric.h]\nkind = "g_eval"\ncriteria = 3\n', "[metric.h] criteria: must be a non-empty"),
@@ -218,12 +218,17 @@ BAD = [
         "[metric.h] is defined but [score] metrics does not list it",
     ),
     (
-        '[score]\nmetrics = ["faithfulness"]\n[compare]\nfail_if_worse = ["helpfulness"]\n',
-        "[compare] fail_if_worse: names 'helpfulness', which this file does not score",
+        '[score]\nmetrics = ["faithfulness"]\n[compare]\nfail_if_worse = ["hallucination"]\n',
+        "[compare] fail_if_worse: names 'hallucination', which this file does not score",
     ),
     ("[compare]\nmargin = 1\n", "[compare] margin: must be a number from 0 up to"),
     ('[compare]\nfail_if_wrose = ["x"]\n', "[compare] fail_if_wrose: unknown key; did you mean"),
     ('[compare]\nfail_under = ["x"]\n', "[compare] fail_under: unknown key; known: on, fail_if"),
+    ("[gate]\nfail_under = { faithfulnes = 0.8 }\n", "[gate] fail_under: unknown metric 'faith"),
+    (
+        '[score]\nmetrics = "all"\n[metric.h]\nkind = "g_eval"\ncriteria = "x"\n',
+        '[metric.h] is defined but metrics = "all" scores the catalogue',
+    ),
     ("x = [\n", "not valid TOML"),
 ]
 
@@ -309,3 +314,18 @@ def test_compare_takes_its_regression_check_from_the_file(folder, server):
     )
     given = parsed("--margin", "0", "--on", "id")  # 0 is the flag's default: it still wins
     assert (given.on, given.margin) == ("id", 0.0)
+
+
+def test_a_gate_of_the_file_on_a_metric_the_command_line_dropped_is_refused(server, folder, capsys):
+    (folder / "ragframe.toml").write_text(judge_table(server) + GOOD)
+    log(folder)
+    argv = ["score", "log.parquet", "-o", "out.parquet", "--metrics", "context_recall"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(
+        "ragframe: error: ragframe.toml: [gate] fail_under: names 'helpfulness', which this "
+        "run does not score (--metrics context_recall)"
+    )
+    assert server.requests == []
+    # Given on the command line, the gate replaces the file's: the run goes on.
+    assert main([*argv, "--fail-under", "context_recall=0"]) == 0

@@ -296,6 +296,8 @@ class Config:
     score: dict[str, Any] = field(default_factory=dict)
     gate: dict[str, Any] = field(default_factory=dict)
     compare: dict[str, Any] = field(default_factory=dict)
+    #: Names a key of this file in a message.
+    where: _Where | None = None
     #: The metrics [metric.NAME] tables build, by name, in the file's order.
     metrics: dict[str, Any] = field(default_factory=dict)
 
@@ -455,7 +457,7 @@ def _parse(data: dict[str, Any], path: Path, label: str, where: _Where) -> Confi
             raise where.error("", None, f"unknown section [{name}]{_close(name, SECTIONS)}")
         if not isinstance(value, dict):
             raise where.error("", None, f"[{name}] must be a table, got {value!r}")
-    config = Config(path=path, label=label)
+    config = Config(path=path, label=label, where=where)
     config.judge = _section(data.get("judge", {}), "judge", JUDGE_KEYS, where)
     score = dict(data.get("score", {}))
     metrics = score.pop("metrics", None)
@@ -541,12 +543,14 @@ def _check_from(config: Config, where: _Where) -> None:
 
 
 def _check_named(config: Config, where: _Where) -> None:
-    """Gates, thresholds and strict name metrics this file scores (when it lists them)."""
-    if "metrics" not in config.score and not config.metrics:
-        return
+    """Thresholds, strict modes, gates and the regression check name known metrics (a typo
+    is refused with the closest name) and, when the file says what it scores, one of those;
+    `metrics = "all"` (the catalogue's metrics, with their defaults) leaves no table unused."""
+    from ragframe.metrics import REGISTRY, RagasScore
+
+    known = [*REGISTRY, RagasScore.name, *config.metrics]
+    listed = "metrics" in config.score or bool(config.metrics)
     scored = config.scored()
-    if scored == ["all"]:
-        return
     for section, key, names in (
         ("score", "thresholds", config.score.get("thresholds", {})),
         ("score", "strict", config.score.get("strict", [])),
@@ -555,7 +559,9 @@ def _check_named(config: Config, where: _Where) -> None:
         ("compare", "fail_if_worse", config.compare.get("fail_if_worse", [])),
     ):
         for name in names:
-            if name not in scored:
+            if name not in known:
+                raise where.error(section, key, f"unknown metric {name!r}{_close(name, known)}")
+            if listed and scored != ["all"] and name not in scored:
                 raise where.error(
                     section,
                     key,
@@ -563,6 +569,13 @@ def _check_named(config: Config, where: _Where) -> None:
                     f"{', '.join(scored)}); add it to [score] metrics or remove it",
                 )
     unlisted = [name for name in config.metrics if name not in scored]
+    if unlisted and scored == ["all"]:
+        raise where.error(
+            f"metric.{unlisted[0]}",
+            None,
+            'is defined but metrics = "all" scores the catalogue\'s metrics with their defaults; '
+            "list the metrics by name to score it",
+        )
     if unlisted:
         raise where.error(
             f"metric.{unlisted[0]}",
@@ -766,12 +779,25 @@ def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 def trim_to(args: argparse.Namespace, scored: Sequence[str]) -> None:
     """Drop the file's thresholds and strict modes on metrics the run does not score (when
     --metrics on the command line chose fewer than the file): they are settings of those
-    metrics, not requests. Gates are kept, so a gate the file asks for is never lost
-    quietly: the run refuses one on a metric it does not score."""
+    metrics, not requests. A gate of the file is never dropped quietly: one on a metric the
+    run does not score is refused, naming the file and what to do."""
     config = getattr(args, "config", None)
     if config is None:
         return
     defaults = config.defaults(args.command)
+    for key in ("fail_under", "min_pass_rate"):
+        gated = config.gate.get(key, {})
+        if key in defaults and getattr(args, key) == defaults[key]:
+            missing = [name for name in gated if name not in scored]
+            if missing:
+                where = config.where or _Where(config.label, "")
+                raise where.error(
+                    "gate",
+                    key,
+                    f"names {missing[0]!r}, which this run does not score (--metrics "
+                    f"{','.join(scored)}); add it to --metrics, or give "
+                    f"--{key.replace('_', '-')} on the command line",
+                )
     thresholds = config.score.get("thresholds", {})
     if "threshold" in defaults and args.threshold == defaults["threshold"]:
         args.threshold = _pairs({k: v for k, v in thresholds.items() if k in scored}) or None
