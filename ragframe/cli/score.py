@@ -55,7 +55,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--metrics",
         default=common.CORE_METRICS,
         help=f"comma-separated metric names, or 'all' for every metric whose inputs the log "
-        f"has (default: {common.CORE_METRICS}; `ragframe metrics` lists them)",
+        f"has (default: {common.CORE_METRICS}; `ragframe metrics` lists them); a name may be a "
+        "[metric.NAME] of ragframe.toml (a G-Eval or rubric with your criteria)",
     )
     score.add_argument("--columns", help="rename inputs: question=my_prompt,answer=my_output")
     _add_run_options(score)
