@@ -116,7 +116,7 @@ async def execute(
         scored, stats = repeated.frame, repeated.stats
     else:
         session, opened = ready.session()
-        session.plan(work_plan(ready.metrics, frame.height))
+        session.plan(work_plan(ready.metrics, frame, spec.columns))
         async with opened:
             scored = await score_frame(frame, ready.metrics, session, spec.columns)
         stats = session.stats

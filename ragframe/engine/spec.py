@@ -79,7 +79,7 @@ def metric_names(metrics: Any) -> tuple[Any, ...] | str:
     comma-separated list of them, as `--metrics` takes it (never its characters). A name that
     must be built instead (`g_eval`: G-Eval needs your criteria) is refused with how to build
     it, where "unknown metric" would say nothing of criteria."""
-    from ragframe.metrics.catalog import refuse_built_by_name
+    from ragframe.metrics import refuse_built_by_name
 
     names = _split_names(metrics)
     if not isinstance(names, str):

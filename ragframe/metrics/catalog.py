@@ -11,9 +11,6 @@ import polars as pl
 from ragframe.inputs.columns import canonical_names
 from ragframe.metrics import BUILT, REGISTRY, GEval, Metric, RagasScore
 
-# Where engine/spec.py imports it from (it lives with `resolve`, which refuses the same names).
-from ragframe.metrics import refuse_built_by_name as refuse_built_by_name
-
 ALL = "all"
 
 
