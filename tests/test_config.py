@@ -329,3 +329,35 @@ def test_a_gate_of_the_file_on_a_metric_the_command_line_dropped_is_refused(serv
     assert server.requests == []
     # Given on the command line, the gate replaces the file's: the run goes on.
     assert main([*argv, "--fail-under", "context_recall=0"]) == 0
+
+
+def test_every_judge_key_reaches_the_judge(folder, server):
+    (folder / "ragframe.toml").write_text(
+        judge_table(server)
+        + 'embedding_model = "emb"\nconcurrency = 3\ntemperature = 0.5\n'
+        + "requests_per_minute = 60\ntokens_per_minute = 9000\ntimeout = 9\n"
+        + "retry_failed = true\nreasons = false\nfail_fast = true\nmax_cost = 1.5\n"
+        + "price = [0.15, 0.6]\nmax_text_chars = 1000\nseed = 7\nmax_attempts = 2\n"
+    )
+    from ragframe.cli.options import judge_from_args
+
+    parser = build_parser()
+    line = ["score", "log.parquet", "-o", "o.parquet"]
+    judge = judge_from_args(cfg.apply(parser, parser.parse_args(line), line))
+    assert judge.model == "fake-judge" and judge.base_url.startswith(server.base_url)
+    assert judge._api_key == "sk-from-the-environment"
+    assert (judge.embedding_model, judge.concurrency, judge.temperature) == ("emb", 3, 0.5)
+    assert (judge.requests_per_minute, judge.tokens_per_minute) == (60.0, 9000.0)
+    assert (judge.timeout, judge.retry_failed, judge.reasons, judge.fail_fast) == (
+        9.0,
+        True,
+        False,
+        True,
+    )
+    assert (judge.max_cost, judge.price, judge.max_text_chars) == (1.5, (0.15, 0.6), 1000)
+    assert (judge.seed, judge.max_attempts, judge.cache_path, judge.progress) == (
+        7,
+        2,
+        None,
+        False,
+    )
