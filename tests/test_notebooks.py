@@ -123,6 +123,17 @@ def test_quickstart_runs_top_to_bottom(monkeypatch, tmp_path):
         passed = sum(int(c.group(1)) for c in counts if c)
         assert sum(int(g["scored"]) for g in mine) == 20
         assert passed / 20 == pytest.approx(rate, abs=5e-4), (metric, mine)
+    # ragframe.show: the card of row 0, whose claims' marks give the score its heading shows
+    # (supported / claims), in the HTML Jupyter renders and the text a terminal prints.
+    card = code_cell(cells, "ragframe.show(scored, row=0")
+    (shown,) = [o["data"] for o in card.outputs if "text/html" in o.get("data", {})]
+    score = float(re.search(r"── faithfulness ([\d.]+) · row 0", shown["text/plain"])[1])
+    claims = shown["text/html"].split("<h5>claims", 1)[1]
+    yes, no = claims.count("✓ yes"), claims.count("✗ no")
+    assert yes + no > 0 and round(yes / (yes + no), 3) == score, (yes, no, score)
+    # the run written with its provenance: the judge that scored it read back from the file
+    meta = text_of(code_cell(cells, "result.write_parquet(path)"))
+    assert "'model': 'fake-judge'" in meta, meta
 
 
 def data_rows(spec: Any) -> int:
@@ -183,6 +194,9 @@ def test_compare_runs_ends_with_a_decision_from_the_numbers(monkeypatch, tmp_pat
     decision = text_of(cells[-1])
     assert "Faithfulness, B - A = " in decision and "Decision: " in decision
     assert "n = 20 paired questions" in decision
+    # the CI check in Python displays its finding (worse or not) for faithfulness
+    check = html_of(code_cell(cells, "comparison.check_regression("))
+    assert "faithfulness" in check, check[:300]
     # The report shown inline: one Vega-Lite spec per figure, each with data to draw ...
     page = html_of(code_cell(cells, "ragframe.report("))
     specs = json.loads(
