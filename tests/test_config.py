@@ -361,3 +361,51 @@ def test_every_judge_key_reaches_the_judge(folder, server):
         None,
         False,
     )
+
+
+def test_metrics_lists_the_files_metrics_marked_as_the_files(folder, capsys):
+    text = GOOD + "\n[metric.faithfulness]\nmax_claims = 7\nstrict = true\n"
+    text = text.replace('"correctness"]', '"correctness", "faithfulness"]')
+    (folder / "ragframe.toml").write_text(text)
+    assert main(["metrics"]) == 0
+    captured = capsys.readouterr()
+    assert "ragframe: using ragframe.toml" in captured.err
+    catalogue, _, own = captured.out.partition("\nDefined in ragframe.toml")
+    assert "helpfulness" not in catalogue  # the file's metrics stand apart, under its name
+    assert "helpfulness  (higher is better; GEval, [metric.helpfulness] of ragframe.toml)" in own
+    assert "criteria: Does the answer help the user with the question?" in own
+    assert "inputs: question, answer\n" in own and "passes at: 0.6" in own
+    assert "correctness  (higher is better; RubricScore, [metric.correctness] of" in own
+    assert "rubric: 1 = Wrong.; 2 = Partly right.; 3 = Right." in own
+    assert "inputs: question, ground_truth, answer" in own
+    assert "faithfulness  (higher is better; Faithfulness, [metric.faithfulness] of" in own
+    assert "passes at: strict" in own
+    # --json: the catalogue's entries, then the file's, each saying where it is defined.
+    assert main(["metrics", "--json"]) == 0
+    entries = json.loads(capsys.readouterr().out)
+    mine = {e["name"]: e for e in entries if e["defined_in"] is not None}
+    assert list(mine) == ["helpfulness", "correctness", "faithfulness"]
+    assert mine["helpfulness"]["class"] == "GEval"
+    assert mine["helpfulness"]["required_inputs"] == ["question", "answer"]
+    assert mine["helpfulness"]["defined_in"] == "[metric.helpfulness] of ragframe.toml"
+    assert mine["helpfulness"]["settings"]["threshold"] == 0.6
+    assert mine["faithfulness"]["settings"]["max_claims"] == 7
+    assert mine["correctness"]["required_inputs"] == ["question", "ground_truth", "answer"]
+    catalogue_entries = [e for e in entries if e["defined_in"] is None]
+    assert len(catalogue_entries) == len(entries) - 3
+    # pyproject's table is named as it is written there; --no-config lists the catalogue alone.
+    (folder / "ragframe.toml").unlink()
+    (folder / "pyproject.toml").write_text(_tool_table(GOOD))
+    assert main(["metrics"]) == 0
+    out = capsys.readouterr().out
+    assert "GEval, [tool.ragframe.metric.helpfulness] of pyproject.toml)" in out
+    assert main(["metrics", "--no-config"]) == 0
+    assert "helpfulness" not in capsys.readouterr().out
+
+
+def test_metrics_refuses_a_bad_file_naming_its_key(folder, capsys):
+    (folder / "ragframe.toml").write_text('[metric.h]\nkind = "geval"\n')
+    assert main(["metrics"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("ragframe: error: ragframe.toml: [metric.h] kind: unknown kind"), err
+    assert len(err.splitlines()) == 1

@@ -44,6 +44,7 @@ __all__ = [
     "find_config",
     "judge_extras",
     "load_config",
+    "metric_table",
     "trim_to",
     "wanted",
 ]
@@ -55,6 +56,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "score": ("judge", "score", "metric", "gate"),
     "gate": ("score", "gate"),
     "compare": ("compare",),
+    "metrics": (),  # takes no defaults: lists the [metric.NAME] tables beside the catalogue
 }
 #: The kinds a `[metric.NAME]` table builds besides the catalogue's metrics.
 KINDS = ("g_eval", "rubric")
@@ -810,6 +812,17 @@ def config_metrics(args: argparse.Namespace) -> dict[str, Any]:
     """The metrics the file builds, by name (none without a file)."""
     config = getattr(args, "config", None)
     return dict(config.metrics) if config is not None else {}
+
+
+def metric_table(args: argparse.Namespace, name: str) -> str:
+    """How messages name the table that builds metric `name`: `[metric.helpfulness] of
+    ragframe.toml` (`[tool.ragframe.metric.helpfulness] of pyproject.toml`)."""
+    config = getattr(args, "config", None)
+    if config is None:
+        return f"[metric.{name}]"
+    prefix = config.where.prefix if config.where is not None else ""
+    table = ".".join(p for p in (prefix, f"metric.{name}") if p)
+    return f"[{table}] of {config.label}"
 
 
 def judge_extras(args: argparse.Namespace) -> dict[str, Any]:
