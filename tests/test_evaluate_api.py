@@ -343,3 +343,17 @@ def test_storage_options_reach_the_reader_and_are_never_recorded(
     assert seen == [{"by": by, "data": url, "storage_options": secret} for by in readers]
     with pytest.raises(ConfigError, match="storage_options applies to a path"):
         ragframe.evaluate(log(), ["faithfulness"], judge=judge, storage_options=secret)
+
+
+def test_python_and_the_command_line_score_the_same_default_metrics() -> None:
+    """One default set: what `evaluate` / `run` score when no metric is named is what
+    `ragframe score` scores without --metrics."""
+    from ragframe.cli import build_parser
+
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if a.dest == "command").choices
+    default = next(a.default for a in subcommands["score"]._actions if a.dest == "metrics")
+    assert tuple(default.split(",")) == CORE, default
+    for function in (ragframe.evaluate, ragframe.aevaluate, ragframe.run, ragframe.arun):
+        assert inspect.signature(function).parameters["metrics"].default == CORE, function
+    assert len(CORE) == 4
