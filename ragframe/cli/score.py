@@ -18,6 +18,7 @@ from ragframe.engine.spec import (
     refuse_unsupported,
 )
 from ragframe.errors import ConfigError, RagframeError
+from ragframe.inputs.io import refuse_remote_output
 from ragframe.inputs.traces import FORMATS as TRACE_FORMATS
 
 EXIT_STATUSES = (
@@ -214,6 +215,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     judge = spec.judges[0] if spec.judges else options.judge_from_args(args)
     with common.endpoint_named(judge):
         if path == "ray":  # a directory or glob of Parquet files, one output per file
+            refuse_remote_output(args.output)  # a local folder of outputs, before any read
             spec = _check_metrics(args, spec, judge, _ray_files(args), args.input)
             return _score_on_ray(args, spec, judge)
         if not spec.dry_run:  # a dry run writes nothing: -o may be absent, or exist
@@ -225,8 +227,10 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def _refuse_output(args: argparse.Namespace) -> None:
-    """The output file, before any input is read: not the input, not an existing file without
-    --overwrite, not named as another format than Parquet."""
+    """The output file, before any input is read: not a URL (the output is written locally and
+    atomically), not the input, not an existing file without --overwrite, not named as
+    another format than Parquet."""
+    refuse_remote_output(args.output)
     common.refuse_input_as_output(args.input, args.output)
     common.refuse_existing_output(args.overwrite, args.output)
     common.refuse_non_parquet_output(args.output)
