@@ -92,13 +92,15 @@ def test_margin_zero_matches_the_comparison_verdict() -> None:
 
 
 def test_the_p_value_must_agree_with_the_interval() -> None:
-    """Three equal drops: the interval is the drop itself, but 3 sign flips cannot make p
-    small (the exact p is 2 / 8): the verdict says no clear difference, and so does the check."""
-    a = pl.DataFrame({"id": [1, 2, 3], "faithfulness": [0.9, 0.8, 0.7]})
-    b = pl.DataFrame({"id": [1, 2, 3], "faithfulness": [0.6, 0.5, 0.4]})
+    """Five drops of 0.4 to 0.6: the interval lies below 0, but 5 sign flips cannot make p
+    small (the exact p is 2 / 32): the verdict says no clear difference, and so does the check.
+    (Equal drops no longer serve: their exact bound reaches above 0, test_compare_constant.)"""
+    a = pl.DataFrame({"id": [1, 2, 3, 4, 5], "faithfulness": [0.9, 0.8, 0.7, 0.9, 0.8]})
+    b = pl.DataFrame({"id": [1, 2, 3, 4, 5], "faithfulness": [0.4, 0.35, 0.15, 0.3, 0.4]})
     check = check_regression(a, b, "faithfulness", on="id")
     row = check.table.row(0, named=True)
-    assert row["ci_high"] < 0 and row["p_value"] == pytest.approx(0.25)
+    assert check.comparison.table["method"][0] == "score"
+    assert row["ci_high"] < 0 and row["p_value"] == pytest.approx(2 / 32)
     assert check.passed and check.comparison.table["better"][0] is None
     assert "the interval is below 0 but p is not below 0.05" in str(check)
 

@@ -21,7 +21,11 @@ bounds (scores live in [0, 1] by default; other bounds are mapped onto [0, 1] an
   equal draws would have probability below alpha / 2; mirrored above. So the interval is
   [c * r, c + (1 - c) * (1 - r)]: at c = 1 the exact binomial bound [(alpha / 2) ** (1 / n), 1]
   (30 perfect scores do not prove a mean of 1.0), at c = 0 its mirror. A bootstrap or a t
-  interval would give [c, c], a certainty that n rows do not give.
+  interval would give [c, c], a certainty that n rows do not give. "Equal" means equal to
+  within EQUAL_SLACK of the bounds' width: a score computed two ways (0.07 summed ten times is
+  0.7000000000000002) or a difference of scores (0.8 - 0.55 and 1.0 - 0.75) differs from its
+  twin in the last bits only, and such rounding must not turn the exact bound into the score
+  interval, whose spread estimate is then 0 and its width too ([0.7, 0.7]).
 - 2 <= n <= BOOTSTRAP_MAX_N ("score"): the quasi-binomial score interval with a continuity
   correction. Bounded scores have variance at most mu * (1 - mu) at mean mu; the interval
   takes the variance at mu to be phi * mu * (1 - mu), phi = s**2 / (m * (1 - m)) estimated
@@ -86,6 +90,9 @@ BOOTSTRAP_MAX_N = 5000
 #: Rounding past a score's bounds that is clipped, not refused (a harmonic mean of ones lands
 #: at 1 + 2e-16): every reader and every path uses this one rule, times the bounds' width.
 SCORE_SLACK = 1e-9
+#: Scores closer than this (times the bounds' width) count as equal: float rounding of a
+#: score or of a difference of scores is below 1e-15, real differences are far above 1e-12.
+EQUAL_SLACK = 1e-12
 #: Bootstrap resamples per interval: Monte Carlo error of a 2.5 % percentile about 0.35 %.
 RESAMPLES = 2000
 #: Index-matrix elements drawn at once (32 MiB of int64): bounds the bootstrap's memory.
@@ -244,7 +251,7 @@ def mean_interval(
     draws = method == "bootstrap" or (
         method == "auto" and bounds is None and moments.n <= BOOTSTRAP_MAX_N
     )
-    if draws and moments.n >= 2 and moments.minimum != moments.maximum:
+    if draws and moments.n >= 2 and not _all_same(moments, bounds):
         return _bootstrap_interval(np.sort(x), moments, level, seed, bounds)
     return interval_from_moments(moments, level=level, method=method, bounds=bounds)
 
@@ -266,8 +273,8 @@ def interval_from_moments(
     mean = moments.mean
     if n == 1:
         return Interval(1, mean, None, None, "none", level)
-    if moments.minimum == moments.maximum and method in ("auto", "score") and bounds is not None:
-        return _all_equal(n, moments.minimum, level, bounds)
+    if _all_same(moments, bounds) and method in ("auto", "score") and bounds is not None:
+        return _all_equal(n, mean, level, bounds)
     sd = math.sqrt(moments.variance)
     if bounds is not None and (method == "score" or (method == "auto" and n <= BOOTSTRAP_MAX_N)):
         # The range within the bounds: an unknown end (interval_from_stats) is the bound.
@@ -301,6 +308,13 @@ def interval_from_stats(
     moments = Moments(int(n), float(mean) * n, squares, low, high)
     found = interval_from_moments(moments, level=level, bounds=bounds)
     return Interval(found.n, float(mean), found.low, found.high, found.method, level)
+
+
+def _all_same(moments: Moments, bounds: tuple[float, float] | None) -> bool:
+    """Every score equal to within rounding (EQUAL_SLACK of the bounds' width; of 1 without
+    bounds): the "exact-bound" case (module docstring)."""
+    width = 1.0 if bounds is None else max(bounds[1] - bounds[0], 0.0)
+    return moments.n >= 1 and moments.maximum - moments.minimum <= EQUAL_SLACK * width
 
 
 def check_options(level: float, seed: int, method: str) -> None:
