@@ -88,7 +88,9 @@ def unpaired_cell(
     if na >= 2 and nb >= 2 and diff is not None:
         rng = np.random.default_rng([seed, 2])
         bounded = min(xa.min(), xb.min()) >= 0 and max(xa.max(), xb.max()) <= 1
-        low, high, method = two_sample_interval(xa, xb, level, rng)
+        low, high, method = two_sample_interval(
+            xa, xb, level, rng, bounds=(0.0, 1.0) if bounded else None
+        )
         if bounded:
             low, high = max(low, -1.0), min(high, 1.0)
         p, test = label_permutation_p(xa, xb, rng)

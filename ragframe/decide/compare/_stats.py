@@ -8,7 +8,13 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ragframe.stats import BOOTSTRAP_MAX_N, RESAMPLES, bootstrap_means, t_quantile
+from ragframe.stats import (
+    BOOTSTRAP_MAX_N,
+    RESAMPLES,
+    bootstrap_means,
+    mean_interval,
+    t_quantile,
+)
 
 #: Random sign flips or label shuffles per permutation test: the Monte Carlo error of a p
 #: near 0.05 is about 0.002, and the smallest p is 1 / 10001.
@@ -63,11 +69,21 @@ def welch(xa: np.ndarray, xb: np.ndarray) -> tuple[float, float]:
 
 
 def two_sample_interval(
-    xa: np.ndarray, xb: np.ndarray, level: float, rng: np.random.Generator
+    xa: np.ndarray,
+    xb: np.ndarray,
+    level: float,
+    rng: np.random.Generator,
+    bounds: tuple[float, float] | None = None,
 ) -> tuple[float, float, str]:
     """The bootstrap interval of mean(b) - mean(a), each side resampled on its own, its
     percentiles widened as `stats` widens them (to Welch's t with Welch's standard error);
-    Welch's t interval when a side passes BOOTSTRAP_MAX_N."""
+    Welch's t interval when a side passes BOOTSTRAP_MAX_N. Bounded scores with a side whose
+    scores are all equal: `sides_interval` (resampling or Welch would take that side's mean
+    as known exactly, and two such sides give a zero-width interval)."""
+    if bounds is not None:
+        equal = [mean_interval(x, bounds=bounds).method == "exact-bound" for x in (xa, xb)]
+        if any(equal):
+            return sides_interval(xa, xb, level, bounds)
     diff = float(xb.mean() - xa.mean())
     se, df = welch(xa, xb)
     quantile = t_quantile(1 - (1 - level) / 2, max(1, int(df)))
@@ -80,6 +96,20 @@ def two_sample_interval(
     tail = NormalDist().cdf(-quantile * se / plugin)
     low, high = np.quantile(diffs, [tail, 1 - tail])
     return min(float(low), diff), max(float(high), diff), "bootstrap"
+
+
+def sides_interval(
+    xa: np.ndarray, xb: np.ndarray, level: float, bounds: tuple[float, float]
+) -> tuple[float, float, str]:
+    """mean(b) - mean(a) from each side's own interval (`stats.mean_interval`, the exact bound
+    for equal scores) at level 1 - (1 - level) / 2: both cover with probability at least
+    `level` together (Bonferroni), so [low_b - high_a, high_b - low_a] does."""
+    each = 1 - (1 - level) / 2
+    (low_a, high_a), (low_b, high_b) = (
+        (float(i.low or 0.0), float(i.high or 0.0))  # n >= 2 a side: never None
+        for i in (mean_interval(x, each, bounds=bounds) for x in (xa, xb))
+    )
+    return low_b - high_a, high_b - low_a, "sides-bound"
 
 
 def label_permutation_p(
