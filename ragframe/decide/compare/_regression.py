@@ -241,7 +241,8 @@ def _line(row: dict[str, Any], check: RegressionCheck) -> str:
     side = "above" if lower else "below"
     facts = [_n(row, check.paired)]
     if row["p_value"] is not None:
-        facts.append(f"p={_p(row['p_value'])}")
+        shown = _p(row["p_value"])
+        facts.append(f"p{shown}" if shown.startswith("<") else f"p={shown}")
     if lower:
         facts.append("lower is better")
     if (row["failed_b"] or 0) > 0:
@@ -282,6 +283,8 @@ def _interval(low: float | None, high: float | None) -> str:
 
 
 def _p(p: float | None) -> str:
+    """Three decimals as every figure, "<0.001" below: the sign-flip test's smallest p,
+    1 / 10,001, is its resolution, not a measured 1.0e-04."""
     if p is None:
         return "-"
-    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+    return f"{p:.3f}" if round(p, 3) >= 0.001 else "<0.001"

@@ -226,9 +226,11 @@ def _interval(low: float | None, high: float | None) -> str:
 
 
 def _p(p: float | None) -> str:
+    """Three decimals as every figure, "<0.001" below: the sign-flip test's smallest p,
+    1 / 10,001, is its resolution, not a measured 1.0e-04."""
     if p is None:
         return "-"
-    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+    return f"{p:.3f}" if round(p, 3) >= 0.001 else "<0.001"
 
 
 def _verdict(better: str | None, direction: str | None) -> str:
