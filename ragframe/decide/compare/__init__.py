@@ -10,17 +10,26 @@ Methods (n: the pairs, or each side's scores; nulls and NaN left out):
 - Paired interval: the mean of the differences d = b - a with `ragframe.stats.mean_interval`
   (bounds [-1, 1], mapped onto [0, 1]): the quasi-binomial score interval with its continuity
   correction (no resampling: a closed form of n, the sums, the minimum and maximum of d) up to
-  BOOTSTRAP_MAX_N pairs, Student's t past it, the exact bound when every d is equal (the
-  `method` column says which: "score", "t", "exact-bound").
+  BOOTSTRAP_MAX_N pairs, Student's t past it, the exact bound when every d is equal, to
+  within rounding (0.8 - 0.55 and 1.0 - 0.75 are one difference; the `method` column says
+  which: "score", "t", "exact-bound"). The exact bound is the tightest an interval for the
+  mean of values in [-1, 1] can be: six d of -0.75 give [-0.865, +0.054], since a d of -0.75
+  with probability 4/7 and +1 otherwise has mean 0 and gives six -0.75 3.5 % of the time.
 - Paired p-value: the sign-flip permutation test (under "no effect" each d is as likely to be
   -d). Exact, over all 2**n sign vectors, up to EXACT_MAX_N pairs; past it PERMUTATIONS random
   sign vectors, p = (1 + #{|mean*| >= |mean|}) / (1 + PERMUTATIONS), so p is never 0 (the
-  smallest p it can give is about 1e-4). When the |d| take few distinct values (verdict
-  fractions), the flips are drawn as binomial counts per value, at any n; otherwise past
-  BOOTSTRAP_MAX_N pairs, the paired t-test.
+  smallest p it can give is about 1e-4, printed "<0.001" as any p below 0.001). When the |d|
+  take few distinct values (verdict fractions), the flips are drawn as binomial counts per
+  value, at any n; otherwise past BOOTSTRAP_MAX_N pairs, the paired t-test. It tests another
+  null than the interval's (symmetry, not a mean of 0): six drops of six give p = 2/64 while
+  the interval of the mean holds 0, and then the verdict (which needs both) is "no clear
+  difference".
 - Unpaired interval: each side resampled on its own (RESAMPLES bootstrap means each), the
   percentile interval of the differences expanded as `stats` does, with Welch's standard error
   and degrees of freedom; Welch's t interval once either side passes BOOTSTRAP_MAX_N scores.
+  When a side's scores are all equal ("sides-bound"): each side's own interval at level
+  1 - (1 - level) / 2, the exact bound for the equal side, combined (Bonferroni), since
+  resampling would take that side's mean as known exactly.
 - Unpaired p-value: the permutation test of the labels a / b (PERMUTATIONS shuffles; drawn as
   multivariate hypergeometric counts when the pooled scores take few distinct values); Welch's
   t-test once the pooled scores pass PERMUTATION_MAX_N (= BOOTSTRAP_MAX_N).
