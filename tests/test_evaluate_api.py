@@ -4,6 +4,7 @@ out), and a notebook run's frame written with its provenance, as `ragframe score
 
 from __future__ import annotations
 
+import asyncio
 import html
 import inspect
 import json
@@ -290,6 +291,35 @@ def test_an_existing_output_is_refused_before_any_request(
     assert server.count() == 0 and out.read_bytes() == b"not yet scored"
     ragframe.evaluate(log(), ["faithfulness"], judge=judge, output=out, overwrite=True)
     assert ragframe.read_metadata(out)["metrics"].keys() == {"faithfulness"}
+
+
+@pytest.mark.parametrize(
+    ("output", "said"),
+    [
+        ("{tmp}/adir", r"output '.*adir' is a directory; name a file, e\.g\. '.*scored\.parquet'"),
+        ("/proc/scored.parquet", r"cannot write the output '/proc/scored\.parquet'.*not writable"),
+        ("{tmp}/a.txt/scored.parquet", r"'.*a\.txt' is a file, not a directory"),
+        ("{tmp}/scored.csv", r"always Parquet, but '.*scored\.csv' is named as \.csv; name it"),
+    ],
+    ids=["directory", "unwritable", "file-as-folder", "csv-name"],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_any_request(
+    server: FakeServer, tmp_path: Path, output: str, said: str
+) -> None:
+    """These failed after every request (the scores lost) or wrote Parquet bytes under .csv."""
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "a.txt").write_text("a file")
+    target = output.format(tmp=tmp_path)
+    for call in (ragframe.evaluate, ragframe.aevaluate):
+        with pytest.raises(ConfigError, match=said):
+            done = call(log(), ["faithfulness"], judge=judge_for(server, tmp_path), output=target)
+            if inspect.iscoroutine(done):
+                asyncio.run(done)
+    assert server.count() == 0 and not Path(target).is_file()
+    # A folder that does not exist yet is made by the write, as before.
+    deep = tmp_path / "new" / "folder" / "scored.parquet"
+    ragframe.evaluate(log(), ["faithfulness"], judge=judge_for(server, tmp_path), output=deep)
+    assert ragframe.read_metadata(deep)["metrics"].keys() == {"faithfulness"}
 
 
 # ------------------------------------------------------------------- storage options

@@ -24,7 +24,7 @@ from ragframe.engine.result import RunResult, is_pandas
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.errors import ConfigError
 from ragframe.inputs.columns import list_columns, load_frame
-from ragframe.inputs.io import open_input, refuse_remote_output
+from ragframe.inputs.io import open_input, refuse_unwritable_output
 from ragframe.judge.client import Judge
 from ragframe.metrics import CORE, Metric, RagasScore
 from ragframe.metrics.calibration import Calibration, add_p_human, run_calibrations
@@ -246,11 +246,13 @@ def run(
 
 
 def _refuse_output(data: Any, output: str | Path | None, overwrite: bool) -> None:
-    """`evaluate(output=...)`'s file, before anything is read or sent: not the input, and not
-    an existing file unless `overwrite=True` (as `ragframe score -o` without --overwrite)."""
+    """`evaluate(output=...)`'s file, before anything is read or sent: not the input, not an
+    existing file unless `overwrite=True` (as `ragframe score -o` without --overwrite), and
+    nothing the write would fail on after the run (a URL, a .csv name, a directory, a
+    directory that cannot be written)."""
     if output is None:
         return
-    refuse_remote_output(output)  # written locally and atomically: said before the run
+    refuse_unwritable_output(output)
     target = Path(output)
     if isinstance(data, str | Path) and Path(data).resolve() == target.resolve():
         raise ConfigError("output must not be the input file; the input is never written")

@@ -195,6 +195,52 @@ def refuse_remote_output(path: str | Path) -> None:
         )
 
 
+#: Suffixes of the formats a scored output is not: ragframe writes Parquet only.
+NOT_PARQUET = (".csv", ".jsonl", ".ndjson", ".json")
+
+
+def refuse_non_parquet_output(output: str | Path | None) -> None:
+    """The scored output is always Parquet: refuse a name that says another format (a file
+    named .csv holding Parquet bytes would mislead whoever opens it)."""
+    suffix = Path(output).suffix.lower() if output else ""
+    if suffix in NOT_PARQUET:
+        raise ConfigError(
+            f"the output is always Parquet, but {str(output)!r} is named as {suffix}; "
+            f"name it {str(Path(str(output)).with_suffix('.parquet'))!r}"
+        )
+
+
+def refuse_unwritable_output(path: str | Path) -> None:
+    """What would stop an output being written, said before a run spends its requests: a URL,
+    a name for another format, an existing directory, a directory that cannot be created or
+    written (tried with a probe file, so that it holds for root and read-only mounts too)."""
+    refuse_remote_output(path)
+    refuse_non_parquet_output(path)
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(
+            f"output {str(target)!r} is a directory; name a file, e.g. "
+            f"{str(target / 'scored.parquet')!r}"
+        )
+    folder = target.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the writer creates the missing ones below it
+    if not folder.is_dir():
+        raise ConfigError(
+            f"cannot write the output {str(target)!r}: {str(folder)!r} is a file, not a "
+            "directory; choose another path"
+        )
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".ragframe-probe.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the output {str(target)!r}: the directory {str(folder)!r} is not "
+            f"writable ({exc.strerror or exc}); choose another path"
+        ) from exc
+
+
 def remote_problem(url: str, exc: BaseException) -> InputError:
     """One line for an object store's refusal: what went wrong with `url` and what to check,
     from Polars' (object_store's) message, which holds the store's whole XML reply."""
