@@ -362,6 +362,63 @@ def test_a_run_result(tmp_path: Path) -> None:
     assert "Row 1 of this run (2 rows)." in str(cards)
 
 
+def test_a_pandas_frame_keeps_its_named_index(scored: pl.DataFrame) -> None:
+    """`set_index("id")` makes the id the index: it is still the row's id on the card, and
+    `where=` finds the row by it (an unnamed index, positions, adds no column)."""
+    pandas = scored.to_pandas().set_index("id")
+    wanted = scored["id"][2]
+    cards = show(pandas, where=pl.col("id") == wanted, metric="faithfulness")
+    assert cards.positions == [2] and f"id {wanted}" in str(cards)
+    plain = show(scored.to_pandas(), row=2, metric="faithfulness")._repr_html_()
+    assert plain == show(scored, row=2, metric="faithfulness")._repr_html_()
+    with pytest.raises(ConfigError, match=r"where= names 'ids', which the scored frame") as caught:
+        show(pandas, where=pl.col("ids") == wanted)
+    assert "__ragframe" not in str(caught.value) and "'id'" in str(caught.value)
+
+
+def test_rows_as_numpy_integers_arrays_and_series(scored: pl.DataFrame) -> None:
+    """What numpy, pandas and polars hand back for positions: `argmin`'s np.int64,
+    `np.where(...)[0]`, `arg_sort()`, a pandas Series, a range."""
+    import numpy as np
+
+    faithfulness = scored["faithfulness"].fill_null(2.0)
+    low = np.where(faithfulness.to_numpy() < 0.5)[0]
+    assert low.size
+    assert show(scored, row=np.int64(2)).positions == [2]
+    assert show(scored, row=np.uint8(1)).positions == [1]
+    assert show(scored, row=low).positions == low.tolist()
+    assert show(scored, row=faithfulness.arg_sort().head(2)).positions == (
+        faithfulness.arg_sort().head(2).to_list()
+    )
+    assert show(scored, row=scored.to_pandas().index[[3, 0]].to_series()).positions == [3, 0]
+    assert show(scored, row=range(1, 3)).positions == [1, 2]
+    with pytest.raises(ConfigError, match=r"row=np.int64\(6\)|row=6 is out of range"):
+        show(scored, row=np.array([0, 6]))
+    for bad in (True, 1.0, np.float64(1), [np.True_]):
+        with pytest.raises(ConfigError, match="is not a row position"):
+            show(scored, row=bad)  # type: ignore[arg-type]
+
+
+def test_rows_that_failed_to_score_are_counted_and_found(scored: pl.DataFrame) -> None:
+    """The worst rows leave out those that failed: the note says how many and which where=
+    shows them, and that where= does (their cards say why)."""
+    assert scored["faithfulness"][FAILED] is None
+    failed = scored["faithfulness"].null_count()
+    cards = show(scored, metric="faithfulness")
+    said = f"{failed} row{'s' if failed > 1 else ''} failed to score by faithfulness: "
+    assert said + "where=pl.col('faithfulness').is_null() shows" in cards.note
+    them = show(scored, where=pl.col("faithfulness").is_null(), metric="faithfulness")
+    assert FAILED in them.positions and len(them) == failed
+    everyone = scored.with_columns(pl.lit(None, pl.Float64).alias("faithfulness"))
+    note = show(everyone, metric="faithfulness").note
+    assert note.startswith(f"No row of the scored frame ({ROWS} rows) has a faithfulness score.")
+    assert f"{ROWS} rows failed to score by faithfulness" in note
+    nan = scored.with_columns(pl.col("faithfulness").fill_null(float("nan")))
+    note = show(nan, metric="faithfulness").note
+    assert "where=pl.col('faithfulness').fill_nan(None).is_null()" in note
+    assert "failed" not in show(scored.drop_nulls("faithfulness"), metric="faithfulness").note
+
+
 # ------------------------------------------------------------------------------ errors
 
 
@@ -380,8 +437,10 @@ def test_errors_say_what_to_fix(scored: pl.DataFrame) -> None:
         show(scored, limit=0)
     with pytest.raises(ConfigError, match="where= takes a polars expression"):
         show(scored, where="id == 'x'")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="where= cannot be applied to the log: "):
+    with pytest.raises(ConfigError, match=r"where= names 'arm', which the scored frame lacks"):
         show(scored, where=pl.col("arm") == "a")
+    with pytest.raises(ConfigError, match="where= cannot be applied to the log: "):
+        show(scored, where=pl.col("id").str.contains("q") > pl.col("faithfulness_detail"))
     with pytest.raises(InputError, match=r"has no score columns .* score it first"):
         show(log_rows())
     with pytest.raises(InputError, match="cannot show a list"):

@@ -62,32 +62,69 @@ class PassRule:
         return Threshold(value, self.strict, way).passes(pl.col(self.metric))
 
 
-def load(scored: Any, what: str = "scored") -> Source:
-    """Accept a polars DataFrame or LazyFrame, a Parquet path, or `ragframe.run`'s result."""
-    from ragframe.inputs.io import input_path, read_metadata
+def load(
+    scored: Any, what: str = "scored", *, storage_options: Mapping[str, Any] | None = None
+) -> Source:
+    """Accept a polars DataFrame or LazyFrame, a pandas DataFrame (a named index kept as
+    columns, as `RunResult.write_parquet` writes it: it is usually the row id), a Parquet path
+    or URL (read with Polars' `storage_options`), or `ragframe.run`'s result."""
+    from ragframe.engine.result import _polars, is_pandas
+    from ragframe.inputs.io import input_path, read_metadata, remote_url
 
+    if storage_options is not None and not isinstance(scored, str | Path):
+        raise ConfigError(
+            f"storage_options applies to a path (s3://..., gs://...), but {what} is a "
+            f"{type(scored).__name__}: drop storage_options, or pass the path"
+        )
     if hasattr(scored, "frame") and hasattr(scored, "metadata"):  # a RunResult
         frame = scored.frame
         return Source(frame, frame.lazy(), dict(scored.metadata()), "this run", None)
+    if is_pandas(scored) and hasattr(scored, "columns"):
+        try:
+            converted = _polars(scored)
+        except (TypeError, ValueError, pl.exceptions.PolarsError, ImportError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise InputError(
+                f"cannot read the pandas {what} frame ({first}); pass the polars frame or the "
+                "scored Parquet file instead"
+            ) from exc
+        return Source(converted, converted.lazy(), {}, f"the {what} frame", None)
     if isinstance(scored, pl.DataFrame):
         return Source(scored, scored.lazy(), {}, f"the {what} frame", None)
     if isinstance(scored, pl.LazyFrame):
         return Source(scored, scored, {}, f"the {what} frame", None)
     if isinstance(scored, str | Path):
-        path = input_path(scored)
+        options = dict(storage_options) if storage_options else None
+        path = input_path(scored, storage_options=options)
         if path.suffix.lower() != ".parquet":
             raise InputError(
                 f"{what}={str(path)!r} is not a Parquet file; a report reads the scored Parquet "
                 "file `ragframe score` writes (or pass a polars frame)"
             )
+        if options is not None and remote_url(path) is not None:
+            return _remote(path, options)
         try:
             return Source(path, pl.scan_parquet(path), read_metadata(path), path.name, path)
         except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
             raise InputError(f"cannot read {str(path)!r} as Parquet: {exc}") from exc
     raise InputError(
-        f"cannot report on a {type(scored).__name__}: pass a polars DataFrame or LazyFrame, "
-        "the path of a scored Parquet file, or the result of ragframe.run"
+        f"cannot report on a {type(scored).__name__}: pass a polars or pandas DataFrame, a "
+        "polars LazyFrame, the path of a scored Parquet file, or the result of ragframe.run"
     )
+
+
+def _remote(url: Any, options: dict[str, Any]) -> Source:
+    """A URL read with storage options: every read goes through Polars' scan with them (the
+    path is not handed on: `summarize`, `compare` and the row reader would open it without),
+    the metadata read from the footer with them too."""
+    from ragframe.inputs.io import read_metadata, remote_failure
+
+    meta = read_metadata(url, storage_options=options)
+    try:
+        lazy = pl.scan_parquet(url, storage_options=options)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise remote_failure(url, exc, "Parquet") from exc
+    return Source(lazy, lazy, meta, url.name, None)
 
 
 def group_columns(by: str | Sequence[str] | None, schema: pl.Schema, label: str) -> list[str]:

@@ -11,8 +11,10 @@ Layer: with the report; imports `decide` (which columns are scores, their direct
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 import polars as pl
@@ -53,25 +55,30 @@ class Cards:
 def show(
     frame: Any,
     *,
-    row: int | Sequence[int] | None = None,
+    row: int | Iterable[int] | None = None,
     metric: str | Sequence[str] | None = None,
     where: pl.Expr | None = None,
     limit: int = 5,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Cards:
     """Rows of a scored log with their inputs and every verdict and reason, as the report's
     cards (HTML in Jupyter, wrapped text when printed).
 
-    `frame`: a scored polars DataFrame or LazyFrame, a pandas DataFrame, the result of
-    `ragframe.run`, or the path of a scored Parquet file. `row`: a position (0-based; -1 is
-    the last row) or a list of positions, shown in the order given. To pick rows by their id
+    `frame`: a scored polars DataFrame or LazyFrame, a pandas DataFrame (a named index, such
+    as the id `set_index` made, kept as columns, so `where=` can name it), the result of
+    `ragframe.run`, or the path or URL of a scored Parquet file (`storage_options`: Polars'
+    options for the URL's store). `row`: a position (0-based; -1 is the last row; numpy's
+    integers too) or several (a list, a range, a numpy array, a Series), shown in the order
+    given. To pick rows by their id
     or any other column, use `where`: a Boolean polars expression, such as
     `pl.col("id") == "q-004"`; its first `limit` matching rows are shown in log order.
     With neither, the `limit` worst rows by the first metric (lowest scores; highest for a
-    lower-is-better metric such as hallucination), rows that failed to score left out.
+    lower-is-better metric such as hallucination), rows that failed to score left out (the
+    note says how many, and the `where=` that shows them with their errors).
     `metric`: the metric(s) whose verdicts each card opens to (default: every metric scored
     in the log); every card lists all scores.
     """
-    source = _source(frame)
+    source = _source(frame, storage_options)
     schema = source.lazy.collect_schema()
     metrics = _metrics(schema, source)
     focus = _focus(metric, metrics)
@@ -102,19 +109,10 @@ def show(
     return Cards(cards, note)
 
 
-def _source(frame: Any) -> Source:
-    """`report`'s reader; a pandas frame is read through Arrow (its detail structs kept)."""
-    if type(frame).__module__.split(".")[0] == "pandas" and hasattr(frame, "columns"):
-        try:
-            converted = pl.from_pandas(frame)
-        except (TypeError, ValueError, pl.exceptions.PolarsError) as exc:
-            raise InputError(
-                f"cannot read the pandas frame as a scored log ({exc}); pass the polars "
-                "frame or the scored Parquet file instead"
-            ) from exc
-        return Source(converted, converted.lazy(), {}, "the frame", None)
+def _source(frame: Any, storage_options: Mapping[str, Any] | None) -> Source:
+    """`report`'s reader (a pandas frame through Arrow, its named index kept as columns)."""
     try:
-        return load(frame)
+        return load(frame, storage_options=storage_options)
     except InputError as exc:
         raise InputError(str(exc).replace("cannot report on", "cannot show")) from exc
 
@@ -146,9 +144,18 @@ def _focus(metric: str | Sequence[str] | None, metrics: list[str]) -> list[str]:
     return list(dict.fromkeys(asked))
 
 
-def _positions(row: int | Sequence[int], total: int) -> list[int]:
-    """Row positions as given, negative ones from the end, each checked."""
-    asked = [row] if isinstance(row, int | str) else list(row)
+def _positions(row: Any, total: int) -> list[int]:
+    """Row positions as given, negative ones from the end, each checked. A position is any
+    integer (numpy's too, as `argmin` returns); several are any iterable of them (a list, a
+    range, a numpy array such as `np.where(...)[0]`, a pandas or polars Series)."""
+    if isinstance(row, str | bytes) or _integer(row):
+        asked: list[Any] = [row]
+    elif isinstance(row, Iterable):
+        asked = list(row)
+    else:
+        raise ConfigError(
+            f"row={row!r} is not a row position: pass an int (0-based) or a list of them"
+        )
     found = []
     for value in asked:
         if isinstance(value, str):
@@ -156,15 +163,21 @@ def _positions(row: int | Sequence[int], total: int) -> list[int]:
                 f"row={value!r}: row= takes positions (0-based); to pick a row by its id, "
                 f"pass where=pl.col('id') == {value!r}"
             )
-        if isinstance(value, bool) or not isinstance(value, int):
+        if not _integer(value):
             raise ConfigError(f"row={value!r} is not a row position (an int, 0-based)")
-        if not -total <= value < total:
+        position = operator.index(value)
+        if not -total <= position < total:
             raise ConfigError(
-                f"row={value} is out of range: the log has {total:,} rows (positions 0 to "
+                f"row={position} is out of range: the log has {total:,} rows (positions 0 to "
                 f"{total - 1:,}, or -1 for the last)"
             )
-        found.append(value % total)
+        found.append(position % total)
     return list(dict.fromkeys(found))
+
+
+def _integer(value: Any) -> bool:
+    """An integer (Python's or numpy's), but not a bool (True is no row position)."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
 
 
 def _where(source: Source, where: Any, limit: int) -> tuple[list[int], int]:
@@ -174,10 +187,17 @@ def _where(source: Source, where: Any, limit: int) -> tuple[list[int], int]:
             f"where= takes a polars expression such as pl.col('id') == 'q-004', not a "
             f"{type(where).__name__}"
         )
+    columns = source.lazy.collect_schema().names()
+    missing = [name for name in where.meta.root_names() if name not in columns]
+    if missing:
+        raise ConfigError(
+            f"where= names {missing[0]!r}, which {source.label} lacks; its columns are {columns}"
+        )
     try:
         hits = source.lazy.with_row_index(IDX).filter(where).select(IDX).collect()[IDX]
     except pl.exceptions.PolarsError as exc:
-        first = str(exc).strip().splitlines()[0]
+        # Polars' message may list the frame's columns, the row index added here among them.
+        first = str(exc).strip().splitlines()[0].replace(f'"{IDX}", ', "")
         raise ConfigError(f"where= cannot be applied to the log: {first}") from exc
     return hits.head(limit).to_list(), hits.len()
 
@@ -195,11 +215,24 @@ def _worst(source: Source, metric: str, limit: int, total: int) -> tuple[list[in
     )
     picked = scores.sort([metric, IDX], descending=[way == "lower", False]).head(limit)[IDX]
     which = "highest" if way == "lower" else "lowest"
-    note = (
-        f"The {_rows(picked.len())} {which}-scored by {metric} ({way} is better) of "
-        f"{scores.height:,} scored in {source.label} ({total:,} rows); pass row= or where= "
-        "to choose others."
-    )
+    failed = total - scores.height
+    if scores.height:
+        note = (
+            f"The {_rows(picked.len())} {which}-scored by {metric} ({way} is better) of "
+            f"{scores.height:,} scored in {source.label} ({total:,} rows); pass row= or where= "
+            "to choose others."
+        )
+    elif total:
+        note = f"No row of {source.label} ({total:,} rows) has a {metric} score."
+    else:
+        note = f"{source.label[0].upper()}{source.label[1:]} has no rows."
+    if failed:
+        nulls = source.lazy.select(pl.col(metric).is_null().sum()).collect().item()
+        pick = f"pl.col({metric!r})" + ("" if nulls == failed else ".fill_nan(None)")
+        note += (
+            f" {_rows(failed)} failed to score by {metric}: where={pick}.is_null() shows "
+            f"{'it' if failed == 1 else 'them'} with the error."
+        )
     return picked.to_list(), note
 
 
