@@ -722,3 +722,75 @@ def test_report_against_another_run(
     assert 0 < view.count("<div class='pair'>") == moved
     assert "Run metadata of a (a.parquet)" in page
     check_drawn(chromium, out, tmp_path)
+
+
+# ------------------------------------------------------------------------------ other sources
+
+
+def test_a_pandas_frame_keeps_its_named_index(scored_file: Path) -> None:
+    """`evaluate` on pandas returns pandas, often indexed by id: the report reads it (the
+    named index kept as the id column), drawing the same page as the polars frame."""
+    import pandas as pd
+
+    frame = pl.read_parquet(scored_file)
+    page = report(frame.to_pandas(types_mapper=pd.ArrowDtype).set_index("id"), worst=3)
+    worst = section(page, "worst")
+    assert worst == section(report(frame, worst=3), "worst")
+    assert re.search(r"<th>id</th><td>[^<]+</td>", worst)
+    assert section(page, "summary") == section(report(frame, worst=3), "summary")
+
+
+@pytest.fixture(scope="module")
+def s3_store() -> Any:
+    """moto's S3 server on 127.0.0.1 with a bucket, and the storage options that reach it
+    (the environment holds no AWS_* settings: only the options do)."""
+    import socket
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **keys)
+        client.create_bucket(Bucket="ragframe-report")
+        options = {
+            "aws_endpoint_url": endpoint,
+            **keys,
+            "aws_region": "us-east-1",
+            "aws_allow_http": "true",
+        }
+        yield SimpleNamespace(client=client, options=options)
+    finally:
+        server.stop()
+
+
+def test_a_url_read_with_storage_options(
+    s3_store: Any, scored_file: Path, monkeypatch: Any
+) -> None:
+    """report(url, storage_options=...) and show(url, storage_options=...) read the scored file
+    from the store with those options alone: the same page and cards as the local file."""
+    from ragframe.report.show import show
+
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    s3_store.client.put_object(
+        Bucket="ragframe-report", Key="scored.parquet", Body=scored_file.read_bytes()
+    )
+    url, options = "s3://ragframe-report/scored.parquet", s3_store.options
+    local, remote = report(scored_file, worst=3), report(url, storage_options=options, worst=3)
+    for anchor in ("summary", "worst", "failures", "run"):
+        assert section(remote, anchor) == section(local, anchor), anchor
+    against = report(url, against=scored_file, on="id", storage_options=options)
+    assert "Compared against scored.parquet" in against
+    cards = show(url, row=[2, 0], storage_options=options)
+    assert cards._repr_html_() == show(scored_file, row=[2, 0])._repr_html_()
+    with pytest.raises(ConfigError, match="storage_options applies to a path"):
+        report(pl.read_parquet(scored_file), storage_options=options)
+    with pytest.raises(ConfigError, match="storage_options applies to a path"):
+        show(pl.read_parquet(scored_file), storage_options=options)

@@ -18,7 +18,7 @@ Layer: above `decide`; imports `decide`, `engine`, `metrics`, `inputs`, `stats`,
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +48,12 @@ def report(
     label: str = "faithful",
     label_on: str = "id",
     label_score: str | Sequence[str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> str:
     """The HTML report of a scored log; written to `output` too when given.
 
-    `scored`: the path of a scored Parquet file, a polars DataFrame / LazyFrame, or the
+    `scored`: the path (or URL) of a scored Parquet file, a polars DataFrame / LazyFrame, a
+    pandas DataFrame (a named index, such as the id `set_index` made, kept as columns), or the
     result of `ragframe.run` (a file or a run brings its metadata). `by`: group columns
     (means with intervals and histograms per group). `against`: another scored log to compare
     with (the baseline, a; this log is b), paired on the `on` columns (None: unpaired).
@@ -62,7 +64,8 @@ def report(
     sheet, a frame or a file with the `label_on` key and the `label` column): the human rate
     of the whole log per `label_score` metric (default: the metrics the file scored), PPI++
     beside the judge's and the labels' own, each with n labelled and N scored. A jury's run
-    shows the judges' agreement.
+    shows the judges' agreement. `storage_options`: Polars' options for reading a URL
+    (`s3://...`: endpoint, keys, region), for `scored` and `against` where each is a path.
     """
     if isinstance(worst, bool) or not isinstance(worst, int) or worst < 0:
         raise ConfigError(f"worst must be a non-negative integer (rows per metric), not {worst!r}")
@@ -70,8 +73,20 @@ def report(
         raise ConfigError("on= names the columns that pair rows with `against`; pass against= too")
     need("altair")
     need("vl_convert")
-    source = load(scored)
-    baseline = load(against, "against") if against is not None else None
+    paths = [x for x in (scored, against) if isinstance(x, str | Path)]
+    if storage_options is not None and not paths:
+        raise ConfigError(
+            f"storage_options applies to a path (s3://..., gs://...), but scored is a "
+            f"{type(scored).__name__}: drop storage_options, or pass the path"
+        )
+
+    def options(data: Any) -> Mapping[str, Any] | None:
+        return storage_options if isinstance(data, str | Path) else None
+
+    source = load(scored, storage_options=options(scored))
+    baseline = (
+        load(against, "against", storage_options=options(against)) if against is not None else None
+    )
     out = check_output(output, source, *([baseline] if baseline else []))
     figs = _page.Figures()
     sections, nav, lines = _sections(figs, source, baseline, by, on, worst, level)
