@@ -274,6 +274,31 @@ def test_evaluate_output_keeps_provenance_and_compare_warns_of_a_prompt_change(
     assert any("faithfulness: the prompts differ" in w for w in found.warnings), found.warnings
 
 
+def test_a_pandas_runs_file_keeps_its_named_index_as_the_row_id(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """The index (the row id, usually) was lost from `output=` and `write_parquet()`, so
+    `compare --on trace_id` of two notebook runs failed."""
+    judge = judge_for(server, tmp_path)
+    a, b, c = (tmp_path / f"{name}.parquet" for name in "abc")
+    ragframe.evaluate(log(4), ["faithfulness"], judge=judge, output=a)
+    ragframe.run(log(4), ["faithfulness"], judge=judge).write_parquet(b)
+    sampled = ragframe.run(log(6), ["faithfulness"], judge=judge, sample=3, seed=1)
+    sampled.write_parquet(c)
+    for path in (a, b):
+        back = pl.read_parquet(path)
+        assert back.columns[0] == "trace_id" and back["trace_id"].to_list() == list(log(4).index)
+    assert pl.read_parquet(c)["trace_id"].to_list() == list(sampled.to_pandas().index)
+    found = ragframe.compare(a, b, on="trace_id")
+    assert found.paired and found.table["n"].to_list() == [4] and found.unmatched.height == 0
+    two = log(2).set_index("experiment", append=True)  # a MultiIndex: every named level
+    ragframe.run(two, ["faithfulness"], judge=judge).write_parquet(tmp_path / "two.parquet")
+    assert pl.read_parquet(tmp_path / "two.parquet").columns[:2] == ["trace_id", "experiment"]
+    unnamed = log(2).rename_axis(None)  # positions pandas made up are not data
+    ragframe.run(unnamed, ["faithfulness"], judge=judge).write_parquet(tmp_path / "u.parquet")
+    assert pl.read_parquet(tmp_path / "u.parquet").columns[0] == "question"
+
+
 def test_an_existing_output_is_refused_before_any_request(
     server: FakeServer, tmp_path: Path
 ) -> None:

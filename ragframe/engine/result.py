@@ -4,6 +4,7 @@ the edge: pandas is imported only when asked for)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,7 +128,8 @@ class RunResult:
         """Write the scored frame with the run's metadata (judge, prompt hashes, options,
         summary), atomically: `ragframe.read_metadata(path)` reads it back, and `compare`
         and `report` warn on a judge or prompt that differs, as for `ragframe score`'s
-        output.
+        output. For a pandas input, its named index (the row id, often) is written too, as
+        its first columns, as `to_pandas` keeps it as the index.
 
         Args:
             path: The Parquet file to write.
@@ -145,7 +147,10 @@ class RunResult:
         """
         from ragframe.inputs.io import write_parquet
 
-        table = self.frame if frame is None else _polars(frame)
+        if frame is None:  # a pandas input's named index (its row id, often) is data too
+            table = with_index(self.frame, self.source, self.extra.get("sample"))
+        else:
+            table = _polars(frame)
         missing = [m.name for m in self.metrics if m.name not in table.columns]
         if missing:
             raise InputError(
@@ -173,12 +178,54 @@ def _polars(frame: Any) -> pl.DataFrame:
     if isinstance(frame, pl.LazyFrame):
         return frame.collect()
     if is_pandas(frame):
-        named = any(name is not None for name in frame.index.names)
-        return pl.from_pandas(frame.reset_index() if named else frame)
+        try:
+            table = pl.from_pandas(frame)
+        except (ValueError, TypeError, pl.exceptions.PolarsError) as exc:
+            raise InputError(
+                f"cannot write this pandas frame ({' '.join(str(exc).split())}); convert the "
+                "column it names (e.g. .astype(str)) or drop it"
+            ) from exc
+        return with_index(table, frame)
     raise InputError(
         f"cannot write a {type(frame).__name__}: pass a Polars or pandas DataFrame (or none: "
         "the run's frame)"
     )
+
+
+def index_columns(source: Any, existing: Sequence[str] = ()) -> pl.DataFrame | None:
+    """A pandas frame's index as Polars columns, named as `reset_index` names them, when it
+    is named (an unnamed one, positions or labels pandas made up, is not data); None when
+    there is none to keep. A level named as an existing column is left out: the column holds
+    it already."""
+    if all(name is None for name in source.index.names):
+        return None
+    index = source.iloc[:, :0].reset_index()
+    kept = [name for name in index.columns if str(name) not in existing]
+    if not kept:
+        return None
+    try:
+        return pl.from_pandas(index[kept])
+    except (ValueError, TypeError, pl.exceptions.PolarsError) as exc:
+        raise InputError(
+            f"cannot write the pandas index {[str(n) for n in kept]} as columns "
+            f"({' '.join(str(exc).split())}); reset it (df.reset_index()) and convert it, or "
+            "unname it (df.rename_axis(None)) to leave it out"
+        ) from exc
+
+
+def with_index(
+    frame: pl.DataFrame, source: Any, sample: dict[str, Any] | None = None
+) -> pl.DataFrame:
+    """`frame` with the named index of its pandas `source` first, as columns (for a `sample`,
+    the index of the sampled rows): what `to_pandas` keeps as the index, a file keeps as
+    data, so that `compare --on id` finds a row id that was the index."""
+    if source is None or not is_pandas(source):
+        return frame
+    rows = source
+    if sample is not None:
+        rows = source.iloc[frame.get_column(sample["index_column"]).to_numpy()]
+    index = index_columns(rows, frame.columns)
+    return frame if index is None else pl.concat([index, frame], how="horizontal")
 
 
 def pandas_frame(

@@ -20,7 +20,7 @@ import polars as pl
 from ragframe._sync import run_sync
 from ragframe.engine.jury import check_jury, execute_jury, refuse_lead_and_jury
 from ragframe.engine.prepare import prepare_run, sampled_frame, score_frame, work_plan
-from ragframe.engine.result import RunResult, is_pandas
+from ragframe.engine.result import RunResult, index_columns, is_pandas
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.errors import ConfigError
 from ragframe.inputs.columns import list_columns, load_frame
@@ -258,6 +258,8 @@ def _refuse_output(data: Any, output: str | Path | None, overwrite: bool) -> Non
         raise ConfigError("output must not be the input file; the input is never written")
     if target.exists() and not overwrite:
         raise ConfigError(f"output {str(target)!r} exists; pass overwrite=True to replace it")
+    if is_pandas(data):  # its named index is written too: one Parquet cannot hold, said now
+        index_columns(data)
 
 
 async def aevaluate(
@@ -380,7 +382,8 @@ def evaluate(
             recorded in the output's metadata.
         output: Also write the scored frame to this Parquet file with the run's metadata
             (judge, prompt hashes, summary), so that `ragframe.read_metadata`, `compare` and
-            `report` see the run's provenance; checked before anything is sent.
+            `report` see the run's provenance (a pandas frame's named index is written as
+            its first columns); checked before anything is sent.
         overwrite: Replace an existing `output` (otherwise it is refused before the run).
         **unknown: Any other keyword is refused with a `ConfigError` naming it, never
             dropped; gates are `ragframe.check_gates`, a dry run `ragframe.estimate`, a cost
