@@ -33,7 +33,7 @@ from ragframe.judge.backends import Progress
 from ragframe.judge.client import JudgeSession
 from ragframe.judge.task import Task
 from ragframe.metrics import CORE, resolve
-from ragframe.testing.server import FakeServer
+from ragframe.testing.server import FakeServer, Reply, auto_answer
 
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 ONE = Task(name="stage.one", system="Answer ok.", schema=SCHEMA)
@@ -47,6 +47,7 @@ class Recorded:
 
     def __init__(self, total: int, **options: Any) -> None:
         self.total = total
+        self.desc: str = options["desc"]
         self.n = 0
         self.postfix: str | None = None
         self.seen: list[tuple[int, int]] = [(0, total)]
@@ -231,6 +232,65 @@ def test_a_request_joined_in_flight_is_sent_once_and_both_prompts_are_done(
     assert bars[0].postfix == "1 request, 1 duplicate"
 
 
+def faulty(body: dict[str, Any]) -> Any:
+    """The fake judge, except for prompts saying "bad" (500 on every try), "garbled" (never
+    JSON, repair included) and "long" (cut off at max_tokens: a failure the cache keeps)."""
+    text = " ".join(str(m["content"]) for m in body["messages"])
+    if "bad" in text:
+        return Reply(status=500)
+    if "garbled" in text:
+        return "not json"
+    if "long" in text:
+        return Reply(content='{"ok": tr', finish_reason="length")
+    return auto_answer(body)
+
+
+def test_requests_that_fail_for_good_are_counted(server, tmp_path, bars) -> None:
+    """A request that fails for good (a 500 on every try, an answer that never fits its
+    schema) is done, so the bar ends full; the postfix says how many failed. It ended as
+    "4 requests", the look of a clean run, while 2 rows had no answer."""
+    server.handler = faulty
+
+    async def body(session: JudgeSession) -> None:
+        await session.ask(ONE, ["prompt 0", "bad 1", "garbled 2", "prompt 3"])
+
+    session = run_session(server, tmp_path, body, plan={"stage.one": 4}, max_attempts=2)
+    assert session.stats.failures == {"500": 1, "invalid_no_json": 1}, session.stats
+    bar = bars[0]
+    assert bar.closed and (bar.n, bar.total) == (4, 4)
+    assert bar.postfix == "4 requests, 2 failed"
+
+
+def test_a_failure_the_cache_remembers_is_counted_on_the_rerun(server, tmp_path, bars) -> None:
+    """An answer cut off at max_tokens at temperature 0 is remembered: the rerun sends
+    nothing, and its bar still says the failure ("no requests, 3 cached, 1 failed")."""
+    server.handler = faulty
+
+    async def body(session: JudgeSession) -> None:
+        await session.ask(ONE, ["prompt 0", "long 1", "prompt 2"])
+
+    run_session(server, tmp_path, body, cache=True)
+    assert bars[0].postfix == "3 requests, 1 failed"
+    sent = server.count()
+    session = run_session(server, tmp_path, body, cache=True)
+    assert server.count() == sent and session.stats.remembered_failures == 1
+    assert bars[1].postfix == "no requests, 3 cached, 1 failed"
+
+
+def test_each_judge_of_a_jury_names_its_bar(server, tmp_path, bars, sample) -> None:
+    """A jury's judges run at once, a bar each: each bar names its judge as the jury's
+    columns do (`context_recall@judge-a`, `#2` for a model seated twice), so the bars are
+    told apart; they were all "ragframe". A run with one judge keeps "ragframe"."""
+    seats = [("judge-a", 0), ("judge-b", 0), ("judge-a", 1)]
+    judges = [judge_for(server, tmp_path, m, progress=True, seed=s) for m, s in seats]
+    scored = ragframe.evaluate(sample.head(3), ["context_recall"], judges=judges)
+    names = ["judge-a", "judge-b", "judge-a#2"]
+    assert {f"context_recall@{n}" for n in names} <= set(scored.columns)
+    assert sorted(bar.desc for bar in bars) == sorted(f"ragframe@{n}" for n in names)
+    ragframe.evaluate(sample.head(3), ["context_recall"], judge=judges[1])
+    assert bars[-1].desc == "ragframe"
+
+
 def test_a_dry_session_shows_no_bar(server, tmp_path, bars) -> None:
     """A dry run or a deferred (Batch API) one sends nothing: no bar to sit at 0."""
     judge = judge_for(server, tmp_path, progress=True)
@@ -295,6 +355,27 @@ def test_a_real_run_in_a_terminal(server, tmp_path, monkeypatch, sample) -> None
     assert shown[2].startswith("no requests, ") and "cached" in shown[2]
     # No request, no rate: cached prompts and duplicates are not counted as speed.
     assert re.search(r", \?req/s, no requests, ", out.getvalue().split("\r")[-1])
+
+
+def test_a_real_run_with_failures_in_a_terminal(server, tmp_path, monkeypatch, sample) -> None:
+    """The default metrics over 6 rows, every request about 2 of them failing with a 500:
+    tqdm's text bar ends full (each prompt was done, with an answer or its failure) and
+    its postfix says how many requests failed for good, as the run's stats count them."""
+    out = text_bar(monkeypatch)
+    frame = sample.head(6)
+    broken = frame["question"].head(2).to_list()
+
+    def handler(body: dict[str, Any]) -> Any:
+        text = " ".join(str(m["content"]) for m in body["messages"])
+        return Reply(status=500) if any(q in text for q in broken) else auto_answer(body)
+
+    server.handler = handler
+    judge = judge_for(server, tmp_path, progress=True, max_attempts=2)
+    result = ragframe.run(frame, judge=judge)
+    failed = sum(result.stats.failures.values())
+    assert failed > 0 and result.frame["faithfulness"].null_count() == 2
+    n, total, postfix = frames(out)[-1]
+    assert n == total and postfix.endswith(f" requests, {failed} failed"), postfix
 
 
 def test_the_plan_of_a_frame_leaves_out_rows_missing_an_input(

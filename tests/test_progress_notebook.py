@@ -19,6 +19,7 @@ from conftest import judge_for
 
 from ragframe.judge import backends
 from ragframe.judge.task import Task
+from ragframe.testing.server import Reply, auto_answer
 
 nbclient = pytest.importorskip("nbclient", reason="nbclient is in the dev extra")
 pytest.importorskip("ipywidgets", reason="ipywidgets is in the dev extra")
@@ -125,8 +126,10 @@ def widget(bar: Any) -> tuple[float, float, str, str]:
     return progress.max, progress.value, progress.bar_style, right.value.replace("\u2007", " ")
 
 
-def run(server: Any, tmp_path: Path, plan: dict[str, int] | None, *asks: list[str]) -> None:
-    judge = judge_for(server, tmp_path, progress=True)
+def run(
+    server: Any, tmp_path: Path, plan: dict[str, int] | None, *asks: list[str], **options: Any
+) -> None:
+    judge = judge_for(server, tmp_path, **{"progress": True, **options})
 
     async def main() -> None:
         session = judge.session()
@@ -153,3 +156,21 @@ def test_a_run_with_nothing_to_ask_is_a_full_widget(server, tmp_path, notebook_b
     run(server, tmp_path, {"stage.one": 3})
     max_, value, style, _ = widget(notebook_bars[0])
     assert value == max_ > 0 and style == "success" and server.count() == 0
+
+
+def test_a_run_with_failures_is_not_a_green_bar(server, tmp_path, notebook_bars) -> None:
+    """Requests that failed for good (a 500 on every try) are done, so the widget ends full,
+    but not green: "warning" when some prompts have an answer, "danger" when none has; its
+    label counts them. Both ended "success", "3 requests", the look of a clean run."""
+
+    def handler(body: dict[str, Any]) -> Any:
+        text = " ".join(str(m["content"]) for m in body["messages"])
+        return Reply(status=500) if "bad" in text else auto_answer(body)
+
+    server.handler = handler
+    run(server, tmp_path, None, ["a", "bad b", "c"], max_attempts=2)
+    max_, value, style, right = widget(notebook_bars[0])
+    assert (max_, value, style) == (3, 3, "warning") and right.endswith("3 requests, 1 failed]")
+    run(server, tmp_path, None, ["bad x", "bad y"], max_attempts=2)
+    max_, value, style, right = widget(notebook_bars[1])
+    assert (max_, value, style) == (2, 2, "danger") and right.endswith("2 requests, 2 failed]")

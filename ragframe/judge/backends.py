@@ -10,11 +10,13 @@ after it are counted too. All three implement `Backend`, the one interface the s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 import numpy as np
@@ -37,6 +39,22 @@ REPAIR_PROMPT = (
 )
 #: A request the cache lacks, answered without sending it: (task, key, request) -> answer.
 StandIn = Callable[[Task, str, dict[str, Any]], Answer]
+#: The name of the judge whose bar opens in this context, when several judges run at once
+#: (a jury: `bar_name`); None for a run with one judge.
+_BAR_NAME: ContextVar[str | None] = ContextVar("ragframe_bar_name", default=None)
+
+
+@contextlib.contextmanager
+def bar_name(name: str) -> Iterator[None]:
+    """Name the progress bars opened inside (`ragframe@{name}`), so that the bars of judges
+    running at once are told apart. A context variable, not an argument: each judge's run
+    is an asyncio task of its own, which copies the context it starts in, and the run's
+    layers between the jury and the session need not carry a display detail."""
+    token = _BAR_NAME.set(name)
+    try:
+        yield
+    finally:
+        _BAR_NAME.reset(token)
 
 
 class Backend(Protocol):
@@ -66,6 +84,12 @@ class Progress:
     bar, "no requests, 125 cached". Cached prompts and duplicates fill the bar at once but are
     left out of tqdm's rate, so the rate and the ETA are those of the requests sent.
 
+    A request that failed for good (its retries and repairs spent) is done too, so the bar
+    still ends full, but it is counted: "80 requests, 6 failed" (with the failures the cache
+    remembers, `store.REMEMBERED_KINDS`: "no requests, 100 cached, 6 failed"). In Jupyter a
+    run with any failure is not a green bar: "warning" (orange) from the first failure,
+    "danger" (red) when it ends with no usable answer at all.
+
     The total is known from the start when the caller announces the run (`plan`): by task
     name, how many prompts that task will be asked in the whole run, all chunks together (an
     estimate: one per row per stage). Then
@@ -92,6 +116,11 @@ class Progress:
         #: Prompts answered without a request of their own: from the cache, or duplicates.
         self.cached = 0
         self.duplicates = 0
+        #: Requests sent that failed for good; keys of the failures the cache remembered.
+        self.failed_sent = 0
+        self._remembered: set[str] = set()
+        #: Prompts with a usable answer, from a request or the cache (duplicates aside).
+        self.usable = 0
         self._total = 0  # the total on the bar: only raised while the run goes
         self._filled = 0  # cached + duplicates already on the bar
         self._postfix = ""
@@ -108,6 +137,11 @@ class Progress:
         """The prompts that have their answer."""
         return self.cached + self.duplicates + self.answered
 
+    @property
+    def failed(self) -> int:
+        """Requests without a usable answer: sent and failed for good, or remembered so."""
+        return self.failed_sent + len(self._remembered)
+
     def postfix(self) -> str:
         """Where the answers so far come from: "80 requests, 20 cached, 25 duplicates"
         ("no requests, 100 cached" for a run the cache answers whole)."""
@@ -120,6 +154,8 @@ class Progress:
             parts.append(f"{self.cached} cached")
         if self.duplicates:
             parts.append(f"{self.duplicates} duplicate{'s' if self.duplicates > 1 else ''}")
+        if self.failed:
+            parts.append(f"{self.failed} failed")
         return ", ".join(parts)
 
     def open(self) -> None:
@@ -134,14 +170,20 @@ class Progress:
             self.planned[task] = int(n)
         self.show()
 
-    def asked(self, task: str, prompts: int, cached: int, waiting: int) -> None:
-        """A stage of `task` asks `prompts` prompts: the cache answered `cached` of them,
-        `waiting` need a request (sent now or already in flight: `add` says which), the
-        others repeat a prompt this run has the answer of. Drawn with the requests (`add`),
-        or now when none is needed."""
+    def asked(
+        self, task: str, prompts: int, cached: int, waiting: int, failed: Iterable[str] = ()
+    ) -> None:
+        """A stage of `task` asks `prompts` prompts: the cache answered `cached` of them
+        (`failed`: the keys of those whose answer is a failure it remembered), `waiting` need
+        a request (sent now or already in flight: `add` says which), the others repeat a
+        prompt this run has the answer of. Drawn with the requests (`add`), or now when none
+        is needed."""
+        remembered = set(failed)
         self.asked_of[task] += prompts
         self.cached += cached
         self.duplicates += prompts - cached - waiting
+        self.usable += cached - len(remembered)
+        self._remembered |= remembered
         if not waiting:
             self.show()
 
@@ -152,11 +194,23 @@ class Progress:
         self.duplicates += joined
         self.show()
 
-    def tick(self) -> None:
-        """A request sent has its answer (or failed for good)."""
+    def tick(self, failed: bool = False) -> None:
+        """A request sent has its answer, or `failed` for good. A failure changes the
+        postfix, drawn with the tick (tqdm redraws at most every `mininterval`, so a run whose
+        every request fails is not a redraw per request)."""
         self.answered += 1
-        if self._bar is not None:
-            self._bar.update(1)
+        if failed:
+            self.failed_sent += 1
+        else:
+            self.usable += 1
+        bar = self._bar
+        if bar is None:
+            return
+        if failed:
+            self._postfix = bar.postfix = self.postfix()
+            if self.failed_sent == 1:
+                _style_widget(bar, "warning")
+        bar.update(1)
 
     def show(self, *, final: bool = False) -> None:
         """Redraw what changed: the total (only raised, unless `final`), the prompts done
@@ -182,6 +236,8 @@ class Progress:
         if postfix != self._postfix:
             self._postfix = bar.postfix = postfix
             changed = True
+            if self.failed:  # failures the cache remembered
+                _style_widget(bar, "warning")
         if changed:
             bar.refresh()
 
@@ -197,6 +253,8 @@ class Progress:
         bar.close()
         if finished and not self._total:
             _fill_widget(bar)  # nothing to ask: a full bar, not an empty one
+        if finished and self.failed:  # tqdm.notebook closed it green ("success")
+            _style_widget(bar, "warning" if self.usable else "danger")
         if self._handle is not None:  # the notebook's saved text: the bar as it ended
             self._handle.update(bar.container)
 
@@ -208,8 +266,10 @@ def _open_bar(total: int) -> tuple[Any, Any]:
     GitHub, nbconvert and any viewer without the widget's state show) drawn at 0%: displayed
     here under a handle instead, the text is redrawn at the end (`Progress.close`)."""
     cls = _bar_class()
+    name = _BAR_NAME.get()
+    desc = "ragframe" if name is None else f"ragframe@{name}"
     options: dict[str, Any] = {
-        "total": total, "unit": "req", "desc": "ragframe", "leave": True, "dynamic_ncols": True
+        "total": total, "unit": "req", "desc": desc, "leave": True, "dynamic_ncols": True
     }  # fmt: skip
     notebook = sys.modules.get("tqdm.notebook")
     if notebook is None or not (isinstance(cls, type) and issubclass(cls, notebook.tqdm)):
@@ -239,6 +299,14 @@ def _fill_widget(bar: Any) -> None:
     if container is not None:
         widget = container.children[1]
         widget.max = widget.value = 1
+
+
+def _style_widget(bar: Any, style: str) -> None:
+    """Colour tqdm.notebook's widget: "warning" (orange), "danger" (red). A text bar has
+    no colour to set: its postfix says the failures."""
+    container = getattr(bar, "container", None)
+    if container is not None:
+        container.children[1].bar_style = style
 
 
 def _bar_class() -> Any:
@@ -376,10 +444,16 @@ class LiveBackend(RemoteEmbeddings):
         return dict(zip(pending, done, strict=True))
 
     async def _answer(self, task: Task, key: str, payload: dict[str, Any]) -> Answer:
+        failed = False
         try:
-            return await self._answer_once(task, key, payload)
+            answer = await self._answer_once(task, key, payload)
+            failed = answer.error is not None
+            return answer
+        except Exception:
+            failed = True  # fail_fast: this request's failure stops the run
+            raise
         finally:
-            self.progress.tick()
+            self.progress.tick(failed=failed)
 
     async def _answer_once(self, task: Task, key: str, payload: dict[str, Any]) -> Answer:
         """Ask, validate, and re-ask with the validation error (`repair_attempts` times)."""

@@ -202,7 +202,10 @@ class JudgeSession:
         found = await self.store.recall(task, requests)
         misses = [key for key in requests if key not in found]
         cached = sum(answer.cached for answer in found.values())
-        self.progress.asked(task.name, len(prompts), cached=cached, waiting=len(misses))
+        failed = [key for key, answer in found.items() if answer.error is not None]
+        self.progress.asked(
+            task.name, len(prompts), cached=cached, waiting=len(misses), failed=failed
+        )
         fresh = await self._backend.answer(task, requests, misses) if misses else {}
         found.update(fresh)
         self.store.remember((found if self._backend.remembers_hits else fresh).items())
