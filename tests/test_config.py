@@ -409,3 +409,15 @@ def test_metrics_refuses_a_bad_file_naming_its_key(folder, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("ragframe: error: ragframe.toml: [metric.h] kind: unknown kind"), err
     assert len(err.splitlines()) == 1
+
+
+def test_the_docs_quote_the_real_message_of_a_bad_key(server, folder, capsys):
+    """docs/exit-status.md (status 2) and docs/configuration.md show a bad key's line as the
+    command prints it, so neither can drift from the message."""
+    (folder / "ragframe.toml").write_text("[judge]\nconcurency = 3\n")
+    assert main(["score", "log.parquet", "-o", "o.parquet"]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("ragframe: error: ragframe.toml: [judge] concurency: "), line
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    assert f"`{line.removeprefix('ragframe: error: ')}`" in (docs / "exit-status.md").read_text()
+    assert f"\n{line}\n" in (docs / "configuration.md").read_text()
