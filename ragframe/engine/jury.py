@@ -51,6 +51,7 @@ from ragframe.engine.repeats import merge_stats
 from ragframe.engine.result import RunResult
 from ragframe.engine.spec import RunSpec
 from ragframe.errors import ConfigError
+from ragframe.judge.backends import bar_name
 from ragframe.metrics.calibration import add_p_human
 from ragframe.metrics.thresholds import PASS_SUFFIX
 from ragframe.stats.alpha import alpha_interval
@@ -135,13 +136,19 @@ async def execute_jury(
         thresholds=spec.thresholds,
         strict=spec.strict,
     )
-    lead = await execute(frame, one, judges[0], path=path)
+    jury_names = judge_names(judges)
+
+    async def seat(scored: pl.DataFrame, i: int) -> RunResult:
+        """Judge `i`'s run, its progress bar named after it (the judges' bars show at once)."""
+        with bar_name(jury_names[i]):
+            return await execute(scored, one, judges[i], path=path)
+
+    lead = await seat(frame, 0)
     names = [m.name for m in lead.metrics]
     shared = SHARED_CLAIMS in names and "claims" not in frame.columns
     others_frame = frame.with_columns(lead_claims(lead.frame)) if shared else frame
-    others = await asyncio.gather(*(execute(others_frame, one, j, path=path) for j in judges[1:]))
+    others = await asyncio.gather(*(seat(others_frame, i) for i in range(1, len(judges))))
     results = [lead, *others]
-    jury_names = judge_names(judges)
     scored = combine(
         frame, [r.frame for r in results], jury_names, lead.metrics, shared, _aggregate(spec)
     )
