@@ -228,6 +228,41 @@ def test_a_run_of_a_pandas_frame_gives_pandas_on_request(
     assert isinstance(polars_run.to_pandas()["faithfulness_detail"].dtype, pd.ArrowDtype)
 
 
+def test_a_series_is_refused_in_one_line_naming_the_frame_to_pass(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """evaluate(df["question"]) ended in an AttributeError traceback."""
+    judge = judge_for(server, tmp_path)
+    said = r"^cannot score a pandas Series: pass the whole DataFrame \(df, not df\['question'\]\)"
+    for options in ({}, {"sample": 2}):
+        with pytest.raises(InputError, match=said):
+            ragframe.evaluate(log()["question"], ["faithfulness"], judge=judge, **options)
+    with pytest.raises(InputError, match=said):
+        ragframe.estimate(log()["question"], ["faithfulness"], judge=judge)
+    assert server.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("frame", "how"),
+    [
+        (lambda d: d, r"df\.rename\(columns=\{'row_index': 'original_row_index'\}\)"),
+        (pl.from_pandas, r"df\.rename\(\{'row_index': 'original_row_index'\}\)"),
+        (lambda d: pl.from_pandas(d).lazy(), r"df\.rename\(\{'row_index'"),
+    ],
+    ids=["pandas", "polars", "lazy"],
+)
+def test_sampling_a_frame_that_has_row_index_says_the_rename_of_its_own_library(
+    server: FakeServer, tmp_path: Path, frame: Callable[[pd.DataFrame], Any], how: str
+) -> None:
+    """The advice was Polars' rename for a pandas frame, and draw_sample's `index_column=`,
+    which evaluate does not take."""
+    data = frame(log(4).assign(row_index=range(4)))
+    with pytest.raises(InputError, match=how) as caught:
+        ragframe.evaluate(data, ["faithfulness"], judge=judge_for(server, tmp_path), sample=2)
+    assert "index_column" not in str(caught.value) and "\n" not in str(caught.value)
+    assert server.count() == 0
+
+
 # ------------------------------------------------------------------------- provenance
 
 

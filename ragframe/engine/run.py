@@ -22,7 +22,7 @@ from ragframe.engine.jury import check_jury, execute_jury, refuse_lead_and_jury
 from ragframe.engine.prepare import prepare_run, sampled_frame, score_frame, work_plan
 from ragframe.engine.result import RunResult, index_columns, is_pandas
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
-from ragframe.errors import ConfigError
+from ragframe.errors import ConfigError, InputError
 from ragframe.inputs.columns import list_columns, load_frame
 from ragframe.inputs.io import open_input, refuse_unwritable_output
 from ragframe.judge.client import Judge
@@ -61,6 +61,8 @@ def _rows(
     options (an `s3://` URL's credentials, say) is read with them, a sample drawn while
     streaming as for any file. Storage options are never recorded in the run's metadata:
     they may hold a key."""
+    if sample is not None:
+        _refuse_index_clash(data)
     if storage_options is None:
         return sampled_frame(data, sample, seed, columns)
     if not isinstance(data, str | Path):
@@ -75,6 +77,27 @@ def _rows(
 
     drawn = draw_sample(data, sample, seed=seed, columns=columns, storage_options=options)
     return load_frame(drawn.frame, columns), {"sample": drawn.describe()}
+
+
+def _refuse_index_clash(data: Any) -> None:
+    """A frame to sample that already has `row_index`, where the sample puts each row's
+    position: said with the rename of the frame's own library (pandas' `columns=`), since
+    `draw_sample`'s `index_column=` is no option of `evaluate`. A file's is said by
+    `draw_sample` as it reads the file's columns."""
+    from ragframe.inputs.sample import INDEX_COLUMN
+
+    rename = f"{{{INDEX_COLUMN!r}: 'original_{INDEX_COLUMN}'}}"
+    if isinstance(data, pl.DataFrame | pl.LazyFrame):
+        names, how = data.collect_schema().names(), f"df.rename({rename})"
+    elif is_pandas(data) and hasattr(data, "columns"):
+        names, how = [str(c) for c in data.columns], f"df.rename(columns={rename})"
+    else:
+        return
+    if INDEX_COLUMN in names:
+        raise InputError(
+            f"the frame already has a column {INDEX_COLUMN!r}, where sample= puts each sampled "
+            f"row's position in the log; rename it first ({how}), or score every row (no sample=)"
+        )
 
 
 async def execute(

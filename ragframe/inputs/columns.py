@@ -78,6 +78,11 @@ def load_frame(
         lists = list_columns(columns)
         return open_input(data, list_columns=lists, storage_options=storage_options).read()
     if type(data).__module__.startswith("pandas"):
+        if not hasattr(data, "columns"):  # a Series (df["question"]), an Index...
+            raise InputError(
+                f"cannot score a pandas {type(data).__name__}: pass the whole DataFrame (df, not "
+                "df['question']), whose columns are the question, answer and contexts"
+            )
         try:
             return pl.from_pandas(data)
         except (ValueError, TypeError, ImportError, pl.exceptions.PolarsError) as exc:
