@@ -398,6 +398,7 @@ def test_metrics_lists_the_files_metrics_marked_as_the_files(folder, capsys):
     (folder / "pyproject.toml").write_text(_tool_table(GOOD))
     assert main(["metrics"]) == 0
     out = capsys.readouterr().out
+    assert "\nDefined in pyproject.toml [tool.ragframe] (`ragframe score` scores them" in out
     assert "GEval, [tool.ragframe.metric.helpfulness] of pyproject.toml)" in out
     assert main(["metrics", "--no-config"]) == 0
     assert "helpfulness" not in capsys.readouterr().out

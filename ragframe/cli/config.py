@@ -303,6 +303,12 @@ class Config:
     #: The metrics [metric.NAME] tables build, by name, in the file's order.
     metrics: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def shown(self) -> str:
+        """How stderr and listings name the file: `ragframe.toml`, `pyproject.toml
+        [tool.ragframe]`."""
+        return self.label + _table(self)
+
     def defaults(self, command: str) -> dict[str, Any]:
         """The option values (argparse dests) this file gives `command`."""
         sections = READERS.get(command, ())
@@ -752,7 +758,7 @@ def apply(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[
     args = parser.parse_args(argv)
     if getattr(args, "config_no_cache", False) and isinstance(getattr(args, "cache", None), str):
         args.no_cache = False  # --cache FILE on the command line turns the cache back on
-    print(f"ragframe: using {config.label}{_table(config)}", file=sys.stderr)
+    print(f"ragframe: using {config.shown}", file=sys.stderr)
     return args
 
 

@@ -42,8 +42,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         _print_entry(entry)
     if own:
         print(
-            f"\nDefined in {args.config.label} (score them with --metrics NAME, or list them "
-            "in [score] metrics):"
+            f"\nDefined in {args.config.shown} (`ragframe score` scores them with this file; "
+            "--metrics may name them):"
         )
         for entry in own:
             _print_entry(entry)
