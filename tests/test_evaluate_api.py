@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,11 +24,12 @@ from conftest import judge_for
 
 import ragframe
 from ragframe.engine import run as run_module
+from ragframe.engine.result import RowsFailedWarning
 from ragframe.errors import ConfigError, InputError
 from ragframe.inputs import sample as sample_module
 from ragframe.inputs.sample import draw_sample
 from ragframe.metrics import CORE
-from ragframe.testing.server import FakeServer
+from ragframe.testing.server import FakeServer, Faults
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -261,6 +263,64 @@ def test_sampling_a_frame_that_has_row_index_says_the_rename_of_its_own_library(
         ragframe.evaluate(data, ["faithfulness"], judge=judge_for(server, tmp_path), sample=2)
     assert "index_column" not in str(caught.value) and "\n" not in str(caught.value)
     assert server.count() == 0
+
+
+def a_log_with_rows_that_cannot_score(n: int = 4) -> pd.DataFrame:
+    """`log(n)` whose rows 1 and 3 have no contexts: null faithfulness with its reason, and
+    no request (deterministic, whatever the order of requests)."""
+    data = log(n)
+    data["contexts"] = [[] if i % 2 else c for i, c in enumerate(data["contexts"])]
+    return data
+
+
+def test_evaluate_and_run_warn_in_one_line_of_rows_that_failed(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """13 of 20 rows failed and evaluate said nothing: only the null scores told."""
+    judge = judge_for(server, tmp_path)
+    data = a_log_with_rows_that_cannot_score()
+    with pytest.warns(RowsFailedWarning) as caught:
+        scored = data.pipe(ragframe.evaluate, metrics=["faithfulness"], judge=judge)
+    assert len(caught) == 1 and caught[0].filename == __file__  # the caller's line, past pipe
+    line = str(caught[0].message)
+    assert "\n" not in line
+    assert re.match(
+        r"rows failed to score, of 4: faithfulness 2 \(their scores are null\); the first "
+        r"error, faithfulness row 1: \S.*; each row's reason is in \{metric\}_detail"
+        r"\.error$",
+        line,
+    ), line
+    first = scored["faithfulness_detail"].iloc[1]["error"]
+    assert " ".join(first.split())[:40] in line
+    with pytest.warns(RowsFailedWarning, match="of 4: faithfulness 2 "):
+        ragframe.run(pl.from_pandas(data), ["faithfulness"], judge=judge)
+    for call in (ragframe.aevaluate, ragframe.arun):
+
+        async def mine(call: Callable[..., Any] = call) -> Any:  # `await` in a notebook cell
+            return await call(data, ["faithfulness"], judge=judge)
+
+        with pytest.warns(RowsFailedWarning, match="of 4: faithfulness 2 ") as caught:
+            asyncio.run(mine())
+        assert caught[0].filename == __file__
+    with warnings.catch_warnings():  # every row scored: nothing to say
+        warnings.simplefilter("error", RowsFailedWarning)
+        ragframe.evaluate(log(), ["faithfulness"], judge=judge)
+        ragframe.run(log(), ["faithfulness"], judge=judge)
+
+
+def test_the_warning_quotes_the_endpoints_error_and_counts_each_metric(
+    tmp_path: Path,
+) -> None:
+    with FakeServer(faults=Faults(rate_500=1.0)) as failing:
+        judge = judge_for(failing, tmp_path, max_attempts=1)
+        with pytest.warns(RowsFailedWarning) as caught:
+            ragframe.evaluate(log(3), ["faithfulness", "answer_relevancy_llm"], judge=judge)
+    line = str(caught[0].message)
+    assert (
+        "of 3: faithfulness 3, answer_relevancy_llm 3 (their scores are null); the first "
+        "error, faithfulness row 0:" in line
+    )
+    assert "500" in line and "\n" not in line
 
 
 # ------------------------------------------------------------------------- provenance

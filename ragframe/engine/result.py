@@ -28,6 +28,16 @@ def is_pandas(data: Any) -> bool:
     return type(data).__module__.startswith("pandas")
 
 
+class RowsFailedWarning(RuntimeWarning):
+    """Rows of a run got no score (null, the reason in `{metric}_detail.error`): what
+    `evaluate` and `run` warn of, in one line with the rows failed per metric and the first
+    error. `warnings.simplefilter("error", RowsFailedWarning)` makes it an error (in CI)."""
+
+
+#: Characters of the first error quoted in a `RowsFailedWarning`.
+FIRST_ERROR_CHARS = 200
+
+
 @dataclass
 class RunResult:
     """A scored frame with what the run cost and how it went."""
@@ -66,6 +76,40 @@ class RunResult:
             **self.cut_summary(cut),
             **self.judge_summary(),
         }
+
+    def failed_line(self) -> str | None:
+        """One line on the rows that got no score: how many per metric and the first error
+        (its metric and row position); None when every row scored."""
+        counts: list[str] = []
+        first = ""
+        for m in self.metrics:
+            if m.name not in self.frame.columns:
+                continue
+            scores = self.frame.get_column(m.name)
+            missing = scores.is_null() | scores.is_nan().fill_null(True)
+            failed = int(missing.sum())
+            if not failed:
+                continue
+            counts.append(f"{m.name} {failed}")
+            detail = self.frame.schema.get(f"{m.name}_detail")
+            if first or not isinstance(detail, pl.Struct):
+                continue
+            if "error" not in {f.name for f in detail.fields}:
+                continue
+            errors = self.frame.get_column(f"{m.name}_detail").struct.field("error")
+            found = errors.is_not_null().arg_true()
+            if found.len():
+                row = int(found[0])
+                text = " ".join(str(errors[row]).split())
+                if len(text) > FIRST_ERROR_CHARS:
+                    text = text[: FIRST_ERROR_CHARS - 3] + "..."
+                first = f"; the first error, {m.name} row {row}: {text}"
+        if not counts:
+            return None
+        return (
+            f"rows failed to score, of {self.frame.height}: {', '.join(counts)} (their scores "
+            f"are null){first}; each row's reason is in {{metric}}_detail.error"
+        )
 
     def judge_summary(self) -> dict[str, Any]:
         """The summary's `judge` entry: the model that answered and where (`local` for the

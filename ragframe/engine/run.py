@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,7 +22,7 @@ import polars as pl
 from ragframe._sync import run_sync
 from ragframe.engine.jury import check_jury, execute_jury, refuse_lead_and_jury
 from ragframe.engine.prepare import prepare_run, sampled_frame, score_frame, work_plan
-from ragframe.engine.result import RunResult, index_columns, is_pandas
+from ragframe.engine.result import RowsFailedWarning, RunResult, index_columns, is_pandas
 from ragframe.engine.spec import DEFAULT_CHUNK_ROWS, RunSpec, refuse_unsupported
 from ragframe.errors import ConfigError, InputError
 from ragframe.inputs.columns import list_columns, load_frame
@@ -172,8 +174,11 @@ async def arun(
     """Async twin of `run`, for callers already inside an event loop (`await` it in
     Jupyter). The parameters are `run`'s."""
     _refuse_unknown(unknown, arun, "evaluate / run")
-    spec = RunSpec.of(
+    result = await _run(
+        data,
         metrics,
+        judge,
+        storage_options,
         columns=columns,
         sample=sample,
         seed=seed,
@@ -185,9 +190,7 @@ async def arun(
         judges=judges,
         aggregate=aggregate,
     )
-    result = await execute(data, spec, judge, storage_options=storage_options)
-    if is_pandas(data):  # kept for `to_pandas`: the input's index and columns as they were
-        result.source = data
+    warn_failed(result)
     return result
 
 
@@ -242,17 +245,21 @@ def run(
         ConfigError: An option, metric or judge setting that cannot work (before any request).
         InputError: A missing or mistyped input column (before any request).
 
+    Warns:
+        RowsFailedWarning: Rows got no score, as `evaluate` warns.
+
     Examples:
         >>> result = ragframe.run("data/sample.parquet", ["faithfulness"])
         >>> print(result)  # the run summary
         >>> result.write_parquet("scored.parquet")
     """
     _refuse_unknown(unknown, run, "evaluate / run")
-    return run_sync(  # type: ignore[no-any-return]
-        arun(
+    result: RunResult = run_sync(
+        _run(
             data,
             metrics,
-            judge=judge,
+            judge,
+            storage_options,
             columns=columns,
             sample=sample,
             seed=seed,
@@ -263,9 +270,48 @@ def run(
             calibration=calibration,
             judges=judges,
             aggregate=aggregate,
-            storage_options=storage_options,
         )
     )
+    warn_failed(result)
+    return result
+
+
+async def _run(
+    data: Any,
+    metrics: Iterable[str | Metric | RagasScore],
+    judge: Judge | None,
+    storage_options: Mapping[str, Any] | None,
+    output: str | Path | None = None,
+    overwrite: bool = False,
+    **options: Any,
+) -> RunResult:
+    """What `run` and `evaluate` (and their async twins) do, short of the warning each gives
+    its caller: `output` checked before anything is read or sent, written after the run."""
+    _refuse_output(data, output, overwrite)
+    spec = RunSpec.of(metrics, **options)
+    result = await execute(data, spec, judge, storage_options=storage_options)
+    if is_pandas(data):  # kept for `to_pandas`: the input's index and columns as they were
+        result.source = data
+    if output is not None:
+        result.write_parquet(output, overwrite=overwrite)
+    return result
+
+
+def warn_failed(result: RunResult) -> None:
+    """Warn the caller of `evaluate` / `run` (in one line, a `RowsFailedWarning`) when rows
+    got no score: a notebook shows it under the cell, where a null score would go unseen,
+    and a CI script can make it an error. Pointed at the caller's line, past `df.pipe`."""
+    line = result.failed_line()
+    if line is None:
+        return
+    level, frame = 3, sys._getframe(2)  # 1: this function, 2: evaluate / run, 3: its caller
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(_PIPES):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(line, RowsFailedWarning, stacklevel=level)
+
+
+#: Modules between a caller and `evaluate` in `df.pipe(ragframe.evaluate, ...)`.
+_PIPES = ("pandas.", "polars.")
 
 
 def _refuse_output(data: Any, output: str | Path | None, overwrite: bool) -> None:
@@ -308,11 +354,13 @@ async def aevaluate(
     """Async twin of `evaluate`, for callers already inside an event loop (`await` it in
     Jupyter). The parameters are `evaluate`'s."""
     _refuse_unknown(unknown, aevaluate, "evaluate / run")
-    _refuse_output(data, output, overwrite)
-    result = await arun(
+    result = await _run(
         data,
         metrics,
-        judge=judge,
+        judge,
+        storage_options,
+        output,
+        overwrite,
         columns=columns,
         sample=sample,
         seed=seed,
@@ -323,10 +371,8 @@ async def aevaluate(
         calibration=calibration,
         judges=judges,
         aggregate=aggregate,
-        storage_options=storage_options,
     )
-    if output is not None:
-        result.write_parquet(output, overwrite=overwrite)
+    warn_failed(result)
     return result.to_pandas() if result.source is not None else result.frame
 
 
@@ -420,17 +466,24 @@ def evaluate(
             request).
         InputError: A missing or mistyped input column (before any request).
 
+    Warns:
+        RowsFailedWarning: Rows got no score (null): one line with the rows failed per
+            metric and the first error; each row's reason is in `{metric}_detail.error`.
+
     Examples:
         >>> scored = df.pipe(ragframe.evaluate, metrics=["faithfulness"])
         >>> scored = ragframe.evaluate(df, output="scored.parquet")
         >>> ragframe.read_metadata("scored.parquet")["judge"]
     """
     _refuse_unknown(unknown, evaluate, "evaluate / run")
-    return run_sync(  # type: ignore[no-any-return]
-        aevaluate(
+    result: RunResult = run_sync(
+        _run(
             data,
             metrics,
-            judge=judge,
+            judge,
+            storage_options,
+            output,
+            overwrite,
             columns=columns,
             sample=sample,
             seed=seed,
@@ -441,11 +494,10 @@ def evaluate(
             calibration=calibration,
             judges=judges,
             aggregate=aggregate,
-            storage_options=storage_options,
-            output=output,
-            overwrite=overwrite,
         )
     )
+    warn_failed(result)
+    return result.to_pandas() if result.source is not None else result.frame
 
 
 async def aestimate(
