@@ -409,6 +409,8 @@ def test_rows_that_failed_to_score_are_counted_and_found(scored: pl.DataFrame) -
     assert said + "where=pl.col('faithfulness').is_null() shows" in cards.note
     them = show(scored, where=pl.col("faithfulness").is_null(), metric="faithfulness")
     assert FAILED in them.positions and len(them) == failed
+    by_pattern = pl.any_horizontal(pl.col("^faithfulness$").is_null())  # names no column as such
+    assert show(scored, where=by_pattern, metric="faithfulness").positions == them.positions
     everyone = scored.with_columns(pl.lit(None, pl.Float64).alias("faithfulness"))
     note = show(everyone, metric="faithfulness").note
     assert note.startswith(f"No row of the scored frame ({ROWS} rows) has a faithfulness score.")
