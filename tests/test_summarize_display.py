@@ -232,6 +232,36 @@ def test_the_result_is_a_polars_frame_whose_display_survives_row_operations(
         assert str(frame).startswith("shape:") and "<table" in frame._repr_html_()
 
 
+def test_a_summary_a_filter_or_join_changed_still_displays(tmp_path: Path) -> None:
+    """No rows left (a filter, `head(0)`), rows a right / full join added with null counts
+    and no level, a column cast to text: every display reads, in a terminal and in HTML."""
+    metrics = mean_passes_rate_low()
+    table = summarize(scored_file(tmp_path / "s.parquet", metrics, dict.fromkeys(metrics, 0.5)))
+    for empty in (table.filter(pl.col("metric") == "nope"), table.head(0)):
+        assert isinstance(empty, Summary)
+        headers, rows, notes = text_rows(str(empty))
+        assert headers[:3] == ["metric", "better", "n"] and rows == []
+        assert "no rows (a filter or a join left none)" in notes
+        html_rows, around = parsed(empty._repr_html_())
+        assert html_rows == [] and "no rows" in around
+    targets = pl.DataFrame({"metric": ["context_recall", "mean_ok"], "target": [0.7, 0.8]})
+    for how in ("right", "full"):
+        joined = table.join(targets, on="metric", how=how, coalesce=True)
+        # a right join's first row is the join's own: its null level must not break the rest
+        assert isinstance(joined, Summary) and joined["n"].null_count() == 1
+        _, rows, _ = text_rows(str(joined))
+        added = next(r for r in rows if r[0] == "context_recall")
+        assert added[:6] == ["context_recall", "?", "-", "-", "-", "-"] and added[-1] == "0.7"
+        html_rows, _ = parsed(joined._repr_html_())
+        cells = next(r for r in html_rows if r["metric"] == "context_recall")
+        assert cells["n"] == cells["scored"] == cells["pass rate"] == "-"
+        assert "95% interval" in cells and cells["target"] == "0.7"
+        kept = next(r for r in html_rows if r["metric"] == "mean_ok")
+        assert kept["n"] == "10" and kept["pass rate"] == "20.0% (2 of 10)"
+    as_text = table.with_columns(pl.col("mean").cast(pl.String))
+    assert str(as_text).startswith("shape:") and "<table" in as_text._repr_html_()
+
+
 def test_a_long_summary_says_how_many_rows_it_leaves_out() -> None:
     frame = pl.DataFrame(
         {

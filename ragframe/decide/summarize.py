@@ -13,8 +13,10 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
+from ragframe.engine.result import is_pandas, with_index
 from ragframe.engine.summary import html_notes, html_table, text_table
 from ragframe.errors import ConfigError, InputError
+from ragframe.inputs.io import RemotePath, StorageOptions
 from ragframe.metrics.thresholds import (
     DEFAULT_THRESHOLD,
     PASS_SUFFIX,
@@ -59,18 +61,24 @@ def summarize(
     sample: Mapping[str, Any] | None = None,
     thresholds: Mapping[str, float] | None = None,
     strict: Iterable[str] | None = None,
+    storage_options: StorageOptions | None = None,
 ) -> Summary:
     """One row per group and metric: n (rows), scored, failed (null or NaN score), mean, its
     `level` interval (`mean_interval`'s methods; `ci_low` / `ci_high` null below 2 scores),
     and the metric's direction ("higher" / "lower" is better; null when unknown).
 
-    `data`: a scored frame, `ragframe.run`'s result, or the path of a scored file (Parquet:
-    its metadata gives the metrics, their directions, thresholds, and the sample the run
-    scored, if any). `metrics`: the score columns; by default those the file's metadata
-    names, else every Float64 column with a `{name}_detail` sibling (or named like a known
-    metric). `by`: group columns (None: the whole log). `sample`: {"rows": n, "of": total}
-    when the frame is a sample (a file says so itself); the table then gets `sample_rows` and
-    `population_rows`, so no figure hides that it comes from n of total rows. A cell's mean and
+    `data`: a scored frame (Polars, or pandas: a named index such as the row id is kept as
+    columns), `ragframe.run`'s result, or the path of a scored file, local or a URL
+    (`s3://...`, read with `storage_options`, Polars' options for the store, else its
+    environment variables; Parquet: its metadata gives the metrics, their directions,
+    thresholds, and the sample the run scored, if any). `metrics`: the score columns; by
+    default those the file's metadata names, else every Float64 column with a `{name}_detail`
+    sibling (or named like a known metric). `by`: group columns (None: the whole log); a
+    group column named like a column of this table (`metric`, `n`, `level`, `method`, ...:
+    `OWN_COLUMNS`) is a ConfigError before anything is read: rename it first. `sample`:
+    {"rows": n, "of": total} when the frame is a sample (a file says so itself); the table
+    then gets `sample_rows` and `population_rows`, so no figure hides that it comes from n of
+    total rows. A cell's mean and
     interval are `mean_interval`'s for its scores: a function of those scores alone, so they do
     not change when other groups are added or removed, nor with the rows' order. `seed` seeds
     the bootstrap (`method="bootstrap"`) and nothing else. Every score must be a number in
@@ -90,8 +98,9 @@ def summarize(
     Jupyter and by `print`) as the table a person reads, with a line saying what ✅ / ❌ judge.
     """
     check_options(level, seed, method)
-    lazy, meta, where = load_scored(data)
     groups = [by] if isinstance(by, str) else list(by or [])
+    refuse_clashing_groups(groups)
+    lazy, meta, where = load_scored(data, storage_options=storage_options)
     frame, names, rules = _read(lazy, meta, where, groups, metrics, thresholds, strict)
     long = _cell_stats(frame, names, groups)
     intervals = _cell_intervals(frame, long, groups, level, seed, method)
@@ -109,6 +118,20 @@ def summarize(
         columns += PASS_COLUMNS
     drawn = sample if sample is not None else meta.get("sample")
     return Summary(_with_sample(table.select(columns), drawn))
+
+
+def refuse_clashing_groups(groups: Sequence[str]) -> None:
+    """A ConfigError, in one line, for a group column named like a column of `summarize`'s
+    table (`method`, `level`, `n`, ...): the table could not hold both, and renaming one
+    silently would hide which is which. Refused before any file is read."""
+    clash = [g for g in groups if g in OWN_COLUMNS]
+    if clash:
+        name = clash[0]
+        raise ConfigError(
+            f"by= names {name!r}, which is also a column of summarize's table "
+            f"({', '.join(OWN_COLUMNS)}); rename that column first (in Python: "
+            f"frame.rename({{{name!r}: {name + '_group'!r}}}))"
+        )
 
 
 def _with_sample(table: pl.DataFrame, drawn: Mapping[str, Any] | None) -> pl.DataFrame:
@@ -221,31 +244,63 @@ def first_non_number(lazy: pl.LazyFrame, name: str) -> str:
     return f" (row {row}, counting from 0: {values[row]!r} is not a number)"
 
 
-def load_scored(data: Any) -> tuple[pl.LazyFrame, dict[str, Any], str]:
+def load_scored(
+    data: Any, *, storage_options: StorageOptions | None = None
+) -> tuple[pl.LazyFrame, dict[str, Any], str]:
     """The scores as a LazyFrame (a Parquet file is scanned, so only the columns a caller
     selects are read, never the details unless asked), the ragframe metadata ({} for a plain
     frame; a run's result gives its metrics' directions and configs), and what to call the
-    source in a message."""
+    source in a message.
+
+    `data`: a Polars DataFrame or LazyFrame, a pandas DataFrame (`evaluate`'s result for a
+    pandas log: a named index, the row id, is kept as columns, as `RunResult.write_parquet`
+    keeps it), `ragframe.run`'s result, or the path of a scored file, local or a URL
+    (`s3://`, `gs://`, `az://`, `hf://`, `http(s)://`) read with Polars' `storage_options`
+    (else the store's environment variables). Every decision reads its log through here."""
     from ragframe.inputs.io import INPUT_FORMATS, input_path, open_input, read_metadata
 
+    if storage_options is not None and not isinstance(data, str | Path):
+        raise ConfigError(
+            "storage_options applies to a path (s3://..., gs://...), but the scores are a "
+            f"{type(data).__name__}: drop storage_options, or pass the path"
+        )
     if isinstance(data, pl.DataFrame):
         return data.lazy(), {}, "the frame"
     if isinstance(data, pl.LazyFrame):
         return data, {}, "the frame"
+    if is_pandas(data) and hasattr(data, "columns"):
+        return _from_pandas(data).lazy(), {}, "the pandas frame"
     if isinstance(getattr(data, "frame", None), pl.DataFrame) and hasattr(data, "metrics"):
         return data.frame.lazy(), _run_metadata(data), "the run's frame"
     if isinstance(data, str | Path):
-        path = input_path(data)
+        options = None if storage_options is None else dict(storage_options)
+        path = input_path(data, storage_options=options)
         if INPUT_FORMATS.get(path.suffix.lower()) != "Parquet":
-            return open_input(path).read().lazy(), {}, repr(str(path))
+            return open_input(path, storage_options=options).read().lazy(), {}, repr(str(path))
+        remote = options if isinstance(path, RemotePath) else None
         try:
-            return pl.scan_parquet(path), read_metadata(path), repr(str(path))
+            lazy = pl.scan_parquet(path, storage_options=remote)
+            return lazy, read_metadata(path, storage_options=remote), repr(str(path))
         except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
             raise InputError(f"cannot read {str(path)!r} as Parquet: {exc}") from exc
     raise InputError(
-        f"cannot read scores from a {type(data).__name__}: pass a polars DataFrame or "
-        "LazyFrame, the result of ragframe.run, or the path of a scored Parquet file"
+        f"cannot read scores from a {type(data).__name__}: pass a polars or pandas DataFrame, "
+        "a polars LazyFrame, the result of ragframe.run, or the path of a scored Parquet file"
     )
+
+
+def _from_pandas(frame: Any) -> pl.DataFrame:
+    """A pandas frame as Polars, as a run writes one (`engine.result.with_index`: a named
+    index, the row id often, is data, kept as the first columns), or one InputError naming
+    what Polars could not convert."""
+    try:
+        table = pl.from_pandas(frame)
+    except (ValueError, TypeError, pl.exceptions.PolarsError) as exc:
+        raise InputError(
+            f"cannot read scores from the pandas frame ({' '.join(str(exc).split())}); "
+            "convert the column it names (e.g. .astype(str)) or drop it"
+        ) from exc
+    return with_index(table, frame)
 
 
 def _run_metadata(result: Any) -> dict[str, Any]:
@@ -330,6 +385,8 @@ def _direction(name: str, meta: Mapping[str, Any]) -> str | None:
 
 #: The columns `summarize` adds when some metric's threshold is known.
 PASS_COLUMNS = ("threshold", "strict", "passed", "pass_rate", "status")
+#: Every column `summarize` may write after the groups: no group column may take one's name.
+OWN_COLUMNS = (*SUMMARY_COLUMNS, *PASS_COLUMNS, "sample_rows", "population_rows")
 
 RuleSource = Literal["argument", "metadata", "column", "default"]
 
@@ -556,10 +613,12 @@ def _cell_values(
 
 #: The columns the readable display needs; a frame without them displays as Polars does.
 DISPLAY_NEEDS = ("metric", "n", "mean", "ci_low", "ci_high")
+#: Columns the display formats as numbers when present (besides those it needs).
+_NUMBERS = ("scored", "failed", "level", "threshold", "passed", "pass_rate")
 #: Rows the display shows; it says how many more the frame holds.
 DISPLAY_ROWS = 40
 #: Every column `summarize` may return, each shown in some cell, header or note.
-_KNOWN = {*SUMMARY_COLUMNS, *PASS_COLUMNS, "sample_rows", "population_rows"}
+_KNOWN = set(OWN_COLUMNS)
 #: Display columns that hold numbers (right-aligned).
 DISPLAY_NUMBERS = {"n", "scored", "failed", "mean", "pass rate"}
 
@@ -579,19 +638,23 @@ def display_table(
     groups = list(groups)
     extras = [c for c in columns if c not in _KNOWN and c not in groups]
     rates = "pass_rate" in columns
-    level = table["level"][0] if "level" in columns and table.height else 0.95
+    level = _first(table, "level")
+    level = 0.95 if level is None else level
     headers = [*groups, "metric", "better", "n", "scored", "failed", "mean"]
     headers += [f"{level:.0%} interval", *(["mean vs threshold", "pass rate"] if rates else [])]
     rows = []
     for row in table.head(DISPLAY_ROWS).iter_rows(named=True):
-        scored = row.get("scored", row["n"] - (row.get("failed") or 0))
+        # A row a join added (how="right" / "full") holds nulls where summarize wrote counts.
+        n, failed = row["n"], row.get("failed")
+        counted = None if n is None else n - (failed or 0)
+        scored = row.get("scored", counted)
         cells = [
             *("(null)" if row[g] is None else str(row[g]) for g in groups),
-            str(row["metric"]),
+            "(null)" if row["metric"] is None else str(row["metric"]),
             better_cell(row.get("direction")),
-            str(row["n"]),
-            str(scored),
-            "-" if row.get("failed") is None else str(row["failed"]),
+            _cell(n),
+            _cell(scored),
+            _cell(failed),
             format_mean(row["mean"]),
             format_interval(row["ci_low"], row["ci_high"]),
         ]
@@ -602,8 +665,22 @@ def display_table(
             if threshold is None and row["pass_rate"] is not None:  # a pass column decides
                 rate = f"{pass_rate_cell(row['pass_rate'], None, None)} by {row['metric']}_pass"
             cells += [mark, rate]
-        rows.append(cells + [str(row[c]) for c in extras])
+        rows.append(cells + [_cell(row[c]) for c in extras])
     return headers + extras, rows
+
+
+def _cell(value: Any) -> str:
+    """A cell's text: "-" for a null (a count a join left empty, a column a user added)."""
+    return "-" if value is None else str(value)
+
+
+def _first(table: pl.DataFrame, name: str) -> Any:
+    """The column's first non-null value, or None (no such column, no rows, all null): a
+    table a join extended may start with a row summarize did not write."""
+    if name not in table.columns:
+        return None
+    values = table.get_column(name).drop_nulls()
+    return values[0] if len(values) else None
 
 
 def display_notes(table: pl.DataFrame) -> list[str]:
@@ -626,12 +703,14 @@ def display_notes(table: pl.DataFrame) -> list[str]:
             f"showing the first {DISPLAY_ROWS} of {table.height} rows (the frame holds them "
             "all: filter or sort it to choose)"
         )
-    if "sample_rows" in table.columns and table.height:
-        of = table["population_rows"][0] if "population_rows" in table.columns else None
+    drawn = _first(table, "sample_rows")
+    if drawn is not None:
+        of = _first(table, "population_rows")
         notes.append(
-            f"figures from a sample: {table['sample_rows'][0]} of "
-            f"{'an unknown number of' if of is None else of} rows"
+            f"figures from a sample: {drawn} of {'an unknown number of' if of is None else of} rows"
         )
+    if not table.height:
+        notes.append("no rows (a filter or a join left none)")
     return notes
 
 
@@ -655,7 +734,13 @@ class Summary(pl.DataFrame):
     built from it anew (`pl.DataFrame(table)`, `pl.concat`), Polars' own display shows."""
 
     def _readable(self) -> bool:
-        return all(c in self.columns for c in DISPLAY_NEEDS)
+        """Whether the frame still holds `DISPLAY_NEEDS` with numbers where the display
+        formats numbers (a user may cast `mean` to text: Polars' display then shows it)."""
+        schema = self.schema
+        if not all(c in schema for c in DISPLAY_NEEDS):
+            return False
+        numbers = ("n", "mean", "ci_low", "ci_high", *(c for c in _NUMBERS if c in schema))
+        return all(schema[c].is_numeric() or schema[c] == pl.Null for c in numbers)
 
     def __str__(self) -> str:
         if not self._readable():

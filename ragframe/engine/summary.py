@@ -255,7 +255,7 @@ def text_table(headers: list[str], rows: list[list[str]], right: set[str]) -> li
     """Aligned lines: the header, a rule, a line per row; columns named in `right` (numbers)
     right-aligned, by display width (`display_width`)."""
     widths = [
-        max(display_width(h), *(display_width(r[i]) for r in rows)) for i, h in enumerate(headers)
+        max([display_width(h), *(display_width(r[i]) for r in rows)]) for i, h in enumerate(headers)
     ]
 
     def line(cells: list[str]) -> str:
