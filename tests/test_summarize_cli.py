@@ -17,6 +17,7 @@ from ragframe import cli
 from ragframe.cli import gate as gate_cli
 from ragframe.cli import summarize as summarize_cli
 from ragframe.decide.summarize import summarize
+from ragframe.errors import ConfigError
 from ragframe.inputs.io import write_parquet
 
 
@@ -117,3 +118,24 @@ def test_summarize_cli_groups_and_errors(
     assert "argument --level: must be a confidence level strictly between 0 and 1" in (
         capsys.readouterr().err
     )
+
+
+@pytest.mark.parametrize("name", ["method", "level", "metric", "n", "status"])
+def test_a_group_named_like_a_summary_column_is_refused_in_one_line(
+    main: Any, scored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """summarize's table cannot hold a group column `method` beside its own `method`: the
+    clash is a ConfigError (exit 2) naming it and how to rename, before the file is read."""
+    frame = pl.read_parquet(scored).with_columns(pl.col("experiment").alias(name))
+    path = tmp_path / "grouped.parquet"
+    write_parquet(frame, path, {})
+    assert main(["summarize", str(path), "--by", f"experiment,{name}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"by= names {name!r}, which is also a column of summarize's table" in err, err
+    assert f"frame.rename({{{name!r}: '{name}_group'}})" in err and "\n" not in err, err
+    with pytest.raises(ConfigError, match=f"by= names {name!r}"):
+        summarize(frame, by=name)
+    with pytest.raises(ConfigError, match=f"by= names {name!r}"):  # before reading anything
+        summarize(tmp_path / "no such file.parquet", by=[name])
+    renamed = summarize(frame.rename({name: f"{name}_group"}), by=f"{name}_group")
+    assert renamed.columns[:2] == [f"{name}_group", "metric"] and renamed.height == 4

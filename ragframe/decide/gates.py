@@ -51,6 +51,7 @@ from ragframe.decide.summarize import (
     score_values,
 )
 from ragframe.errors import ConfigError, InputError
+from ragframe.inputs.io import StorageOptions
 from ragframe.metrics.thresholds import Threshold, check_threshold
 from ragframe.stats import DECIMALS, format_interval, mean_interval
 
@@ -268,18 +269,22 @@ def check_gates(
     ignore_failed: bool = False,
     worst: int = 5,
     level: float = 0.95,
+    storage_options: StorageOptions | None = None,
 ) -> GateResult:
     """Check a scored log against its gates (module docstring: the rules); nothing is sent.
 
-    `scored`: a polars DataFrame or LazyFrame, `ragframe.run`'s result, or the path of a
-    scored Parquet file (only the gated columns are read, and the details of the worst rows).
+    `scored`: a polars DataFrame or LazyFrame, a pandas DataFrame (a named index, such as the
+    row id, kept as columns), `ragframe.run`'s result, or the path of a scored Parquet file
+    (only the gated columns are read, and the details of the worst rows), local or a URL
+    (`s3://...`) read with `storage_options` (Polars' options for the store; else its
+    environment variables).
     `worst`: rows listed per failing gate. Raises ConfigError for no gate, a bad value, or a
     metric the log lacks.
     """
     started = time.perf_counter()
     gates = _gates(fail_under, min_pass_rate)
     _check_options(worst, level)
-    lazy, meta, where = load_scored(scored)
+    lazy, meta, where = load_scored(scored, storage_options=storage_options)
     try:
         schema = lazy.collect_schema()
     except (pl.exceptions.PolarsError, OSError) as exc:
@@ -321,11 +326,13 @@ def assert_scores(
     thresholds: Mapping[str, float] | None = None,
     strict: Iterable[str] | None = None,
     ignore_failed: bool = False,
+    storage_options: StorageOptions | None = None,
     **fail_under: float,
 ) -> GateResult:
     """For pytest: `assert_scores(scored, faithfulness=0.8)` gates each named metric's mean
     (`fail_under`), `min_pass_rate=` its pass rate; raises AssertionError whose message is the
-    gate table (with the worst rows) when a gate fails, returns the GateResult otherwise."""
+    gate table (with the worst rows) when a gate fails, returns the GateResult otherwise.
+    `scored` and `storage_options` as for `check_gates`."""
     result = check_gates(
         scored,
         fail_under=fail_under,
@@ -333,6 +340,7 @@ def assert_scores(
         thresholds=thresholds,
         strict=strict,
         ignore_failed=ignore_failed,
+        storage_options=storage_options,
     )
     if not result.passed:
         raise AssertionError(str(result))
