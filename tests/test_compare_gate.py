@@ -91,18 +91,44 @@ def test_margin_zero_matches_the_comparison_verdict() -> None:
         assert (status(check) == ["worse"]) == (found.table["better"][0] == "a"), seed
 
 
-def test_the_p_value_must_agree_with_the_interval() -> None:
+def test_five_pairs_cannot_tell_and_say_so() -> None:
     """Five drops of 0.4 to 0.6: the interval lies below 0, but 5 sign flips cannot make p
-    small (the exact p is 2 / 32): the verdict says no clear difference, and so does the check.
-    (Equal drops no longer serve: their exact bound reaches above 0, test_compare_constant.)"""
+    small (2 / 32 whatever the scores): the check says it cannot tell, as a warning; it passes
+    unless told to fail on it. (Equal drops: their exact bound reaches above 0,
+    test_compare_constant.)"""
     a = pl.DataFrame({"id": [1, 2, 3, 4, 5], "faithfulness": [0.9, 0.8, 0.7, 0.9, 0.8]})
     b = pl.DataFrame({"id": [1, 2, 3, 4, 5], "faithfulness": [0.4, 0.35, 0.15, 0.3, 0.4]})
     check = check_regression(a, b, "faithfulness", on="id")
     row = check.table.row(0, named=True)
     assert check.comparison.table["method"][0] == "score"
     assert row["ci_high"] < 0 and row["p_value"] == pytest.approx(2 / 32)
+    assert row["min_p"] == pytest.approx(2 / 32) and row["status"] == "cannot tell"
     assert check.passed and check.comparison.table["better"][0] is None
-    assert "the interval is below 0 but p is not below 0.05" in str(check)
+    assert check.unknown == ["faithfulness"] and check.worse == []
+    text = str(check)
+    assert "n=5 pairs cannot show a difference at 95%" in text, text
+    assert "needs at least 6 pairs" in text and "passed with a warning" in text
+    strict = check_regression(a, b, "faithfulness", on="id", fail_if_unknown=True)
+    assert not strict.passed and "regression check failed: 1 of 1 cannot tell" in str(strict)
+    # six pairs can: 2 / 64 < 0.05, and then interval and p decide
+    six = check_regression(
+        a.vstack(pl.DataFrame({"id": [6], "faithfulness": [0.9]})),
+        b.vstack(pl.DataFrame({"id": [6], "faithfulness": [0.3]})),
+        "faithfulness",
+        on="id",
+    )
+    assert status(six) == ["worse"] and not six.passed
+
+
+def test_unpaired_three_a_side_cannot_tell() -> None:
+    """Unpaired, 3 scores a side: a relabelling's smallest p is 2 / C(6, 3) = 0.1."""
+    a = pl.DataFrame({"faithfulness": [0.9, 0.95, 1.0]})
+    b = pl.DataFrame({"faithfulness": [0.0, 0.05, 0.1]})
+    check = check_regression(a, b, "faithfulness")
+    assert check.table["min_p"][0] == pytest.approx(0.1) and status(check) == ["cannot tell"]
+    assert "n=3/3 scores cannot show a difference at 95%" in str(check)
+    four = check_regression(a.vstack(a.head(1)), b.vstack(b.head(1)), "faithfulness")
+    assert four.table["min_p"][0] == pytest.approx(2 / 70) and status(four) != ["cannot tell"]
 
 
 def test_groups_any_group_worse_fails() -> None:
@@ -114,19 +140,82 @@ def test_groups_any_group_worse_fails() -> None:
         .clip(0, 1)
     )
     check = check_regression(a, b, "faithfulness", on="id", by="topic")
-    assert dict(zip(check.table["topic"], status(check), strict=True)) == {
+    groups = check.table.filter(~pl.col("overall"))
+    assert dict(zip(groups["topic"], groups["status"], strict=True)) == {
         "art": "not worse",
         "geo": "worse",
     }
     assert not check.passed and "faithfulness [topic=geo]: worse" in str(check)
+    # the first row is over all rows (-0.05 on average: not shown worse there)
+    assert check.table["overall"].to_list() == [True, False, False]
+    assert check.table["topic"][0] is None and "faithfulness [all rows]: " in str(check)
 
 
-def test_no_interval_fails_rather_than_passing_by_accident() -> None:
+def drops_in_small_groups() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """12 questions in groups of 5, 5 and 2, every answer of b about 0.25 worse."""
+    rng = np.random.default_rng(7)
+    a = rng.uniform(0.6, 0.9, 12)
+    b = a - rng.uniform(0.2, 0.3, 12)
+    ids, topic = list(range(12)), ["geo"] * 5 + ["art"] * 5 + ["law"] * 2
+    return (
+        pl.DataFrame({"id": ids, "topic": topic, "faithfulness": a}),
+        pl.DataFrame({"id": ids, "topic": topic, "faithfulness": b}),
+    )
+
+
+def test_by_is_never_laxer_than_without() -> None:
+    """Every row worse, in groups too small to tell (5, 5, 2 pairs): without by= the check
+    fails; with by= it must fail too (it checks all rows as well), not pass every group."""
+    a, b = drops_in_small_groups()
+    plain = check_regression(a, b, "faithfulness", on="id")
+    grouped = check_regression(a, b, "faithfulness", on="id", by="topic")
+    assert status(plain) == ["worse"] and not plain.passed
+    assert not grouped.passed and status(grouped) == ["worse", *["cannot tell"] * 3]
+    assert grouped.table["overall"].to_list() == [True, False, False, False]
+    assert "faithfulness [all rows]: worse" in str(grouped)
+    unpaired = check_regression(a, b, "faithfulness", by="topic")
+    assert not unpaired.passed and status(unpaired)[0] == "worse"
+
+
+def test_no_interval_is_a_warning_unless_asked_to_fail() -> None:
     a = pl.DataFrame({"id": [1], "faithfulness": [0.9]})
     b = pl.DataFrame({"id": [1], "faithfulness": [0.1]})
     check = check_regression(a, b, "faithfulness", on="id")
-    assert status(check) == ["no interval"] and not check.passed
-    assert "cannot tell" in str(check)
+    assert status(check) == ["cannot tell"] and check.passed
+    assert "cannot tell: no interval (needs at least 2 pairs)" in str(check)
+    assert not check_regression(a, b, "faithfulness", on="id", fail_if_unknown=True).passed
+
+
+def test_b_failed_rows_count_as_the_worst_score() -> None:
+    """b failed to score 10 of 12 rows: left out, the 2 left say nothing and b passed. As a
+    gate counts them, they count as 0 (1 when lower is better) and b is worse."""
+    a, b = drops_in_small_groups()
+    b = b.with_columns(pl.lit(0.9).alias("faithfulness"))
+    b = b.with_columns(
+        pl.when(pl.col("id") < 10)
+        .then(None)
+        .otherwise(pl.col("faithfulness"))
+        .alias("faithfulness")
+    )
+    check = check_regression(a, b, "faithfulness", on="id")
+    row = check.table.row(0, named=True)
+    assert row["failed_b"] == 10 and row["n"] == 12 and status(check) == ["worse"]
+    assert "10 rows of b failed to score, counted as 0" in str(check)
+    assert not check.passed
+    lax = check_regression(a, b, "faithfulness", on="id", ignore_failed=True)
+    assert lax.table["n"][0] == 2 and lax.passed and status(lax) == ["cannot tell"]
+    assert "10 rows of b failed to score, left out" in str(lax)
+    unpaired = check_regression(a, b, "faithfulness")
+    assert unpaired.table["n_b"][0] == 12 and status(unpaired) == ["worse"]
+    # lower is better: a failed row counts as 1
+    ha = a.select("id", pl.lit(0.1).alias("hallucination"))
+    failed = pl.col("id") < 10
+    hb = a.select("id", pl.when(failed).then(None).otherwise(0.1).alias("hallucination"))
+    high = check_regression(ha, hb, "hallucination", on="id")
+    assert high.table["mean_b"][0] == pytest.approx((10 * 1.0 + 2 * 0.1) / 12)
+    assert status(high) == ["worse"] and "counted as 1" in str(high)
+    # the comparison itself still leaves them out (and says so)
+    assert check.comparison.table["n"][0] == 2
 
 
 def test_a_metric_to_check_must_be_on_both_sides() -> None:
@@ -263,15 +352,97 @@ def test_the_check_as_ci_files_with_groups(tmp_path: Path) -> None:
     root = check_junit_rules((tmp_path / "c.xml").read_text())
     names = [c.get("name") for c in root.iter("testcase")]
     assert names == [
+        "faithfulness not worse than a by 0.05 [all rows]",
         "faithfulness not worse than a by 0.05 [topic=art]",
         "faithfulness not worse than a by 0.05 [topic=geo]",
     ]
-    failure = root.find(".//failure")
-    assert failure is not None and "[topic=geo]: worse" in failure.get("message", "")
+    failures = [f.get("message", "") for f in root.iter("failure")]
+    assert len(failures) == 2 and "[topic=geo]: worse" in failures[1], failures
+    assert "[all rows]: worse" in failures[0]
     data = json.loads((tmp_path / "c.json").read_text())
-    assert data["passed"] is False and data["checks"] == 2 and data["failed"] == 1
+    assert data["passed"] is False and data["checks"] == 3 and data["failed"] == 2
     assert data["by"] == ["topic"] and data["margin"] == 0.05
-    assert [r["status"] for r in data["results"]] == ["not worse", "worse"]
+    assert [r["overall"] for r in data["results"]] == [True, False, False]
+    assert [r["status"] for r in data["results"]] == ["worse", "not worse", "worse"]
     assert {"topic", "metric", "diff", "ci_low", "ci_high", "p_value", "ok"} <= set(
         data["results"][0]
     )
+
+
+# ------------------------------------------------------------------------------ review (28)
+
+
+def cli_files(tmp_path: Path, a: pl.DataFrame, b: pl.DataFrame) -> list[str]:
+    a.write_parquet(tmp_path / "a.parquet")
+    b.write_parquet(tmp_path / "b.parquet")
+    return ["compare", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "--on", "id"]
+
+
+def test_cli_five_pairs_warn_exit_0_unless_fail_if_unknown(tmp_path: Path, capsys: Any) -> None:
+    """n=5, every score 1.0 -> 0.0: p cannot go below 2/32, so the check cannot tell. It
+    says so (a line, a skipped JUnit case, ⚠️ in the Markdown) and exits 0; with
+    --fail-if-unknown it exits 1 and the headline still does not claim b is worse."""
+    a = pl.DataFrame({"id": range(5), "faithfulness": [1.0] * 5})
+    b = pl.DataFrame({"id": range(5), "faithfulness": [0.0] * 5})
+    junit, md = tmp_path / "c.xml", tmp_path / "c.md"
+    argv = [*cli_files(tmp_path, a, b), "--fail-if-worse", "faithfulness"]
+    argv += ["--junit", str(junit), "--markdown", str(md)]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "⚠️ faithfulness: cannot tell: n=5 pairs cannot show a difference at 95%" in out
+    root = check_junit_rules(junit.read_text())
+    assert (root.get("failures"), root.get("skipped")) == ("0", "1")
+    skipped = root.find(".//testcase/skipped")
+    assert skipped is not None and "n=5 pairs cannot show" in skipped.get("message", "")
+    text = md.read_text()
+    assert text.startswith("### ragframe compare: ⚠️ cannot tell whether b is worse")
+    assert rendered_tables(text)[0][1][0] == "⚠️"
+    assert cli.main([*argv, "--fail-if-unknown"]) == 1
+    root = check_junit_rules(junit.read_text())
+    assert (root.get("failures"), root.get("skipped")) == ("1", "0")
+    text = md.read_text()
+    head = text.splitlines()[0]
+    assert "❌ b is worse" not in head and "❌ cannot tell whether b is worse" in head
+
+
+def test_cli_identical_files_with_a_one_row_group_pass(tmp_path: Path, capsys: Any) -> None:
+    """Nothing changed, one group has a single row (no interval): exit 0, and the headline
+    never says b is worse; the one-row group is a warning."""
+    a, _ = runs(0.0)
+    solo = pl.when(pl.col("id") == "q0").then(pl.lit("solo")).otherwise(pl.col("topic"))
+    a = a.with_columns(solo.alias("topic"))
+    md = tmp_path / "c.md"
+    argv = [*cli_files(tmp_path, a, a), "--by", "topic", "--fail-if-worse", "faithfulness"]
+    assert cli.main([*argv, "--markdown", str(md)]) == 0
+    out = capsys.readouterr().out
+    assert "faithfulness [topic=solo]: cannot tell: no interval" in out
+    head = md.read_text().splitlines()[0]
+    assert "❌ b is worse" not in head and "⚠️ cannot tell whether b is worse" in head
+
+
+def test_cli_by_also_checks_all_rows(tmp_path: Path, capsys: Any) -> None:
+    a, b = drops_in_small_groups()
+    argv = [*cli_files(tmp_path, a, b), "--fail-if-worse", "faithfulness"]
+    assert cli.main(argv) == 1
+    assert cli.main([*argv, "--by", "topic"]) == 1
+    assert "❌ faithfulness [all rows]: worse" in capsys.readouterr().out
+
+
+def test_cli_failed_rows_of_b_count_unless_ignore_failed(tmp_path: Path, capsys: Any) -> None:
+    a, _ = drops_in_small_groups()
+    b = a.with_columns(
+        pl.when(pl.col("id") < 10)
+        .then(None)
+        .otherwise(pl.col("faithfulness"))
+        .alias("faithfulness")
+    )
+    argv = [*cli_files(tmp_path, a, b), "--fail-if-worse", "faithfulness", "--json"]
+    assert cli.main(argv) == 1
+    data = json.loads(capsys.readouterr().out)["regression"]
+    assert data["ignore_failed"] is False and data["results"][0]["failed_b"] == 10
+    assert cli.main([*argv, "--ignore-failed"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["regression"]["ignore_failed"] is True
+    assert "10 rows of b failed to score, left out" in captured.err
+    refused = cli.main([*argv[:5], "--ignore-failed"])
+    assert refused == 2 and "--ignore-failed applies to --fail-if-worse" in capsys.readouterr().err

@@ -95,7 +95,10 @@ def check_junit_rules(text: str) -> ET.Element:
             failures = case.findall("failure")
             assert len(failures) <= 1
             assert all(f.get("message") for f in failures)
-            assert {child.tag for child in case} <= {"failure", "system-out", "system-err"}
+            tags = [child.tag for child in case]
+            assert set(tags) <= {"failure", "skipped", "system-out", "system-err"}
+            assert not {"failure", "skipped"} <= set(tags)  # failed or skipped, not both
+            assert all(s.get("message") for s in case.findall("skipped"))
     for key, value in totals.items():
         assert int(root.get(key, "0")) == value, key
     assert not root.findall(".//testsuite//testsuite") and not root.findall(".//failure/*")

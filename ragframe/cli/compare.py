@@ -17,10 +17,11 @@ from ragframe.errors import ConfigError
 
 EXIT_STATUSES = (
     "exit status: 0 compared (whatever the verdicts), and with --fail-if-worse no metric named "
-    "is worse; 1 with --fail-if-worse, b is worse than a on a metric named (or it has no "
-    "interval); 2 a configuration or input error (a column neither file has, a --fail-if-worse "
-    "metric a file lacks, duplicate keys, a labels file without the key or label column; one "
-    "line says what to fix)"
+    "is worse (one too thin to tell is a warning); 1 with --fail-if-worse, b is worse than a "
+    "on a metric named, over all rows or in a --by group (with --fail-if-unknown, also one "
+    "that cannot tell); 2 a configuration or input error (a column neither file has, a "
+    "--fail-if-worse metric a file lacks, duplicate keys, a labels file without the key or "
+    "label column; one line says what to fix)"
 )
 HELP = (
     "compare two scored files: per metric the difference b - a with its interval, a p-value, "
@@ -72,8 +73,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="METRIC,...",
         help="exit 1 when b is worse than a on one of these metrics: the interval of b - a "
         "wholly below -MARGIN (above +MARGIN for a lower-is-better metric such as "
-        "hallucination) and p < 1 - level; one line per metric says which. With --by, any "
-        "group worse fails",
+        "hallucination) and p < 1 - level; one line per metric says which. Checked over all "
+        "rows and, with --by, in each group: any worse fails. b's rows that failed to score "
+        "count as the worst score (0; 1 when lower is better), as gates count them",
+    )
+    regression.add_argument(
+        "--ignore-failed",
+        action="store_true",
+        help="leave b's rows that failed to score out of the check instead of counting them "
+        "as the worst score",
+    )
+    regression.add_argument(
+        "--fail-if-unknown",
+        action="store_true",
+        help="exit 1 also when the check cannot tell: no interval, or so few rows that p "
+        "cannot reach 1 - level (5 pairs at 95%%); by default a warning",
     )
     regression.add_argument(
         "--margin",
@@ -122,7 +136,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     regression: RegressionCheck | None = None
     if fail:
         regression = check_regression(
-            args.a, args.b, fail, margin=args.margin, compared=metrics, **settings
+            args.a,
+            args.b,
+            fail,
+            margin=args.margin,
+            compared=metrics,
+            ignore_failed=args.ignore_failed,
+            fail_if_unknown=args.fail_if_unknown,
+            **settings,
         )
         found = regression.comparison
     else:
@@ -145,6 +166,10 @@ def _regression_options(args: argparse.Namespace, fail: list[str]) -> dict[str, 
     if not fail:
         if args.margin:
             raise ConfigError("--margin applies to --fail-if-worse: name the metrics too")
+        for flag in ("ignore_failed", "fail_if_unknown"):
+            if getattr(args, flag):
+                name = "--" + flag.replace("_", "-")
+                raise ConfigError(f"{name} applies to --fail-if-worse: name the metrics too")
         if files:
             named = " / ".join(f"--{k}" for k in files)
             raise ConfigError(

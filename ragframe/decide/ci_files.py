@@ -40,13 +40,16 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 class Case:
     """One check as a JUnit test case: `classname` ("ragframe.gate.faithfulness"), `name`
     ("faithfulness mean >= 0.8"), whether it passed, the one-line `message` of its failure and
-    the failure's `text` (the figure, the interval, the worst rows)."""
+    the failure's `text` (the figure, the interval, the worst rows). `skipped`: a check that
+    could not tell and did not fail (too few rows), written as JUnit's `<skipped>` with its
+    `message`, the warning a CI test tab shows."""
 
     classname: str
     name: str
     ok: bool
     message: str = ""
     text: str = ""
+    skipped: bool = False
 
 
 def xml_text(text: str) -> str:
@@ -63,15 +66,17 @@ def junit_xml(
     properties: Mapping[str, Any] | None = None,
 ) -> str:
     """A JUnit XML document: `<testsuites>` holding one `<testsuite name=suite>` with its
-    counts, one `<testcase>` per case and a `<failure>` in each failed one. The checks run
+    counts, one `<testcase>` per case, a `<failure>` in each failed one and a `<skipped>` in
+    each skipped one (one that passed without telling: its message is a warning). The checks run
     together in one read, so `seconds` is the suite's time and each case gets an equal share."""
     failures = sum(not c.ok for c in cases)
+    skipped = sum(c.ok and c.skipped for c in cases)
     share = seconds / len(cases) if cases else 0.0
     counts = {
         "tests": str(len(cases)),
         "failures": str(failures),
         "errors": "0",
-        "skipped": "0",
+        "skipped": str(skipped),
         "time": f"{seconds:.3f}",
     }
     root = ET.Element("testsuites", {"name": "ragframe", **counts})
@@ -102,6 +107,8 @@ def junit_xml(
                 {"message": xml_text(" ".join(case.message.split())), "type": "failed"},
             )
             failure.text = xml_text(case.text or case.message)
+        elif case.skipped:
+            ET.SubElement(element, "skipped", {"message": xml_text(" ".join(case.message.split()))})
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 

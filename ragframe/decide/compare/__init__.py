@@ -41,7 +41,9 @@ Methods (n: the pairs, or each side's scores; nulls and NaN left out):
 
 `check_regression(a, b, ["faithfulness"], on="id", margin=0.05)` (or
 `Comparison.check_regression`) says whether b is worse than a on the metrics named, the check
-`ragframe compare --fail-if-worse` fails a build on (the rule: `_regression`'s docstring).
+`ragframe compare --fail-if-worse` fails a build on (the rule: `_regression`'s docstring). It
+reads its own figures of those metrics: over all rows (and, with `by=`, per group too), with
+b's failed rows counted as the worst score unless `ignore_failed=True`.
 
 Every cell is seeded by (seed, metric, group), so adding a group or a metric does not move the
 others' figures. The intervals assume the rows are independent draws from the logs one means
@@ -51,7 +53,7 @@ to compare.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -137,13 +139,19 @@ def check_regression(
     level: float = 0.95,
     seed: int = 0,
     changed: int = 10,
+    ignore_failed: bool = False,
+    fail_if_unknown: bool = False,
 ) -> RegressionCheck:
     """Is b worse than a on `metrics`? `compare(a, b, ...)`, then
     `Comparison.check_regression(metrics, margin)`: a metric is worse when the interval of
-    b - a lies wholly below -margin (above +margin when lower is better) and p < 1 - level;
-    with `by=`, any group worse fails. `.passed` is True when none is; `.comparison` is the
-    whole comparison (of `compared` too: other metrics to show, by default every metric both
-    have). A metric either side lacks is a ConfigError naming the side.
+    b - a lies wholly below -margin (above +margin when lower is better) and p < 1 - level,
+    over all rows or (with `by=`) in any group. A row of b that failed to score counts as the
+    worst score (0; 1 when lower is better), as a gate counts it, unless `ignore_failed`. A
+    metric too thin to tell (no interval, or so few rows that p cannot reach 1 - level) is
+    "cannot tell": a warning, not a failure, unless `fail_if_unknown`. `.passed` is True
+    when nothing failed; `.comparison` is the whole comparison (of `compared` too: other
+    metrics to show, by default every metric both have). A metric either side lacks is a
+    ConfigError naming the side.
     """
     started = time.perf_counter()
     check_options(level, seed, changed)
@@ -158,7 +166,9 @@ def check_regression(
                     "files score, or fix the name)"
                 )
     found = _compare(side_a, side_b, on, by, compared, level, seed, changed, started, names)
-    return found.check_regression(names, margin)
+    return found.check_regression(
+        names, margin, ignore_failed=ignore_failed, fail_if_unknown=fail_if_unknown
+    )
 
 
 def _compare(
@@ -201,6 +211,56 @@ def _compare(
     except (pl.exceptions.PolarsError, OSError) as exc:  # e.g. a group column typed differently
         raise InputError(f"cannot compare {side_a.where} with {side_b.where}: {exc}") from exc
     seconds = time.perf_counter() - started
+
+    def regression_table(checked: list[str], count_failed: bool) -> pl.DataFrame:
+        return _regression_table(
+            side_a, side_b, keys, groups, checked, directions, level, seed, count_failed
+        )
+
     return Comparison(
-        table, unmatched, most, warnings, bool(keys), keys, groups, float(level), seconds
+        table,
+        unmatched,
+        most,
+        warnings,
+        bool(keys),
+        keys,
+        groups,
+        float(level),
+        seconds,
+        regression_table,
     )
+
+
+def _regression_table(
+    side_a: Side,
+    side_b: Side,
+    keys: list[str],
+    groups: list[str],
+    names: list[str],
+    directions: Mapping[str, str | None],
+    level: float,
+    seed: int,
+    count_failed: bool,
+) -> pl.DataFrame:
+    """The regression check's figures of `names`: over all rows (`overall` True), then per
+    group with `by=` (a drop spread over the groups can hide in each, as one group's can in
+    the whole); b's failed rows at the metric's worst score when `count_failed`."""
+    worst = {m: 1.0 if directions[m] == "lower" else 0.0 for m in names} if count_failed else {}
+    tables = []
+    for cells in [[], groups] if groups else [[]]:
+        try:
+            if keys:
+                table = compare_paired(
+                    side_a, side_b, keys, cells, names, directions, level, seed, worst
+                )[0]
+            else:
+                table = compare_unpaired(
+                    side_a, side_b, cells, names, directions, level, seed, worst
+                )
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise InputError(f"cannot compare {side_a.where} with {side_b.where}: {exc}") from exc
+        tables.append(table.with_columns(pl.lit(not cells).alias("overall")))
+    if len(tables) == 1:
+        return tables[0]
+    overall, grouped = tables
+    return pl.concat([overall, grouped], how="diagonal_relaxed").select(grouped.columns)

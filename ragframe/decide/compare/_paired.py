@@ -23,8 +23,11 @@ def compare_paired(
     directions: Mapping[str, str | None],
     level: float,
     seed: int,
+    worst_b: Mapping[str, float] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """The paired table, the unmatched keys, and the joined scores (for `most_changed`)."""
+    """The paired table, the unmatched keys, and the joined scores (for `most_changed`).
+    `worst_b`: per metric, the score a matched row of b that failed to score counts as (the
+    regression check's worst score, as gates count one); without it such a pair is left out."""
     require(keys, (a, b), "on=")
     _require_groups(a, b, groups)
     joined = _joined(a, b, keys, groups, names)
@@ -33,7 +36,7 @@ def compare_paired(
     cells = (
         joined.with_columns(pl.lit(True).alias("\0all"))
         .group_by(cell_groups)
-        .agg(_cell_aggregates(names))
+        .agg(_cell_aggregates(names, worst_b or {}))
         .sort(cell_groups, nulls_last=True)
     )
     table = cells_table(cells, groups, names, directions, level, seed, paired_cell, _counts)
@@ -73,9 +76,10 @@ def _joined(a: Side, b: Side, keys: list[str], groups: list[str], names: list[st
     )
 
 
-def _cell_aggregates(names: list[str]) -> list[pl.Expr]:
+def _cell_aggregates(names: list[str], worst_b: Mapping[str, float]) -> list[pl.Expr]:
     """Per cell: the keys matched or on one side only, and per metric the paired scores and
-    the matched rows that failed to score on each side."""
+    the matched rows that failed to score on each side (b's counted as `worst_b[metric]` in
+    the pairs, when given; still counted as failed)."""
     in_a, in_b = pl.col("\0in_a"), pl.col("\0in_b")
     matched = in_a & in_b
     aggs: list[pl.Expr] = [
@@ -84,13 +88,14 @@ def _cell_aggregates(names: list[str]) -> list[pl.Expr]:
         (in_b & ~in_a).sum().alias("\0only_b"),
     ]
     for m in names:
-        sa, sb = pl.col(f"{m}\0a"), pl.col(f"{m}\0b")
+        sa, raw_b = pl.col(f"{m}\0a"), pl.col(f"{m}\0b")
+        sb = raw_b.fill_null(worst_b[m]) if m in worst_b else raw_b
         pair = matched & sa.is_not_null() & sb.is_not_null()
         aggs += [
             sa.filter(pair).alias(f"{m}\0xa"),
             sb.filter(pair).alias(f"{m}\0xb"),
             (matched & sa.is_null()).sum().alias(f"{m}\0failed_a"),
-            (matched & sb.is_null()).sum().alias(f"{m}\0failed_b"),
+            (matched & raw_b.is_null()).sum().alias(f"{m}\0failed_b"),
         ]
     return aggs
 

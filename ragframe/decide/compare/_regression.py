@@ -1,24 +1,33 @@
 """Is b worse than a? The check a CI job fails on (`ragframe compare A B --on id
---fail-if-worse faithfulness`), read off a comparison's table.
+--fail-if-worse faithfulness`), read off the comparison's figures of the metrics named.
 
-A metric (in a group, with `by=`) is **worse** when its interval of b - a lies wholly beyond the
-margin on the losing side, in the metric's own direction, and the p-value agrees (p < 1 -
-level, the rule of the comparison's verdict): for a higher-is-better metric the interval's high
-end is below -margin; for a lower-is-better one (hallucination) its low end is above +margin.
-With margin 0 "worse" is exactly the comparison's "❌ b worse". A margin asks for a drop of at
-least that much before failing: a drop whose interval reaches above -margin is not worse.
+A metric is **worse** when its interval of b - a lies wholly beyond the margin on the losing
+side, in the metric's own direction, and the p-value agrees (p < 1 - level, the rule of the
+comparison's verdict): for a higher-is-better metric the interval's high end is below
+-margin; for a lower-is-better one (hallucination) its low end is above +margin. With margin 0
+"worse" is exactly the comparison's "❌ b worse". A margin asks for a drop of at least that
+much before failing: a drop whose interval reaches above -margin is not worse.
 
-A metric with no interval (fewer than 2 pairs, or 2 scores a side unpaired) cannot be shown
-not worse, so it fails the check ("no interval"), as a gate on a metric with no scored row
-fails. With groups (`by=`) every group is checked and any group worse fails the check: a
-regression in one part of the traffic is a regression, even when the others hide it in the
-overall mean (each group is one more chance of a false alarm: at 95 % about 2.5 % a group when
-nothing changed).
+The figures are the check's own: a row of b that failed to score (a null score) counts as the
+metric's worst score (0; 1 when lower is better), as a gate counts it, so a candidate that
+breaks on most rows cannot pass by leaving them out (`ignore_failed=True` leaves them out).
+The check is made over all rows and, with groups (`by=`), in every group too: any of them
+worse fails (a drop spread thinly over the groups shows in the whole; one part of the traffic
+worse is a regression the others can hide; each group is one more chance of a false alarm, at
+95 % about 2.5 % a group when nothing changed).
+
+"**cannot tell**": a metric (or group) with no interval (fewer than 2 pairs; unpaired, fewer
+than 2 scores a side), or so few rows that no data could give p < 1 - level (the sign-flip
+test's smallest p is 2 / 2**n: 5 pairs give at best 0.0625, so at 95 % they can never show a
+difference; unpaired, 2 / C(n_a + n_b, n_a)). Nothing is shown either way: the check says so
+on its own line and as a warning (a skipped JUnit case, ⚠️ in the Markdown) and does not fail,
+unless `fail_if_unknown=True` (CLI `--fail-if-unknown`).
 """
 
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +35,7 @@ from typing import Any
 import polars as pl
 
 from ragframe.decide.ci_files import Case, CiFiles, markdown_table
+from ragframe.decide.compare._stats import PERMUTATIONS
 from ragframe.errors import ConfigError
 
 #: The columns of `RegressionCheck.table`, after the group columns.
@@ -41,25 +51,30 @@ COLUMNS = (
     "ci_low",
     "ci_high",
     "p_value",
+    "min_p",
     "failed_a",
     "failed_b",
+    "overall",
     "margin",
     "status",
     "ok",
 )
-WORSE, NOT_WORSE, NO_INTERVAL = "worse", "not worse", "no interval"
+WORSE, NOT_WORSE, UNKNOWN = "worse", "not worse", "cannot tell"
 
 
 @dataclass(frozen=True)
 class RegressionCheck(CiFiles):
     """Whether b is worse than a on the metrics named (module docstring: the rule).
 
-    table : one row per group and metric named: the comparison's figures (n, n_a, n_b,
-        mean_a, mean_b, diff = b - a, ci_low, ci_high, p_value, failed_a, failed_b), the
-        `margin`, `status` ("worse", "not worse" or "no interval") and `ok` (not "worse" and
-        not "no interval").
-    passed : True when no metric is worse. `str()` says one line per row; `write(junit=,
-    json=, markdown=)` writes the CI files (a JUnit test case per row).
+    table : one row per metric named over all rows (`overall` True), then with `by=` per
+        group and metric: the figures (n, n_a, n_b, mean_a, mean_b, diff = b - a, ci_low,
+        ci_high, p_value, failed_a, failed_b: b's failed rows, counted as the worst score
+        unless `ignore_failed`), `min_p` (the smallest p that many rows can give; null for a
+        t-test), the `margin`, `status` ("worse", "not worse" or "cannot tell") and `ok`
+        (not "worse", nor "cannot tell" with `fail_if_unknown`).
+    passed : True when no row failed. `worse` / `unknown` name the metrics worse / that
+        cannot tell. `str()` says one line per row; `write(junit=, json=, markdown=)` writes
+        the CI files (a JUnit test case per row, "cannot tell" as skipped).
     comparison : the `Comparison` the check was read from.
     """
 
@@ -70,18 +85,28 @@ class RegressionCheck(CiFiles):
     by: list[str]
     seconds: float = 0.0
     comparison: Any = field(default=None, repr=False, compare=False)
+    ignore_failed: bool = False
+    fail_if_unknown: bool = False
     suite = "ragframe compare"
 
     @property
     def passed(self) -> bool:
-        """True when no named metric is worse (nor without an interval)."""
+        """True when no named metric is worse (nor, with `fail_if_unknown`, cannot tell)."""
         return bool(self.table["ok"].all())
 
     @property
     def worse(self) -> list[str]:
-        """The metrics worse in b (in some group), in table order."""
-        failed = self.table.filter(~pl.col("ok"))["metric"]
-        return list(dict.fromkeys(failed.to_list()))
+        """The metrics worse in b (overall or in some group), in table order."""
+        return self._metrics(WORSE)
+
+    @property
+    def unknown(self) -> list[str]:
+        """The metrics the check cannot tell about (overall or in some group)."""
+        return self._metrics(UNKNOWN)
+
+    def _metrics(self, status: str) -> list[str]:
+        found = self.table.filter(pl.col("status") == status)["metric"]
+        return list(dict.fromkeys(found.to_list()))
 
     def __str__(self) -> str:
         lines = [_line(row, self) for row in self.table.iter_rows(named=True)]
@@ -89,13 +114,20 @@ class RegressionCheck(CiFiles):
 
     def _verdict(self) -> str:
         total, status = self.table.height, self.table["status"]
-        worse, unknown = int((status == WORSE).sum()), int((status == NO_INTERVAL).sum())
+        worse, unknown = int((status == WORSE).sum()), int((status == UNKNOWN).sum())
         what = f"{self.level:.0%} intervals" + (f", margin {self.margin:g}" if self.margin else "")
-        if not worse and not unknown:
-            return f"regression check passed: b is not worse on any of {total} ({what})"
-        said = [f"{worse} of {total} worse"] if worse else []
-        said += [f"{unknown} of {total} without an interval"] if unknown else []
-        return f"regression check failed: {', '.join(said)} ({what})"
+        cannot = f"{unknown} of {total} cannot tell"
+        if worse:
+            said = f"{worse} of {total} worse" + (f", {cannot}" if unknown else "")
+            return f"regression check failed: {said} ({what})"
+        if unknown and self.fail_if_unknown:
+            return f"regression check failed: {cannot} (fail if unknown; {what})"
+        if unknown:
+            return (
+                f"regression check passed with a warning: b is not shown worse on "
+                f"{total - unknown} of {total}; {cannot} ({what})"
+            )
+        return f"regression check passed: b is not shown worse on any of {total} ({what})"
 
     def _repr_html_(self) -> str:
         items = "".join(
@@ -107,7 +139,7 @@ class RegressionCheck(CiFiles):
         """One JUnit test case per row: 'faithfulness not worse than a [by 0.05]'."""
         out = []
         for row in self.table.iter_rows(named=True):
-            message = _line(row, self)[2:]
+            message = _line(row, self).split(" ", 1)[1]  # without the mark
             out.append(
                 Case(
                     classname=f"ragframe.compare.{row['metric']}",
@@ -115,35 +147,47 @@ class RegressionCheck(CiFiles):
                     ok=bool(row["ok"]),
                     message=message,
                     text=message + "\n",
+                    skipped=bool(row["ok"]) and row["status"] == UNKNOWN,
                 )
             )
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form: `passed`, `checks` / `failed` (counts), `margin`, `level`, `paired`,
-        `by`, and `results`: the table's rows (with `name`, the JUnit test case's)."""
+        """The JSON form: `passed`, `checks` / `failed` / `unknown` (counts), `margin`,
+        `level`, `paired`, `by`, `ignore_failed`, `fail_if_unknown`, and `results`: the
+        table's rows (with `name`, the JUnit test case's)."""
         rows = [{"name": _name(r, self), **r} for r in self.table.iter_rows(named=True)]
         return {
             "version": 1,
             "passed": self.passed,
             "checks": self.table.height,
             "failed": int((~self.table["ok"]).sum()),
+            "unknown": int((self.table["status"] == UNKNOWN).sum()),
             "margin": self.margin,
             "level": self.level,
             "paired": self.paired,
             "by": self.by,
+            "ignore_failed": self.ignore_failed,
+            "fail_if_unknown": self.fail_if_unknown,
             "results": rows,
         }
 
     def to_markdown(self) -> str:
-        """A GitHub-flavoured Markdown table: one row per metric (and group) with ✅ / ❌."""
-        head = "✅ b is not worse" if self.passed else "❌ b is worse"
+        """A GitHub-flavoured Markdown table: one row per metric (and group) with ✅ / ⚠️ / ❌;
+        the headline says worse only when a row is worse."""
+        if self.worse:
+            head = "❌ b is worse"
+        elif self.unknown:
+            mark = "❌" if self.fail_if_unknown else "⚠️"
+            head = f"{mark} cannot tell whether b is worse on {', '.join(self.unknown)}"
+        else:
+            head = "✅ b is not shown worse"
         lines = [f"### ragframe compare: {head}", "", self._verdict() + ".", ""]
         header = ["", *self.by, "metric", "diff (b - a)", f"{self.level:.0%} interval", "p"]
         rows = [
             [
-                "✅" if row["ok"] else "❌",
-                *(row[g] for g in self.by),
+                _mark(row),
+                *(_group(row, g) for g in self.by),
                 row["metric"],
                 _signed(row["diff"]),
                 _interval(row["ci_low"], row["ci_high"]),
@@ -159,15 +203,18 @@ class RegressionCheck(CiFiles):
         return self.seconds
 
     def _properties(self) -> dict[str, Any]:
-        return {"margin": self.margin, "level": self.level, "paired": self.paired}
+        return {
+            "margin": self.margin,
+            "level": self.level,
+            "paired": self.paired,
+            "ignore_failed": self.ignore_failed,
+            "fail_if_unknown": self.fail_if_unknown,
+        }
 
 
-def check_table(
-    table: pl.DataFrame, metrics: Sequence[str], margin: float, level: float, by: list[str]
-) -> pl.DataFrame:
-    """The rows of the comparison's `table` for `metrics`, with `margin`, `status`, `ok`."""
+def check_compared(table: pl.DataFrame, metrics: Sequence[str] | str) -> list[str]:
+    """The metric names, each one the comparison's `table` compared."""
     names = check_metrics(metrics)
-    margin = check_margin(margin)
     compared = list(dict.fromkeys(table["metric"].to_list()))
     missing = [m for m in names if m not in compared]
     if missing:
@@ -175,16 +222,49 @@ def check_table(
             f"the regression check names {missing}, which were not compared (compared: "
             f"{compared}); compare them too (metrics=[...]) or fix the names"
         )
+    return names
+
+
+def check_table(
+    figures: pl.DataFrame,
+    metrics: Sequence[str],
+    margin: float,
+    level: float,
+    by: list[str],
+    fail_if_unknown: bool = False,
+) -> pl.DataFrame:
+    """The rows of `figures` (comparison rows with `overall`) for `metrics`, with `min_p`,
+    `margin`, `status` and `ok`."""
+    names = check_compared(figures, metrics)
+    margin = check_margin(margin)
     alpha = round(1 - level, 12)
     rows = []
-    for metric in names:  # in the order named, each metric's groups in the table's order
-        for row in table.filter(pl.col("metric") == metric).iter_rows(named=True):
-            status = _status(row, margin, alpha)
-            rows.append({**row, "margin": margin, "status": status, "ok": status == NOT_WORSE})
-    schema = {**{g: table.schema[g] for g in by}}
-    schema.update({c: table.schema[c] for c in COLUMNS if c in table.schema})
-    schema.update(margin=pl.Float64, status=pl.String, ok=pl.Boolean)
+    for metric in names:  # in the order named: overall first, then each group in order
+        for row in figures.filter(pl.col("metric") == metric).iter_rows(named=True):
+            floor = min_p(row)
+            status = _status(row, floor, margin, alpha)
+            ok = status == NOT_WORSE or (status == UNKNOWN and not fail_if_unknown)
+            rows.append({**row, "min_p": floor, "margin": margin, "status": status, "ok": ok})
+    added = {"min_p": pl.Float64, "overall": pl.Boolean, "margin": pl.Float64}
+    added.update(status=pl.String, ok=pl.Boolean)
+    schema = {c: added.get(c) or figures.schema[c] for c in [*by, *COLUMNS]}
     return pl.DataFrame([{c: r[c] for c in schema} for r in rows], schema=schema)
+
+
+def min_p(row: dict[str, Any]) -> float | None:
+    """The smallest p-value the row's test can give with its n, whatever the scores: the
+    exact sign flip 2 / 2**n; a random sign flip or relabelling no less than that (2 /
+    C(n_a + n_b, n_a) unpaired, 1 / C(...) when the sides differ in size) nor than
+    1 / (1 + PERMUTATIONS); None for a t-test (no floor)."""
+    test = row.get("test") or ""
+    if test.startswith("sign-flip"):
+        floor = 2.0 / 2.0 ** min(row["n"], 1074)
+    elif test == "label permutation":
+        na, nb = row["n_a"], row["n_b"]
+        floor = (2.0 if na == nb else 1.0) / math.comb(na + nb, na)
+    else:
+        return None
+    return min(1.0, max(floor, 0.0 if test == "sign-flip exact" else 1 / (1 + PERMUTATIONS)))
 
 
 def check_metrics(metrics: Sequence[str] | str) -> list[str]:
@@ -208,10 +288,10 @@ def check_margin(margin: float) -> float:
     return float(margin)
 
 
-def _status(row: dict[str, Any], margin: float, alpha: float) -> str:
+def _status(row: dict[str, Any], floor: float | None, margin: float, alpha: float) -> str:
     low, high, p = row["ci_low"], row["ci_high"], row["p_value"]
-    if low is None or high is None or p is None:
-        return NO_INTERVAL
+    if low is None or high is None or p is None or (floor is not None and floor >= alpha):
+        return UNKNOWN
     beyond = low > margin if row["direction"] == "lower" else high < -margin
     return WORSE if beyond and p < alpha else NOT_WORSE
 
@@ -219,22 +299,40 @@ def _status(row: dict[str, Any], margin: float, alpha: float) -> str:
 # ------------------------------------------------------------------------------ text
 
 
+def _groups(row: dict[str, Any], check: RegressionCheck) -> str:
+    """' [topic=geo]', ' [all rows]' for the overall row of a check by group, '' without."""
+    if not check.by:
+        return ""
+    if row["overall"]:
+        return " [all rows]"
+    return " [" + ", ".join(f"{g}={row[g]}" for g in check.by) + "]"
+
+
+def _group(row: dict[str, Any], column: str) -> Any:
+    """A group column's cell in the Markdown table ("(all rows)" on the overall row)."""
+    return "(all rows)" if row["overall"] else row[column]
+
+
+def _mark(row: dict[str, Any]) -> str:
+    if row["status"] == UNKNOWN and row["ok"]:
+        return "⚠️"
+    return "✅" if row["ok"] else "❌"
+
+
 def _label(row: dict[str, Any], check: RegressionCheck) -> str:
-    groups = ", ".join(f"{g}={row[g]}" for g in check.by)
-    return row["metric"] + (f" [{groups}]" if groups else "")
+    return row["metric"] + _groups(row, check)
 
 
 def _name(row: dict[str, Any], check: RegressionCheck) -> str:
     """'faithfulness not worse than a by 0.05 [topic=geo]'."""
     by = f" by {check.margin:g}" if check.margin else ""
-    groups = ", ".join(f"{g}={row[g]}" for g in check.by)
-    return f"{row['metric']} not worse than a{by}" + (f" [{groups}]" if groups else "")
+    return f"{row['metric']} not worse than a{by}" + _groups(row, check)
 
 
 def _line(row: dict[str, Any], check: RegressionCheck) -> str:
     """'❌ faithfulness: worse: b - a = -0.120, 95% interval [-0.180, -0.060] wholly below
     0 (n=40 pairs, p=0.001)'."""
-    mark = "✅" if row["ok"] else "❌"
+    mark = _mark(row)
     label, level = _label(row, check), f"{check.level:.0%}"
     lower = row["direction"] == "lower"
     line = -check.margin if not lower else check.margin
@@ -245,12 +343,14 @@ def _line(row: dict[str, Any], check: RegressionCheck) -> str:
         facts.append(f"p{shown}" if shown.startswith("<") else f"p={shown}")
     if lower:
         facts.append("lower is better")
-    if (row["failed_b"] or 0) > 0:
-        facts.append(f"{row['failed_b']} rows of b failed to score, left out")
+    failed = row["failed_b"] or 0
+    if failed and check.ignore_failed:
+        facts.append(f"{failed} rows of b failed to score, left out (ignore failed)")
+    elif failed:
+        facts.append(f"{failed} rows of b failed to score, counted as {1 if lower else 0}")
     said = f"({'; '.join(facts)})"
-    if row["status"] == NO_INTERVAL:
-        need = "2 pairs" if check.paired else "2 scores on each side"
-        return f"{mark} {label}: no interval, cannot tell (needs at least {need}) {said}"
+    if row["status"] == UNKNOWN:
+        return f"{mark} {label}: cannot tell: {_thin(row, check)} {said}"
     figures = (
         f"b - a = {_signed(row['diff'])}, {level} interval "
         f"{_interval(row['ci_low'], row['ci_high'])}"
@@ -264,6 +364,25 @@ def _line(row: dict[str, Any], check: RegressionCheck) -> str:
         else f"the interval is not wholly {side} {_bound(line)}"
     )
     return f"{mark} {label}: not worse: {figures}; {why} {said}"
+
+
+def _thin(row: dict[str, Any], check: RegressionCheck) -> str:
+    """Why a row cannot tell: no interval, or too few rows for p to reach 1 - level."""
+    level = f"{check.level:.0%}"
+    if row["ci_low"] is None or row["ci_high"] is None or row["p_value"] is None:
+        need = "2 pairs" if check.paired else "2 scores on each side"
+        return f"no interval (needs at least {need})"
+    alpha = round(1 - check.level, 12)
+    if check.paired:
+        need = next(n for n in range(1, 1100) if 2.0 / 2.0**n < alpha)
+        return (
+            f"n={row['n']} pairs cannot show a difference at {level} (the smallest p "
+            f"{row['n']} pairs can give is {_p(row['min_p'])}; needs at least {need} pairs)"
+        )
+    return (
+        f"n={row['n_a']}/{row['n_b']} scores cannot show a difference at {level} (the "
+        f"smallest p they can give is {_p(row['min_p'])}; needs more scores on each side)"
+    )
 
 
 def _n(row: dict[str, Any], paired: bool) -> str:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
-from ragframe.decide.compare._regression import RegressionCheck, check_table
+from ragframe.decide.compare._regression import RegressionCheck, check_compared, check_table
 
 
 @dataclass(frozen=True)
@@ -45,17 +45,41 @@ class Comparison:
     by: list[str] = field(default_factory=list)
     level: float = 0.95
     seconds: float = 0.0
+    #: (metrics, count b's failed rows as the worst) -> the regression check's figures, over
+    #: all rows and per group; set by `compare`, which still holds the two sides.
+    _regression: Callable[[list[str], bool], pl.DataFrame] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def check_regression(
-        self, metrics: Sequence[str] | str, margin: float = 0.0
+        self,
+        metrics: Sequence[str] | str,
+        margin: float = 0.0,
+        *,
+        ignore_failed: bool = False,
+        fail_if_unknown: bool = False,
     ) -> RegressionCheck:
         """Whether b is worse than a on `metrics` (each compared here), by at least `margin`:
         the interval of b - a wholly below -margin (above +margin for a lower-is-better
-        metric) and p < 1 - level; a metric with no interval fails too. With groups, any
-        group worse fails. `.passed` is True when none is."""
-        table = check_table(self.table, metrics, margin, self.level, self.by)
+        metric) and p < 1 - level, over all rows or, with groups, in any group. b's rows that
+        failed to score count as the worst score unless `ignore_failed`. A metric too thin to
+        tell (no interval; too few rows for p to reach 1 - level) is a warning, a failure only
+        with `fail_if_unknown`. `.passed` is True when nothing failed."""
+        names = check_compared(self.table, metrics)
+        figures = self.table.with_columns(pl.lit(not self.by).alias("overall"))
+        if self._regression is not None:
+            figures = self._regression(names, not ignore_failed)
+        table = check_table(figures, names, margin, self.level, self.by, fail_if_unknown)
         return RegressionCheck(
-            table, float(margin), self.level, self.paired, list(self.by), self.seconds, self
+            table,
+            float(margin),
+            self.level,
+            self.paired,
+            list(self.by),
+            self.seconds,
+            self,
+            ignore_failed=ignore_failed,
+            fail_if_unknown=fail_if_unknown,
         )
 
     def __str__(self) -> str:

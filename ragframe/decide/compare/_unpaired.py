@@ -21,8 +21,11 @@ def compare_unpaired(
     directions: Mapping[str, str | None],
     level: float,
     seed: int,
+    worst_b: Mapping[str, float] | None = None,
 ) -> pl.DataFrame:
-    """The two-sample table: each side's scores per group, compared."""
+    """The two-sample table: each side's scores per group, compared. `worst_b`: per metric,
+    the score a row of b that failed to score counts as (else it is left out)."""
+    worst = worst_b or {}
     per_side = []
     for side, tag in ((a, "a"), (b, "b")):
         cell_groups = groups or ["\0all"]
@@ -31,7 +34,11 @@ def compare_unpaired(
             expr
             for m in names
             for expr in (
-                pl.col(m).drop_nulls().alias(f"{m}\0x{tag}"),
+                (
+                    pl.col(m).fill_null(worst[m])
+                    if tag == "b" and m in worst
+                    else pl.col(m).drop_nulls()
+                ).alias(f"{m}\0x{tag}"),
                 pl.col(m).null_count().alias(f"{m}\0failed_{tag}"),
             )
         ]
