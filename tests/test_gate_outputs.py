@@ -201,6 +201,32 @@ def test_json_has_stable_keys_passed_and_the_worst_rows() -> None:
     assert passing["passed"] is True and passing["failed"] == 0
 
 
+def test_json_results_count_passing_rows_apart_from_the_boolean_passed() -> None:
+    """The table's `passed` (a count of rows, null for a mean gate) is `passing_rows` in the
+    JSON: beside the top-level Boolean `passed`, a result's `passed: 3` read as a verdict."""
+    result = check_gates(scored(), min_pass_rate={"faithfulness": 0.9})
+    rows = result.to_dict()["results"]
+    assert all("passed" not in r for r in rows)
+    assert [r["passing_rows"] for r in rows] == result.table["passed"].to_list()
+    assert isinstance(rows[0]["passing_rows"], int)
+
+
+@pytest.mark.parametrize("name", ["scored.parquet", 'it\'s \\ "odd".parquet'])
+def test_json_and_junit_name_the_source_without_quotes(tmp_path: Path, name: str) -> None:
+    """The path as a file names it (`"source": "/x/scored.parquet"`), not Python's repr of it
+    (`"'/x/scored.parquet'"`), which the messages keep to show where a name ends."""
+    path = tmp_path / name
+    scored().write_parquet(path)
+    result = check_gates(str(path), fail_under={"faithfulness": 0.8})
+    assert result.to_dict()["source"] == str(path)
+    root = ET.fromstring(result.to_junit().encode("utf-8"))
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert props["source"] == str(path)
+    assert check_gates(scored(), fail_under={"faithfulness": 0.8}).to_dict()["source"] == (
+        "the frame"
+    )
+
+
 # ------------------------------------------------------------------------------ Markdown
 
 

@@ -31,6 +31,7 @@ reader sees how far from the line the mean could be, and does not change the ver
 
 from __future__ import annotations
 
+import ast
 import html
 import time
 from collections.abc import Iterable, Mapping
@@ -148,13 +149,15 @@ class GateResult(CiFiles):
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (`ragframe gate --json FILE`): `passed`, `gates` / `failed` (counts),
-        `source`, `level`, `ignore_failed`, `id_column`, and `results`: each gate's row of
-        `table` (its keys as documented there, plus `name`) with its `worst` rows (row, id,
-        score, pass, why; empty for a gate that passed)."""
+        `source` (the path as given, or "the frame"), `level`, `ignore_failed`, `id_column`,
+        and `results`: each gate's row of `table` (its keys as documented there, plus `name`;
+        the table's `passed`, a count of rows, as `passing_rows`, so it is never read as the
+        top-level Boolean `passed`) with its `worst` rows (row, id, score, pass, why; empty
+        for a gate that passed)."""
         results = [
             {
                 "name": _gate_name(row),
-                **row,
+                **{("passing_rows" if k == "passed" else k): v for k, v in row.items()},
                 "worst": self._worst_of(row["metric"], row["gate"]) if not row["ok"] else [],
             }
             for row in self.table.iter_rows(named=True)
@@ -164,7 +167,7 @@ class GateResult(CiFiles):
             "passed": self.passed,
             "gates": self.table.height,
             "failed": self.failed,
-            "source": self.source,
+            "source": plain_source(self.source),
             "level": self.level,
             "ignore_failed": self.ignore_failed,
             "id_column": self.id_column,
@@ -223,7 +226,11 @@ class GateResult(CiFiles):
         return self.seconds
 
     def _properties(self) -> dict[str, Any]:
-        return {"source": self.source, "level": self.level, "ignore_failed": self.ignore_failed}
+        return {
+            "source": plain_source(self.source),
+            "level": self.level,
+            "ignore_failed": self.ignore_failed,
+        }
 
     def _repr_html_(self) -> str:
         head = "".join(
@@ -367,6 +374,18 @@ TABLE_SCHEMA: dict[str, Any] = {
     "ok": pl.Boolean,
     "note": pl.String,
 }
+
+
+def plain_source(source: str) -> str:
+    """The source as a file would name it: a path that messages quote (`'out.parquet'`,
+    Python's repr, as `load_scored` says it) unquoted; "the frame" as it is."""
+    if len(source) >= 2 and source[0] == source[-1] and source[0] in "'\"":
+        try:
+            value = ast.literal_eval(source)
+        except (ValueError, SyntaxError):
+            return source
+        return value if isinstance(value, str) else source
+    return source
 
 
 def _check_options(worst: int, level: float) -> None:
