@@ -139,3 +139,20 @@ def test_a_group_named_like_a_summary_column_is_refused_in_one_line(
         summarize(tmp_path / "no such file.parquet", by=[name])
     renamed = summarize(frame.rename({name: f"{name}_group"}), by=f"{name}_group")
     assert renamed.columns[:2] == [f"{name}_group", "metric"] and renamed.height == 4
+
+
+def test_a_group_named_twice_or_as_a_metric(
+    main: Any, scored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """by= naming a column twice groups by it once; a detected score column named in by= is
+    a group, not a metric; named in both by= and metrics=, it is one line (exit 2)."""
+    frame = pl.read_parquet(scored)
+    twice = summarize(frame, by=["experiment", "experiment"])
+    assert twice.equals(summarize(frame, by="experiment"))
+    grouped = summarize(frame.with_columns(pl.col("hallucination").round(1)), by="hallucination")
+    assert grouped.columns[:2] == ["hallucination", "metric"]
+    assert set(grouped["metric"]) == {"faithfulness"}
+    argv = ["summarize", str(scored), "--by", "faithfulness", "--metrics", "faithfulness"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "'faithfulness' is named both in by= and in metrics=" in err and "\n" not in err, err

@@ -98,7 +98,7 @@ def summarize(
     Jupyter and by `print`) as the table a person reads, with a line saying what ✅ / ❌ judge.
     """
     check_options(level, seed, method)
-    groups = [by] if isinstance(by, str) else list(by or [])
+    groups = list(dict.fromkeys([by] if isinstance(by, str) else by or []))
     refuse_clashing_groups(groups)
     lazy, meta, where = load_scored(data, storage_options=storage_options)
     frame, names, rules = _read(lazy, meta, where, groups, metrics, thresholds, strict)
@@ -339,11 +339,12 @@ def _metric_names(
     meta: Mapping[str, Any],
     groups: list[str],
 ) -> list[str]:
-    """The score columns: as given (checked), else from the metadata, else detected."""
+    """The score columns: as given (checked), else from the metadata, else detected (a
+    group column is a group, not a metric, then)."""
     if isinstance(metrics, str):
         metrics = [metrics]
     if metrics is None:
-        metrics = score_columns(schema, meta)
+        metrics = [m for m in score_columns(schema, meta) if m not in groups]
         if not metrics:
             raise InputError(
                 "found no score columns (Float64 columns with a `{name}_detail` sibling, as "
@@ -352,8 +353,13 @@ def _metric_names(
     for name in metrics:
         if name not in schema:
             raise InputError(f"no column {name!r} to summarize; the columns are {list(schema)}")
+        if name in groups:
+            raise ConfigError(
+                f"{name!r} is named both in by= and in metrics=: a column is either a group "
+                "or scores; drop it from one of them"
+            )
         dtype = schema[name]
-        if not (dtype.is_numeric() or dtype == pl.Boolean) or name in groups:
+        if not (dtype.is_numeric() or dtype == pl.Boolean):
             text = first_non_number(lazy, name)
             raise InputError(
                 f"column {name!r} is {dtype}, not scores{text}; summarize numbers (Float64 "
