@@ -236,7 +236,7 @@ def test_a_series_is_refused_in_one_line_naming_the_frame_to_pass(
     """evaluate(df["question"]) ended in an AttributeError traceback."""
     judge = judge_for(server, tmp_path)
     said = r"^cannot score a pandas Series: pass the whole DataFrame \(df, not df\['question'\]\)"
-    for options in ({}, {"sample": 2}):
+    for options in ({}, {"sample": 2}, {"output": tmp_path / "scored.parquet"}):
         with pytest.raises(InputError, match=said):
             ragframe.evaluate(log()["question"], ["faithfulness"], judge=judge, **options)
     with pytest.raises(InputError, match=said):
@@ -389,6 +389,13 @@ def test_a_pandas_runs_file_keeps_its_named_index_as_the_row_id(
     two = log(2).set_index("experiment", append=True)  # a MultiIndex: every named level
     ragframe.run(two, ["faithfulness"], judge=judge).write_parquet(tmp_path / "two.parquet")
     assert pl.read_parquet(tmp_path / "two.parquet").columns[:2] == ["trace_id", "experiment"]
+    mixed = log(3).set_axis(pd.Index([1, "x", 2.5], name="id"))  # one Parquet cannot hold
+    sent = server.count()
+    with pytest.raises(InputError, match=r"^cannot write the pandas index \['id'\] .*astype"):
+        ragframe.evaluate(mixed, ["faithfulness"], judge=judge, output=tmp_path / "m.parquet")
+    assert server.count() == sent  # said before the run, not after it
+    ragframe.run(mixed, ["faithfulness"], judge=judge)  # scored all the same, without output=
+    assert server.count() > sent
     unnamed = log(2).rename_axis(None)  # positions pandas made up are not data
     ragframe.run(unnamed, ["faithfulness"], judge=judge).write_parquet(tmp_path / "u.parquet")
     assert pl.read_parquet(tmp_path / "u.parquet").columns[0] == "question"

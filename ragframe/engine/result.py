@@ -252,8 +252,8 @@ def index_columns(source: Any, existing: Sequence[str] = ()) -> pl.DataFrame | N
     except (ValueError, TypeError, pl.exceptions.PolarsError) as exc:
         raise InputError(
             f"cannot write the pandas index {[str(n) for n in kept]} as columns "
-            f"({' '.join(str(exc).split())}); reset it (df.reset_index()) and convert it, or "
-            "unname it (df.rename_axis(None)) to leave it out"
+            f"({' '.join(str(exc).split())}); give it one type (df.index = df.index.astype(str)), "
+            "or unname it (df.rename_axis(None)) to leave it out"
         ) from exc
 
 

@@ -327,8 +327,8 @@ def _refuse_output(data: Any, output: str | Path | None, overwrite: bool) -> Non
         raise ConfigError("output must not be the input file; the input is never written")
     if target.exists() and not overwrite:
         raise ConfigError(f"output {str(target)!r} exists; pass overwrite=True to replace it")
-    if is_pandas(data):  # its named index is written too: one Parquet cannot hold, said now
-        index_columns(data)
+    if is_pandas(data) and hasattr(data, "columns"):
+        index_columns(data)  # the named index is written too: said now if it cannot be
 
 
 async def aevaluate(
