@@ -86,7 +86,9 @@ class RunResult:
             if m.name not in self.frame.columns:
                 continue
             scores = self.frame.get_column(m.name)
-            missing = scores.is_null() | scores.is_nan().fill_null(True)
+            missing = scores.is_null()
+            if scores.dtype.is_float():
+                missing = missing | scores.is_nan().fill_null(True)
             failed = int(missing.sum())
             if not failed:
                 continue
