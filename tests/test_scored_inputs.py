@@ -69,6 +69,25 @@ def test_gates_read_a_pandas_frame_and_name_the_worst_rows_by_its_index(
         assert_scores(pandas_scored, faithfulness=1.0)
 
 
+def test_a_pandas_runs_result_keeps_its_index_as_its_file_does(
+    sample: pl.DataFrame, judge: Any, tmp_path: Path
+) -> None:
+    """`ragframe.run` on a pandas log indexed by id: the gates name the worst rows by that id,
+    and summarize groups by it, as they do reading the run's written file."""
+    log = sample.head(8).to_pandas().set_index("id")
+    result = ragframe.run(log, ["faithfulness"], judge=judge)
+    result.write_parquet(tmp_path / "run.parquet")
+    for scored in (result, tmp_path / "run.parquet"):
+        gates = check_gates(scored, fail_under={"faithfulness": 1.0}, worst=8)
+        assert gates.id_column == "id" and gates.worst.height, scored
+        assert set(gates.worst.get_column("id")) <= set(log.index)
+        assert summarize(scored, by="id").height == 8
+    drawn = ragframe.run(log, ["faithfulness"], judge=judge, sample=4, seed=1)
+    ids = summarize(drawn, by="id").get_column("id").to_list()
+    assert len(set(ids)) == 4 and set(ids) <= set(log.index)  # the sampled rows' own ids
+    assert sorted(ids) == sorted(drawn.to_pandas().index)
+
+
 def test_a_pandas_frame_that_cannot_be_read_is_one_line() -> None:
     mixed = pd.DataFrame({"faithfulness": [0.5, 0.7], "note": [1, "two"]})
     with pytest.raises(InputError) as caught:

@@ -271,7 +271,10 @@ def load_scored(
     if is_pandas(data) and hasattr(data, "columns"):
         return _from_pandas(data).lazy(), {}, "the pandas frame"
     if isinstance(getattr(data, "frame", None), pl.DataFrame) and hasattr(data, "metrics"):
-        return data.frame.lazy(), _run_metadata(data), "the run's frame"
+        # a pandas run's named index (its row id, often) is data, as its written file keeps it
+        extra = getattr(data, "extra", None) or {}
+        frame = with_index(data.frame, getattr(data, "source", None), extra.get("sample"))
+        return frame.lazy(), _run_metadata(data), "the run's frame"
     if isinstance(data, str | Path):
         options = None if storage_options is None else dict(storage_options)
         path = input_path(data, storage_options=options)
