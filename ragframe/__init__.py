@@ -33,7 +33,7 @@ from ragframe.decide.pairwise import summarize_pairs
 from ragframe.decide.summarize import Summary, summarize
 from ragframe.engine.arrow import score_arrow
 from ragframe.engine.batch import BatchJob
-from ragframe.engine.result import RunResult
+from ragframe.engine.result import RowsFailedWarning, RunResult
 from ragframe.engine.run import aestimate, aevaluate, arun, estimate, evaluate, run
 from ragframe.errors import (
     BudgetExceeded,
@@ -91,6 +91,7 @@ __all__ = [  # noqa: RUF022
     "JudgeError",
     "RagframeError",
     "RegressionCheck",
+    "RowsFailedWarning",
     "RunResult",
     "Summary",
     "__version__",

@@ -17,6 +17,7 @@ from ragframe.engine.prepare import EXIT_METRIC_FAILED
 from ragframe.engine.spec import comma_names
 from ragframe.engine.summary import LOCAL_WARNING, cut_line, format_summary
 from ragframe.errors import ConfigError, EndpointError, InputError, JudgeError, RagframeError
+from ragframe.inputs.io import refuse_non_parquet_output
 from ragframe.metrics import CORE
 
 EXIT_OK = 0
@@ -178,9 +179,6 @@ def parse_metrics(text: str) -> list[str]:
 
 
 #: Suffixes of the other formats ragframe reads: an output named so would hold Parquet.
-_NOT_PARQUET = (".csv", ".jsonl", ".ndjson", ".json")
-
-
 def refuse_input_as_output(source: str, *outputs: str | None) -> None:
     """The input is never written: refuse an output path that resolves to it."""
     for out in outputs:
@@ -193,16 +191,6 @@ def refuse_existing_output(overwrite: bool, *outputs: str | None) -> None:
     for out in outputs:
         if out and Path(out).exists() and not overwrite:
             raise InputError(f"output {out!r} exists; add --overwrite to replace it")
-
-
-def refuse_non_parquet_output(output: str | None) -> None:
-    """The scored output is always Parquet: refuse a name that says another format."""
-    suffix = Path(output).suffix.lower() if output else ""
-    if suffix in _NOT_PARQUET:
-        raise ConfigError(
-            f"the output is always Parquet, but {output!r} is named as {suffix}; "
-            f"name it {Path(str(output)).stem}.parquet"
-        )
 
 
 def one_line(text: str) -> str:
