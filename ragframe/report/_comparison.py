@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.decide.compare import TABLE_COLUMNS
+from ragframe.decide.compare import TABLE_COLUMNS, format_p
 from ragframe.errors import ConfigError
 from ragframe.report import _charts
 from ragframe.report._html import Safe, clip, detail, esc, number, table
@@ -81,7 +81,7 @@ def comparison_section(
 
 def _cells(row: dict[str, Any], columns: Sequence[str]) -> list[Any]:
     return [
-        Safe(esc(f"{row[c]:.2g}")) if c == "p_value" and isinstance(row[c], float) else row[c]
+        Safe(esc(format_p(row[c]))) if c == "p_value" and isinstance(row[c], float) else row[c]
         for c in columns
     ]
 

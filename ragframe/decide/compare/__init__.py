@@ -60,7 +60,12 @@ import polars as pl
 
 from ragframe.decide.compare._cells import TABLE_COLUMNS, failed_warnings, left_out_warnings
 from ragframe.decide.compare._paired import compare_paired, most_changed
-from ragframe.decide.compare._regression import RegressionCheck, check_margin, check_metrics
+from ragframe.decide.compare._regression import (
+    RegressionCheck,
+    check_margin,
+    check_metrics,
+    format_p,
+)
 from ragframe.decide.compare._result import Comparison
 from ragframe.decide.compare._sides import (
     Side,
@@ -86,6 +91,7 @@ __all__ = [
     "RegressionCheck",
     "check_regression",
     "compare",
+    "format_p",
 ]
 
 UNPAIRED_WARNING = (

@@ -191,7 +191,7 @@ class RegressionCheck(CiFiles):
                 row["metric"],
                 _signed(row["diff"]),
                 _interval(row["ci_low"], row["ci_high"]),
-                _p(row["p_value"]),
+                format_p(row["p_value"]),
                 _n(row, self.paired),
                 row["status"],
             ]
@@ -339,7 +339,7 @@ def _line(row: dict[str, Any], check: RegressionCheck) -> str:
     side = "above" if lower else "below"
     facts = [_n(row, check.paired)]
     if row["p_value"] is not None:
-        shown = _p(row["p_value"])
+        shown = format_p(row["p_value"])
         facts.append(f"p{shown}" if shown.startswith("<") else f"p={shown}")
     if lower:
         facts.append("lower is better")
@@ -377,11 +377,11 @@ def _thin(row: dict[str, Any], check: RegressionCheck) -> str:
         need = next(n for n in range(1, 1100) if 2.0 / 2.0**n < alpha)
         return (
             f"n={row['n']} pairs cannot show a difference at {level} (the smallest p "
-            f"{row['n']} pairs can give is {_p(row['min_p'])}; needs at least {need} pairs)"
+            f"{row['n']} pairs can give is {format_p(row['min_p'])}; needs at least {need} pairs)"
         )
     return (
         f"n={row['n_a']}/{row['n_b']} scores cannot show a difference at {level} (the "
-        f"smallest p they can give is {_p(row['min_p'])}; needs more scores on each side)"
+        f"smallest p they can give is {format_p(row['min_p'])}; needs more scores on each side)"
     )
 
 
@@ -401,9 +401,10 @@ def _interval(low: float | None, high: float | None) -> str:
     return "-" if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
 
 
-def _p(p: float | None) -> str:
-    """Three decimals as every figure, "<0.001" below: the sign-flip test's smallest p,
-    1 / 10,001, is its resolution, not a measured 1.0e-04."""
+def format_p(p: float | None) -> str:
+    """A p-value as every view shows it: three decimals as every figure, "<0.001" below (the
+    sign-flip test's smallest p, 1 / 10,001, is its resolution, not a measured 1.0e-04); "-"
+    for none."""
     if p is None:
         return "-"
     return f"{p:.3f}" if round(p, 3) >= 0.001 else "<0.001"

@@ -9,7 +9,12 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.decide.compare._regression import RegressionCheck, check_compared, check_table
+from ragframe.decide.compare._regression import (
+    RegressionCheck,
+    check_compared,
+    check_table,
+    format_p,
+)
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,7 @@ class Comparison:
             n = str(row["n"]) if self.paired else f"{row['n_a']}/{row['n_b']}"
             cells = [*(str(row[g]) for g in self.by), row["metric"], n]
             cells += [_num(row["mean_a"]), _num(row["mean_b"]), _num(row["diff"], sign=True)]
-            cells += [_interval(row["ci_low"], row["ci_high"]), _p(row["p_value"])]
+            cells += [_interval(row["ci_low"], row["ci_high"]), format_p(row["p_value"])]
             if self.paired:
                 cells.append(f"{row['wins']}/{row['ties']}/{row['losses']}")
             cells.append(_verdict(row["better"], row["direction"]))
@@ -247,14 +252,6 @@ def _interval(low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return "-"
     return f"[{low:+.3f}, {high:+.3f}]"
-
-
-def _p(p: float | None) -> str:
-    """Three decimals as every figure, "<0.001" below: the sign-flip test's smallest p,
-    1 / 10,001, is its resolution, not a measured 1.0e-04."""
-    if p is None:
-        return "-"
-    return f"{p:.3f}" if round(p, 3) >= 0.001 else "<0.001"
 
 
 def _verdict(better: str | None, direction: str | None) -> str:
