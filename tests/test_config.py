@@ -177,7 +177,6 @@ def test_a_pyproject_without_the_table_is_no_configuration(folder, server):
 BAD = [
     ('[judge]\napi_key = "sk-live-123"\n', "[judge] api_key: a secret never goes in the file"),
     ('[judge]\nbase_url = "https://u:pw@host/v1"\n', "[judge] base_url: holds a password"),
-    ('[judge]\napi_key_env = "sk-live-123"\n', "[judge] api_key_env: must be the NAME"),
     ('[judgee]\nmodel = "m"\n', "unknown section [judgee]; did you mean 'judge'?"),
     ("[judge]\nconcurency = 3\n", "[judge] concurency: unknown key; did you mean 'concurrency'?"),
     ("[judge]\nconcurrency = 0\n", "[judge] concurrency: must be a whole number from 1"),
@@ -223,13 +222,45 @@ BAD = [
     ),
     ("[compare]\nmargin = 1\n", "[compare] margin: must be a number from 0 up to"),
     ('[compare]\nfail_if_wrose = ["x"]\n', "[compare] fail_if_wrose: unknown key; did you mean"),
-    ('[compare]\nfail_under = ["x"]\n', "[compare] fail_under: unknown key; known: on, fail_if"),
+    (
+        '[compare]\nfail_under = ["x"]\n',
+        "[compare] fail_under: unknown key; known: on, by, fail_if",
+    ),
     ("[gate]\nfail_under = { faithfulnes = 0.8 }\n", "[gate] fail_under: unknown metric 'faith"),
     (
         '[score]\nmetrics = "all"\n[metric.h]\nkind = "g_eval"\ncriteria = "x"\n',
         '[metric.h] is defined but metrics = "all" scores the catalogue',
     ),
     ("x = [\n", "not valid TOML"),
+    ("[judge]\napi_key_env = 3\n", "[judge] api_key_env: must be the NAME"),
+    (
+        "[score]\nthresholds = { hallucination = 0.5 }\n",
+        "[score] thresholds: names 'hallucination', which this file does not score (with no "
+        "[score] metrics it scores faithfulness, answer_relevancy, context_precision, "
+        "context_recall); add it to [score] metrics",
+    ),
+    (
+        "[gate]\nfail_under = { hallucination = 0.2 }\n",
+        "[gate] fail_under: names 'hallucination', which this file does not score",
+    ),
+    (
+        '[score]\nthresholds = { helpfulness = 0.9 }\n[metric.helpfulness]\nkind = "g_eval"\n'
+        'criteria = "x"\nthreshold = 0.3\n',
+        "[score] thresholds: names 'helpfulness', whose table [metric.helpfulness] sets its "
+        "threshold too; keep one of the two",
+    ),
+    (
+        '[score]\nstrict = ["faithfulness"]\n[metric.faithfulness]\nthreshold = 0.3\n',
+        "[score] strict: names 'faithfulness', whose table [metric.faithfulness] sets its",
+    ),
+    (
+        '[score]\ncolumns = { questoin = "prompt" }\n',
+        "[score] columns: 'questoin' is not a ragframe input; did you mean 'question'?",
+    ),
+    (
+        '[metric.question]\nkind = "g_eval"\ncriteria = "x"\n',
+        "[metric.question] is named like the input 'question': its score column would clash",
+    ),
 ]
 
 
@@ -422,3 +453,226 @@ def test_the_docs_quote_the_real_message_of_a_bad_key(server, folder, capsys):
     docs = Path(__file__).resolve().parent.parent / "docs"
     assert f"`{line.removeprefix('ragframe: error: ')}`" in (docs / "exit-status.md").read_text()
     assert f"\n{line}\n" in (docs / "configuration.md").read_text()
+
+
+#: A valid value for every key of every section (a key added without one fails the test).
+EVERY_KEY = {
+    "judge": {
+        "model": '"m"',
+        "base_url": '"http://127.0.0.1:9/v1"',
+        "api_key_env": '"H7_TEST_KEY"',
+        "embedding_model": '"e"',
+        "concurrency": "2",
+        "temperature": "0",
+        "requests_per_minute": "60",
+        "tokens_per_minute": "9000",
+        "timeout": "5",
+        "cache": "false",
+        "retry_failed": "true",
+        "reasons": "false",
+        "fail_fast": "true",
+        "progress": "false",
+        "max_cost": "1",
+        "price": "[0.1, 0.2]",
+        "max_text_chars": "100",
+        "seed": "3",
+        "max_attempts": "2",
+    },
+    "score": {
+        "metrics": '["faithfulness"]',
+        "columns": '{ question = "prompt" }',
+        "thresholds": "{ faithfulness = 0.7 }",
+        "strict": '["faithfulness"]',
+        "sample": "2",
+        "seed": "1",
+        "repeats": "1",
+        "chunk_rows": "10",
+        "calibration": '["cal.json"]',
+        "from": '"auto"',
+    },
+    "gate": {
+        "fail_under": "{ faithfulness = 0.5 }",
+        "min_pass_rate": "{ faithfulness = 0.5 }",
+        "ignore_failed": "true",
+        "worst": "1",
+        "junit": '"gates.xml"',
+        "json": '"gates.json"',
+        "markdown": '"gates.md"',
+    },
+    "compare": {
+        "on": '"id"',
+        "by": '["topic"]',
+        "fail_if_worse": '["faithfulness"]',
+        "margin": "0.05",
+        "level": "0.9",
+        "junit": '"compare.xml"',
+        "markdown": '"compare.md"',
+    },
+}
+
+
+def test_every_key_of_every_section_reaches_every_reader(folder):
+    """Each reader takes every key of its sections as an option's default (a key mapped to
+    an option the subcommand lacks, like [gate] worst for score once, crashed the run)."""
+    for section, keys in (
+        ("judge", cfg.JUDGE_KEYS),
+        ("score", cfg.SCORE_KEYS),
+        ("gate", cfg.GATE_KEYS),
+        ("compare", cfg.COMPARE_KEYS),
+    ):
+        assert set(EVERY_KEY[section]) == set(keys), section
+    text = "".join(
+        f"[{section}]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items())
+        for section, keys in EVERY_KEY.items()
+    )
+    (folder / "ragframe.toml").write_text(text)
+    lines = {
+        "score": ["score", "log.parquet", "-o", "o.parquet"],
+        "gate": ["gate", "o.parquet"],
+        "compare": ["compare", "a.parquet", "b.parquet"],
+        "metrics": ["metrics"],
+    }
+    assert set(lines) == set(cfg.READERS)
+    for line in lines.values():
+        parser = build_parser()
+        args = cfg.apply(parser, parser.parse_args(line), line)
+        assert args.config is not None or line == ["metrics"]
+        if "gate" in cfg.READERS[args.command]:
+            assert (args.worst, args.junit, args.json_out) == (1, "gates.xml", "gates.json")
+    assert args.command == "metrics"
+
+
+def test_the_files_worst_lists_that_many_rows_in_scores_gate_table(server, folder, capsys):
+    (folder / "ragframe.toml").write_text(judge_table(server) + GOOD + "worst = 1\n")
+    scripted(server, g_eval_score=2)  # every row fails the helpfulness gate
+    assert main(["score", str(log(folder)), "-o", "out.parquet"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("scripted") == 1, out  # one worst row, with its reason
+
+
+def test_a_broken_pyproject_with_our_table_is_refused_naming_the_toml_error(folder, capsys):
+    """Ignoring it would drop its gates: a failing gate would become a green build."""
+    (folder / "pyproject.toml").write_text(
+        "[project]\nname = 'x'\nversion = \n\n[tool.ragframe.gate]\nfail_under = { a = 0.5 }\n"
+    )
+    assert main(["gate", "out.parquet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        "ragframe: error: pyproject.toml: not valid TOML (Invalid value (at line 3"
+    ), err
+    assert "[tool.ragframe] cannot be read" in err and len(err.splitlines()) == 1
+    # Without our table, a broken pyproject.toml is not ours to refuse.
+    (folder / "pyproject.toml").write_text("[project]\nname = 'x'\nversion = \n[tool.ruff]\n")
+    assert cfg.find_config(None) is None
+    assert main(["gate", "out.parquet", "--no-config", "--fail-under", "a=0.5"]) == 2
+    assert "pyproject" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "value", ["sk-proj-abcdef123456", "sk_live_abcdef123456", "abcdef0123456789abcdef0123456789ab"]
+)
+def test_a_key_pasted_as_api_key_env_is_never_echoed(folder, capsys, value):
+    (folder / "ragframe.toml").write_text(f'[judge]\napi_key_env = "{value}"\n')
+    assert main(["score", "log.parquet", "-o", "o.parquet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ragframe: error: ragframe.toml: [judge] api_key_env: must be the NAME")
+    assert "never the key" in err and "not shown" in err
+    assert value not in err and value[:8] not in err
+
+
+@pytest.mark.parametrize("name", ["OPENAI_API_KEY", "HF_TOKEN", "MY_KEY"])
+def test_a_variable_name_is_taken_as_api_key_env(name):
+    say = lambda m: cfg.ConfigError(m)  # noqa: E731
+    assert cfg._env_name(name, say) == name
+
+
+def test_compare_takes_by_from_the_file_and_json_has_no_file_form(folder, capsys):
+    (folder / "ragframe.toml").write_text(
+        '[compare]\nby = ["topic"]\nfail_if_worse = ["faithfulness"]\n'
+    )
+    parser = build_parser()
+    line = ["compare", "a.parquet", "b.parquet"]
+    assert cfg.apply(parser, parser.parse_args(line), line).by == "topic"
+    capsys.readouterr()
+    (folder / "ragframe.toml").write_text('[compare]\njson = "c.json"\n')
+    assert main(line) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "ragframe: error: ragframe.toml: [compare] json: --json prints the comparison to stdout "
+        "and has no file form here; give it on the command line (ragframe compare A B --json > "
+        "compare.json)"
+    )
+
+
+def test_the_gate_takes_a_metric_tables_threshold_and_strict(folder, capsys):
+    pl.DataFrame({"helpfulness": [0.4, 0.4, 0.4], "faithfulness": [0.9, 0.9, 0.9]}).write_parquet(
+        folder / "out.parquet"
+    )
+    (folder / "ragframe.toml").write_text(
+        '[metric.helpfulness]\nkind = "g_eval"\ncriteria = "x"\nthreshold = 0.3\n'
+        "[metric.faithfulness]\nstrict = true\n"
+        "[gate]\nmin_pass_rate = { helpfulness = 1.0 }\n"
+    )
+    assert main(["gate", "out.parquet"]) == 0  # 0.4 passes at 0.3 (it fails at 0.5)
+    capsys.readouterr()
+    text = (folder / "ragframe.toml").read_text()
+    (folder / "ragframe.toml").write_text(
+        text.replace("{ helpfulness = 1.0 }", "{ helpfulness = 1.0, faithfulness = 1.0 }")
+    )
+    assert main(["gate", "out.parquet"]) == 1  # 0.9 is not perfect: strict fails it
+    assert "faithfulness" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            '[compare]\njunit = "c.xml"\n',
+            "[compare] junit: is for the regression check, but no metric is checked: add "
+            'fail_if_worse = ["metric"] to [compare]',
+        ),
+        ("[compare]\nmargin = 0.1\n", "[compare] margin: is for the regression check"),
+    ],
+)
+def test_a_compare_key_that_needs_fail_if_worse_names_the_files_key(folder, capsys, text, said):
+    (folder / "ragframe.toml").write_text(text)
+    assert main(["compare", "a.parquet", "b.parquet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"ragframe: error: ragframe.toml: {said}"), err
+    assert "--junit" not in err.split("(or")[0] and "--margin" not in err
+    # The command line's metric makes the file's key meaningful: no refusal for it.
+    parser = build_parser()
+    line = ["compare", "a.parquet", "b.parquet", "--fail-if-worse", "faithfulness"]
+    cfg.apply(parser, parser.parse_args(line), line)
+
+
+@pytest.mark.parametrize("command", ["gate", "score"])
+def test_a_gate_file_with_no_gate_names_the_files_key(folder, capsys, command):
+    (folder / "ragframe.toml").write_text('[gate]\njunit = "gates.xml"\n')
+    assert main([command, "log.parquet", "-o", "o.parquet"][: 2 if command == "gate" else 4]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(
+        "ragframe: error: ragframe.toml: [gate] junit: writes the gates' results, but no gate is "
+        "given: add fail_under"
+    ), err
+    assert not (folder / "gates.xml").exists()
+
+
+def test_config_and_no_config_together_are_refused(folder, capsys):
+    (folder / "ragframe.toml").write_text("[judge]\nconcurrency = 3\n")
+    assert main(["gate", "o.parquet", "--config", "ragframe.toml", "--no-config"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "ragframe: error: --config ragframe.toml and --no-config contradict each other: drop one"
+    )
+
+
+def test_config_naming_a_pyproject_without_our_table_is_refused(folder, capsys):
+    (folder / "sub").mkdir()
+    (folder / "sub" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert main(["gate", "o.parquet", "--config", "sub/pyproject.toml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "ragframe: error: --config sub/pyproject.toml: it has no [tool.ragframe] table; add "
+        "one, or name a ragframe.toml"
+    )

@@ -145,10 +145,17 @@ def _names_to_unit(value: Any, say: Callable[[str], ConfigError]) -> dict[str, f
 
 
 def _columns(value: Any, say: Callable[[str], ConfigError]) -> dict[str, str]:
+    """input = "column": each input one ragframe knows (a typo refused with the closest), so
+    the mistake is caught with the file, not after the log is read."""
+    from ragframe.inputs.columns import CANONICAL
+
     if not isinstance(value, dict):
         raise say(
             f'must be a table of input = "column", like {{ question = "prompt" }}, {_got(value)}'
         )
+    for name in value:
+        if name not in CANONICAL:
+            raise say(f"{name!r} is not a ragframe input{_close(name, list(CANONICAL))}")
     return {name: _string(v, lambda m, n=name: say(f"{n}: {m}")) for name, v in value.items()}
 
 
@@ -159,11 +166,28 @@ def _price(value: Any, say: Callable[[str], ConfigError]) -> str:
     return f"{prompt!r},{completion!r}"
 
 
+#: What a key looks like (a vendor's prefix, or a long run of mixed letters and digits): such a
+#: value of api_key_env is the key itself, pasted where its variable's name belongs.
+_KEY_LIKE = re.compile(
+    r"^(sk|pk|rk|ghp|gho|ghs|github_pat|glpat|xox[abpr]|hf|gsk)[-_]"
+    r"|^(?=.*\d)(?=.*[a-z])\S{32,}$"
+)
+
+
 def _env_name(value: Any, say: Callable[[str], ConfigError]) -> str:
-    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+    """The NAME of the variable holding the key. A string that is not a valid name, or looks
+    like a key, is never echoed: it is most likely the key itself, and CI logs are public."""
+    name_ok = isinstance(value, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value)
+    if not name_ok or _KEY_LIKE.search(value):
+        shown = (
+            "got a string that is not a variable name (not shown: it may be the key itself; "
+            "if so, revoke it)"
+            if isinstance(value, str)
+            else _got(value)
+        )
         raise say(
             "must be the NAME of an environment variable holding the key (e.g. "
-            f'"OPENAI_API_KEY"), {_got(value)}'
+            f'"OPENAI_API_KEY"), never the key; {shown}'
         )
     return value
 
@@ -247,6 +271,7 @@ def _names(value: Any, say: Callable[[str], ConfigError]) -> list[str]:
 #: [compare]: key -> check (`ragframe compare A B` with no flag runs the regression check).
 COMPARE_KEYS: dict[str, Check] = {
     "on": _names,
+    "by": _names,
     "fail_if_worse": _names,
     "margin": _number("a number from 0 up to (not including) 1", lambda v: 0 <= v < 1),
     "level": _number("a confidence level strictly between 0 and 1", lambda v: 0 < v < 1),
@@ -282,6 +307,15 @@ RUBRIC_KEYS: dict[str, Check] = {
 }
 
 SECTIONS = ("judge", "score", "metric", "gate", "compare")
+#: Options with no file form, by section: what the file says instead of a close key's name.
+NO_FILE_FORM: dict[str, dict[str, str]] = {
+    "compare": {
+        "json": "--json prints the comparison to stdout and has no file form here; give it on "
+        "the command line (ragframe compare A B --json > compare.json)",
+        "csv": "--csv prints the table to stdout and has no file form here; give it on the "
+        "command line (ragframe compare A B --csv > compare.csv)",
+    },
+}
 #: Keys that would hold a secret: refused wherever they appear, with what to do instead.
 SECRETS = ("api_key", "key", "token", "password", "secret")
 
@@ -302,6 +336,8 @@ class Config:
     where: _Where | None = None
     #: The metrics [metric.NAME] tables build, by name, in the file's order.
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: The pass rules [metric.NAME] tables give: name -> {"threshold": x} and/or {"strict": b}.
+    pass_rules: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def shown(self) -> str:
@@ -326,10 +362,18 @@ class Config:
     def _score_defaults(self, command: str) -> dict[str, Any]:
         score = self.score
         out: dict[str, Any] = {}
-        if "thresholds" in score:
-            out["threshold"] = _pairs(score["thresholds"])
-        if "strict" in score:
-            out["strict"] = ",".join(score["strict"])
+        thresholds = dict(score.get("thresholds", {}))
+        strict = list(score.get("strict", []))
+        if command != "score":  # a metric's own table sets its pass rule for the gate too
+            for name, rule in self.pass_rules.items():
+                if "threshold" in rule:
+                    thresholds[name] = rule["threshold"]
+                if rule.get("strict"):
+                    strict.append(name)
+        if thresholds:
+            out["threshold"] = _pairs(thresholds)
+        if strict:
+            out["strict"] = ",".join(strict)
         if command != "score":
             return out
         if "metrics" in score or self.metrics:
@@ -431,12 +475,27 @@ def find_config(given: str | None, *, cwd: Path | None = None) -> tuple[Path, st
     project = folder / "pyproject.toml"
     if project.is_file():
         try:
-            data = tomllib.loads(project.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            return None  # a pyproject.toml we cannot read is not ours to refuse
+            text = project.read_text(encoding="utf-8")
+            data = tomllib.loads(text)
+        except UnicodeDecodeError:
+            return None  # not text: not ours to refuse
+        except tomllib.TOMLDecodeError as err:
+            if _OUR_TABLE.search(text):  # our table is there: ignoring it would drop the gates
+                raise ConfigError(
+                    f"pyproject.toml: not valid TOML ({err}), so its [tool.ragframe] cannot be "
+                    "read; fix the file (or pass --no-config to run without it)"
+                ) from None
+            return None  # a pyproject.toml without our table is not ours to refuse
         if isinstance(data.get("tool"), dict) and "ragframe" in data["tool"]:
             return project, "pyproject.toml"
     return None
+
+
+#: A [tool.ragframe...] header (or a tool.ragframe dotted key) in a pyproject.toml's raw text.
+_OUR_TABLE = re.compile(
+    r'^\s*(\[{1,2}\s*tool\s*\.\s*"?ragframe"?\s*[\].]|tool\s*\.\s*"?ragframe"?\s*[.=])',
+    re.MULTILINE,
+)
 
 
 def load_config(path: Path, label: str | None = None) -> Config:
@@ -452,7 +511,12 @@ def load_config(path: Path, label: str | None = None) -> Config:
     prefix = ""
     if path.name == "pyproject.toml":  # ours is its [tool.ragframe] table
         tool = data.get("tool", {})
-        data, prefix = tool.get("ragframe", {}) if isinstance(tool, dict) else {}, "tool.ragframe"
+        if not (isinstance(tool, dict) and "ragframe" in tool):
+            raise ConfigError(
+                f"--config {label}: it has no [tool.ragframe] table; add one, or name a "
+                f"{CONFIG_NAME}"
+            )
+        data, prefix = tool["ragframe"], "tool.ragframe"
         if not isinstance(data, dict):
             raise ConfigError(f"{label}: [tool.ragframe] must be a table")
     where = _Where(label, prefix)
@@ -475,11 +539,37 @@ def _parse(data: dict[str, Any], path: Path, label: str, where: _Where) -> Confi
     config.metrics = {
         name: _metric(name, table, where) for name, table in data.get("metric", {}).items()
     }
+    config.pass_rules = {
+        name: {k: table[k] for k in ("threshold", "strict") if k in table}
+        for name, table in data.get("metric", {}).items()
+        if "threshold" in table or "strict" in table
+    }
     if metrics is not None:
         config.score["metrics"] = _metric_list(metrics, config, where)
     _check_from(config, where)
     _check_named(config, where)
+    _check_pass_rules(config, where)
     return config
+
+
+def _check_pass_rules(config: Config, where: _Where) -> None:
+    """One pass rule per metric: [score] thresholds / strict and the metric's own table's
+    threshold / strict naming the same metric is refused, naming both keys (neither would
+    win quietly)."""
+    for section_key, names in (
+        ("thresholds", config.score.get("thresholds", {})),
+        ("strict", config.score.get("strict", [])),
+    ):
+        for name in names:
+            own = config.pass_rules.get(name, {})
+            if own:
+                table = ".".join(p for p in (where.prefix, f"metric.{name}") if p)
+                raise where.error(
+                    "score",
+                    section_key,
+                    f"names {name!r}, whose table [{table}] sets its {' and '.join(own)} "
+                    "too; keep one of the two",
+                )
 
 
 def _close(name: str, known: Sequence[str]) -> str:
@@ -502,7 +592,8 @@ def _section(table: Any, section: str, keys: Mapping[str, Check], where: _Where)
                 'that variable with api_key_env = "OPENAI_API_KEY" in [judge]'
             )
         if key not in keys:
-            raise say(f"unknown key{_close(key, list(keys))}")
+            hint = NO_FILE_FORM.get(section, {}).get(key)
+            raise say(hint or f"unknown key{_close(key, list(keys))}")
         out[key] = keys[key](value, say)
     return out
 
@@ -557,8 +648,12 @@ def _check_named(config: Config, where: _Where) -> None:
     from ragframe.metrics import REGISTRY, RagasScore
 
     known = [*REGISTRY, RagasScore.name, *config.metrics]
-    listed = "metrics" in config.score or bool(config.metrics)
     scored = config.scored()
+    its = (
+        f"its metrics: {', '.join(scored)}"
+        if "metrics" in config.score
+        else f"with no [score] metrics it scores {', '.join(scored)}"
+    )
     for section, key, names in (
         ("score", "thresholds", config.score.get("thresholds", {})),
         ("score", "strict", config.score.get("strict", [])),
@@ -569,12 +664,12 @@ def _check_named(config: Config, where: _Where) -> None:
         for name in names:
             if name not in known:
                 raise where.error(section, key, f"unknown metric {name!r}{_close(name, known)}")
-            if listed and scored != ["all"] and name not in scored:
+            if scored != ["all"] and name not in scored:
                 raise where.error(
                     section,
                     key,
-                    f"names {name!r}, which this file does not score (its metrics: "
-                    f"{', '.join(scored)}); add it to [score] metrics or remove it",
+                    f"names {name!r}, which this file does not score ({its}); add it to "
+                    "[score] metrics or remove it",
                 )
     unlisted = [name for name in config.metrics if name not in scored]
     if unlisted and scored == ["all"]:
@@ -596,11 +691,19 @@ def _check_named(config: Config, where: _Where) -> None:
 def _metric(name: str, table: Any, where: _Where) -> Any:
     """The metric a [metric.NAME] table builds: G-Eval, a rubric, or a catalogue metric with
     options (then NAME is its name)."""
+    from ragframe.inputs.columns import ALIASES, CANONICAL
     from ragframe.metrics import REGISTRY, GEval, RubricScore
 
     section = f"metric.{name}"
     if not isinstance(table, dict):
         raise where.error("", None, f"[{section}] must be a table, got {table!r}")
+    if name in CANONICAL or name in ALIASES:
+        raise where.error(
+            section,
+            None,
+            f"is named like the input {name!r}: its score column would clash with the log's; "
+            f"name the table otherwise (e.g. [metric.{name}_score])",
+        )
     kind = table.get("kind", name if name in REGISTRY else None)
     if kind is None:
         raise where.error(
@@ -747,6 +850,10 @@ def apply(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[
     """Find, read and check the file for `args.command`; when there is one, its values become
     the subcommand's defaults and `argv` is parsed again (the command line wins). Says on
     stderr which file was used. Returns the arguments to run with."""
+    if getattr(args, "config_file", None) is not None and getattr(args, "no_config", False):
+        raise ConfigError(
+            f"--config {args.config_file} and --no-config contradict each other: drop one"
+        )
     if not wanted(args):
         return args
     found = find_config(getattr(args, "config_file", None))
@@ -758,8 +865,50 @@ def apply(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[
     args = parser.parse_args(argv)
     if getattr(args, "config_no_cache", False) and isinstance(getattr(args, "cache", None), str):
         args.no_cache = False  # --cache FILE on the command line turns the cache back on
+    _check_needs(config, args)
     print(f"ragframe: using {config.shown}", file=sys.stderr)
     return args
+
+
+#: Keys that only mean something beside another, by command: (section, the keys, what they
+#: need: the dests of which one must be set, what to add to the file).
+_NEEDS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], str]] = {
+    "score": (
+        "gate",
+        ("junit", "json", "markdown"),
+        ("fail_under", "min_pass_rate"),
+        "writes the gates' results, but no gate is given: add fail_under = { metric = mean } "
+        "or min_pass_rate = { metric = rate } to [gate] (or --fail-under on the command line)",
+    ),
+    "compare": (
+        "compare",
+        ("junit", "markdown", "margin"),
+        ("fail_if_worse",),
+        "is for the regression check, but no metric is checked: add fail_if_worse = "
+        '["metric"] to [compare] (or --fail-if-worse METRIC on the command line)',
+    ),
+}
+_NEEDS["gate"] = _NEEDS["score"]
+
+
+def _check_needs(config: Config, args: argparse.Namespace) -> None:
+    """A key of the file that needs another one nobody gave (a [gate] junit file with no
+    gate, a [compare] margin with no fail_if_worse) is refused naming the file's key, not a
+    command-line option the user never typed."""
+    need = _NEEDS.get(args.command)
+    if need is None:
+        return
+    section, keys, needed, message = need
+    if any(getattr(args, dest, None) for dest in needed):
+        return
+    table = getattr(config, section)
+    defaults = config.defaults(args.command)
+    for key in keys:
+        dest = CI_FILES.get(key, key) if section == "gate" else key
+        value = getattr(args, dest, None)
+        if key in table and dest in defaults and value and value == defaults[dest]:
+            where = config.where or _Where(config.label, "")
+            raise where.error(section, key, message)
 
 
 def _declared(sub: argparse.ArgumentParser, defaults: dict[str, Any]) -> dict[str, Any]:

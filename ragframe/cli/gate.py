@@ -48,15 +48,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser = options.subcommand(subparsers, "gate", cmd_gate, HELP, EXIT_STATUSES)
     parser.add_argument("scored", help="a scored file (Parquet as `ragframe score` writes it)")
     add_gate_options(parser)
-    options.add_shown(
-        parser, "--worst", 5, "worst rows listed per failing gate, with their reasons (default: 5)"
-    )
     return parser
 
 
 def add_gate_options(parser: argparse.ArgumentParser, *, thresholds: bool = True) -> None:
-    """Add --fail-under, --min-pass-rate, --ignore-failed (and --threshold, --strict unless
-    `thresholds=False`, for a parser that has its own) to `parser`."""
+    """Add --fail-under, --min-pass-rate, --ignore-failed, --worst (and --threshold, --strict
+    unless `thresholds=False`, for a parser that has its own) to `parser`."""
     group = parser.add_argument_group("gates (exit status 1 when one fails)")
     group.add_argument(
         "--fail-under",
@@ -88,6 +85,9 @@ def add_gate_options(parser: argparse.ArgumentParser, *, thresholds: bool = True
         action="store_true",
         help="leave rows that failed to score out of the gates (by default they count: as "
         "failing rows in a pass rate, as the worst score in a mean)",
+    )
+    options.add_shown(
+        group, "--worst", 5, "worst rows listed per failing gate, with their reasons (default: 5)"
     )
     add_ci_file_options(group, "gate", json=True)
 
@@ -211,13 +211,14 @@ def check_gate_options(args: argparse.Namespace, metrics: Iterable[str]) -> None
         )
 
 
-def gate_exit(args: argparse.Namespace, scored: Any, *, worst: int = 5) -> int | None:
-    """Apply the gate options to `scored` (a path or a frame) and print the table; the exit
-    status (0 passed, EXIT_GATE_FAILED), or None when no gate option was given."""
+def gate_exit(args: argparse.Namespace, scored: Any) -> int | None:
+    """Apply the gate options to `scored` (a path or a frame) and print the table (--worst
+    rows per failing gate); the exit status (0 passed, EXIT_GATE_FAILED), or None when no
+    gate option was given."""
     options = _options(args)
     if not options["fail_under"] and not options["min_pass_rate"]:
         return None
-    result = check_gates(scored, worst=worst, **options)
+    result = check_gates(scored, worst=getattr(args, "worst", 5), **options)
     show(args, result)
     return common.EXIT_OK if result.passed else EXIT_GATE_FAILED
 
