@@ -33,7 +33,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `summarize` to the `ragframe` parser's subparsers."""
     parser = options.subcommand(subparsers, "summarize", cmd_summarize, HELP, EXIT_STATUSES)
     parser.add_argument("scored", help=options.SCORED_HELP)
-    parser.add_argument("--by", help="group column(s), comma-separated (e.g. experiment)")
+    parser.add_argument(
+        "--by",
+        help="group column(s), comma-separated (e.g. experiment); not one of the table's own "
+        "column names (method, level, n, ...): rename such a column first",
+    )
     parser.add_argument(
         "--metrics", help="score columns, comma-separated (default: the file's metrics)"
     )
