@@ -505,6 +505,8 @@ EVERY_KEY = {
         "fail_if_worse": '["faithfulness"]',
         "margin": "0.05",
         "level": "0.9",
+        "ignore_failed": "true",
+        "fail_if_unknown": "true",
         "junit": '"compare.xml"',
         "markdown": '"compare.md"',
     },
@@ -539,6 +541,8 @@ def test_every_key_of_every_section_reaches_every_reader(folder):
         assert args.config is not None or line == ["metrics"]
         if "gate" in cfg.READERS[args.command]:
             assert (args.worst, args.junit, args.json_out) == (1, "gates.xml", "gates.json")
+        if args.command == "compare":
+            assert (args.by, args.ignore_failed, args.fail_if_unknown) == ("topic", True, True)
     assert args.command == "metrics"
 
 
@@ -632,6 +636,7 @@ def test_the_gate_takes_a_metric_tables_threshold_and_strict(folder, capsys):
             'fail_if_worse = ["metric"] to [compare]',
         ),
         ("[compare]\nmargin = 0.1\n", "[compare] margin: is for the regression check"),
+        ("[compare]\nfail_if_unknown = true\n", "[compare] fail_if_unknown: is for the"),
     ],
 )
 def test_a_compare_key_that_needs_fail_if_worse_names_the_files_key(folder, capsys, text, said):

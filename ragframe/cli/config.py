@@ -275,6 +275,8 @@ COMPARE_KEYS: dict[str, Check] = {
     "fail_if_worse": _names,
     "margin": _number("a number from 0 up to (not including) 1", lambda v: 0 <= v < 1),
     "level": _number("a confidence level strictly between 0 and 1", lambda v: 0 < v < 1),
+    "ignore_failed": _boolean,
+    "fail_if_unknown": _boolean,
     "junit": _string,
     "markdown": _string,
 }
@@ -882,7 +884,7 @@ _NEEDS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], str]] = {
     ),
     "compare": (
         "compare",
-        ("junit", "markdown", "margin"),
+        ("junit", "markdown", "margin", "ignore_failed", "fail_if_unknown"),
         ("fail_if_worse",),
         "is for the regression check, but no metric is checked: add fail_if_worse = "
         '["metric"] to [compare] (or --fail-if-worse METRIC on the command line)',
