@@ -72,7 +72,9 @@ class Comparison:
         with `fail_if_unknown`. `.passed` is True when nothing failed."""
         names = check_compared(self.table, metrics)
         figures = self.table.with_columns(pl.lit(not self.by).alias("overall"))
-        if self._regression is not None:
+        failed_b = figures.filter(pl.col("metric").is_in(names))["failed_b"].fill_null(0).sum()
+        same = not self.by and (ignore_failed or not failed_b)  # the table's own figures
+        if self._regression is not None and not same:
             figures = self._regression(names, not ignore_failed)
         table = check_table(figures, names, margin, self.level, self.by, fail_if_unknown)
         return RegressionCheck(
