@@ -120,6 +120,18 @@ def test_five_pairs_cannot_tell_and_say_so() -> None:
     assert status(six) == ["worse"] and not six.passed
 
 
+def test_the_p_value_must_agree_with_the_interval() -> None:
+    """Six pairs could show a difference (2 / 64 < 0.05), but these do not: five drops and one
+    small rise give p = 4 / 64 while the interval lies below 0. Not worse, and said why."""
+    a = pl.DataFrame({"id": range(6), "faithfulness": [0.9] * 5 + [0.5]})
+    b = pl.DataFrame({"id": range(6), "faithfulness": [0.4, 0.45, 0.35, 0.4, 0.42, 0.55]})
+    check = check_regression(a, b, "faithfulness", on="id")
+    row = check.table.row(0, named=True)
+    assert row["ci_high"] < 0 and row["p_value"] == pytest.approx(4 / 64)
+    assert row["min_p"] == pytest.approx(2 / 64) and status(check) == ["not worse"]
+    assert "the interval is below 0 but p is not below 0.05" in str(check) and check.passed
+
+
 def test_unpaired_three_a_side_cannot_tell() -> None:
     """Unpaired, 3 scores a side: a relabelling's smallest p is 2 / C(6, 3) = 0.1."""
     a = pl.DataFrame({"faithfulness": [0.9, 0.95, 1.0]})
