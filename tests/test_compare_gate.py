@@ -230,6 +230,27 @@ def test_b_failed_rows_count_as_the_worst_score() -> None:
     assert check.comparison.table["n"][0] == 2
 
 
+def test_unpaired_rows_neither_run_scored_weigh_on_both_sides() -> None:
+    """Unpaired, both runs lack a score on the same 15 of 60 rows (no input for the metric):
+    counting b's alone as 0 would call an unchanged b worse. Both sides count them."""
+    a, _ = runs(0.0)
+    missing = pl.when(pl.int_range(pl.len()) % 4 == 0).then(None).otherwise(pl.col("faithfulness"))
+    a = a.with_columns(missing.alias("faithfulness"))
+    check = check_regression(a, a, "faithfulness")
+    row = check.table.row(0, named=True)
+    assert (row["failed_a"], row["failed_b"], row["n_a"], row["n_b"]) == (15, 15, 60, 60)
+    assert status(check) == ["not worse"] and row["diff"] == pytest.approx(0.0)
+    assert "15 rows of a and 15 of b failed to score, counted as 0" in str(check)
+    # b failing more than a is still worse
+    b = a.with_columns(
+        pl.when(pl.col("id").is_in(["q1", "q2", "q3"] + [f"q{i}" for i in range(5, 40, 2)]))
+        .then(None)
+        .otherwise(pl.col("faithfulness"))
+        .alias("faithfulness")
+    )
+    assert status(check_regression(a, b, "faithfulness")) == ["worse"]
+
+
 def test_a_metric_to_check_must_be_on_both_sides() -> None:
     a, b = runs(0.0)
     with pytest.raises(ConfigError, match=r"names 'hallucination', which a \(the frame\) lacks"):

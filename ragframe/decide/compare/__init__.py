@@ -250,7 +250,8 @@ def _regression_table(
 ) -> pl.DataFrame:
     """The regression check's figures of `names`: over all rows (`overall` True), then per
     group with `by=` (a drop spread over the groups can hide in each, as one group's can in
-    the whole); b's failed rows at the metric's worst score when `count_failed`."""
+    the whole); when `count_failed`, b's failed rows at the metric's worst score (paired: where
+    a scored; unpaired: both sides' failed rows, there being no pair to leave out with one)."""
     worst = {m: 1.0 if directions[m] == "lower" else 0.0 for m in names} if count_failed else {}
     tables = []
     for cells in [[], groups] if groups else [[]]:

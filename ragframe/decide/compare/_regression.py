@@ -11,6 +11,9 @@ much before failing: a drop whose interval reaches above -margin is not worse.
 The figures are the check's own: a row of b that failed to score (a null score) counts as the
 metric's worst score (0; 1 when lower is better), as a gate counts it, so a candidate that
 breaks on most rows cannot pass by leaving them out (`ignore_failed=True` leaves them out).
+Paired, a pair whose a failed is left out (a missing baseline is no regression of b);
+unpaired, there is no pair to leave out, so a's failed rows count as the worst score too, and
+rows neither run could score (a missing input) weigh the same on both sides.
 The check is made over all rows and, with groups (`by=`), in every group too: any of them
 worse fails (a drop spread thinly over the groups shows in the whole; one part of the traffic
 worse is a regression the others can hide; each group is one more chance of a false alarm, at
@@ -343,11 +346,13 @@ def _line(row: dict[str, Any], check: RegressionCheck) -> str:
         facts.append(f"p{shown}" if shown.startswith("<") else f"p={shown}")
     if lower:
         facts.append("lower is better")
-    failed = row["failed_b"] or 0
+    failed, failed_a = row["failed_b"] or 0, row["failed_a"] or 0
+    both = not check.paired and failed_a and not check.ignore_failed
+    rows = f"{failed_a} rows of a and {failed} of b" if both else f"{failed} rows of b"
     if failed and check.ignore_failed:
-        facts.append(f"{failed} rows of b failed to score, left out (ignore failed)")
-    elif failed:
-        facts.append(f"{failed} rows of b failed to score, counted as {1 if lower else 0}")
+        facts.append(f"{rows} failed to score, left out (ignore failed)")
+    elif failed or both:
+        facts.append(f"{rows} failed to score, counted as {1 if lower else 0}")
     said = f"({'; '.join(facts)})"
     if row["status"] == UNKNOWN:
         return f"{mark} {label}: cannot tell: {_thin(row, check)} {said}"

@@ -72,8 +72,10 @@ class Comparison:
         with `fail_if_unknown`. `.passed` is True when nothing failed."""
         names = check_compared(self.table, metrics)
         figures = self.table.with_columns(pl.lit(not self.by).alias("overall"))
-        failed_b = figures.filter(pl.col("metric").is_in(names))["failed_b"].fill_null(0).sum()
-        same = not self.by and (ignore_failed or not failed_b)  # the table's own figures
+        counted = ["failed_b"] if self.paired else ["failed_a", "failed_b"]
+        named = figures.filter(pl.col("metric").is_in(names))
+        failed = sum(named[c].fill_null(0).sum() for c in counted)
+        same = not self.by and (ignore_failed or not failed)  # the table's own figures
         if self._regression is not None and not same:
             figures = self._regression(names, not ignore_failed)
         table = check_table(figures, names, margin, self.level, self.by, fail_if_unknown)

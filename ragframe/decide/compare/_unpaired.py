@@ -21,11 +21,13 @@ def compare_unpaired(
     directions: Mapping[str, str | None],
     level: float,
     seed: int,
-    worst_b: Mapping[str, float] | None = None,
+    worst_failed: Mapping[str, float] | None = None,
 ) -> pl.DataFrame:
-    """The two-sample table: each side's scores per group, compared. `worst_b`: per metric,
-    the score a row of b that failed to score counts as (else it is left out)."""
-    worst = worst_b or {}
+    """The two-sample table: each side's scores per group, compared. `worst_failed`: per
+    metric, the score a row that failed to score counts as, on both sides (else it is left
+    out): with no pairs, counting b's alone would weigh rows neither run could score (a missing
+    input) against b only."""
+    worst = worst_failed or {}
     per_side = []
     for side, tag in ((a, "a"), (b, "b")):
         cell_groups = groups or ["\0all"]
@@ -34,11 +36,9 @@ def compare_unpaired(
             expr
             for m in names
             for expr in (
-                (
-                    pl.col(m).fill_null(worst[m])
-                    if tag == "b" and m in worst
-                    else pl.col(m).drop_nulls()
-                ).alias(f"{m}\0x{tag}"),
+                (pl.col(m).fill_null(worst[m]) if m in worst else pl.col(m).drop_nulls()).alias(
+                    f"{m}\0x{tag}"
+                ),
                 pl.col(m).null_count().alias(f"{m}\0failed_{tag}"),
             )
         ]
