@@ -6,9 +6,11 @@ Where it is found: `--config FILE`, else `./ragframe.toml`, else `./pyproject.to
 `[tool.ragframe]` table (`--no-config` ignores a found file). The file is read once and every
 key checked before anything else happens (before the log is read or a request sent): an
 unknown section or key (with the closest known one), a wrong type, a value out of range, an
-unknown metric, a G-Eval without criteria or steps, a gate on a metric the file does not
-score, a secret written in the file. Each error is one line naming the file, the section and
-the key, and the command exits 2.
+unknown metric or input, a G-Eval without criteria or steps, a gate on a metric the file does
+not score, two pass rules for one metric, a secret written in the file (never echoed); after
+the command line is parsed, a key that needs another neither gives (a [gate] result file with
+no gate). Each error is one line naming the file, the section and the key, and the command
+exits 2.
 
 How it applies: its values become the subcommand's defaults (`set_defaults`), then the command
 line is parsed again, so a flag given on the command line always wins (even one given its
