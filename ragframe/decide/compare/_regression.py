@@ -71,10 +71,10 @@ class RegressionCheck(CiFiles):
 
     table : one row per metric named over all rows (`overall` True), then with `by=` per
         group and metric: the figures (n, n_a, n_b, mean_a, mean_b, diff = b - a, ci_low,
-        ci_high, p_value, failed_a, failed_b: b's failed rows, counted as the worst score
-        unless `ignore_failed`), `min_p` (the smallest p that many rows can give; null for a
-        t-test), the `margin`, `status` ("worse", "not worse" or "cannot tell") and `ok`
-        (not "worse", nor "cannot tell" with `fail_if_unknown`).
+        ci_high, p_value; failed_a / failed_b: rows that failed to score, b's (unpaired, a's
+        too) counted as the worst score unless `ignore_failed`), `min_p` (the smallest p that
+        many rows can give; null for a t-test), the `margin`, `status` ("worse", "not worse"
+        or "cannot tell") and `ok` (not "worse", nor "cannot tell" with `fail_if_unknown`).
     passed : True when no row failed. `worse` / `unknown` name the metrics worse / that
         cannot tell. `str()` says one line per row; `write(junit=, json=, markdown=)` writes
         the CI files (a JUnit test case per row, "cannot tell" as skipped).
