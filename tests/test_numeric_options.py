@@ -53,6 +53,7 @@ TABLE: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {
     (("summarize",), "--level"): LEVELS,
     (("summarize",), "--seed"): SEEDS,
     (("gate",), "--worst"): SHOWN,
+    (("score",), "--worst"): SHOWN,
     (("compare",), "--level"): LEVELS,
     (("compare",), "--seed"): SEEDS,
     (("compare",), "--changed"): SHOWN,
