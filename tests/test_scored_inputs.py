@@ -184,6 +184,20 @@ def test_summarize_and_gates_read_a_url_with_storage_options(
     assert lazy.collect().equals(pl.read_parquet(local)) and where == repr(url)
 
 
+def test_compare_reads_a_url_with_storage_options_and_a_pandas_index(
+    remote_scored: tuple[str, Path, dict[str, str]], pandas_scored: pd.DataFrame
+) -> None:
+    """compare reads its sides as the other decisions do: a URL with its storage options, a
+    pandas frame with its named index (the row id it pairs on) kept as a column."""
+    url, local, opts = remote_scored
+    remote = ragframe.compare(url, local, on="id", storage_options=opts)
+    assert remote.table.equals(ragframe.compare(local, local, on="id").table)
+    check = ragframe.check_regression(url, local, ["faithfulness"], on="id", storage_options=opts)
+    assert check.passed
+    paired = ragframe.compare(pandas_scored, pandas_scored, on="id")
+    assert paired.table["n"].to_list() == [len(pandas_scored)]
+
+
 def test_storage_options_are_for_a_path_and_a_bad_one_is_one_line(
     remote_scored: tuple[str, Path, dict[str, str]],
 ) -> None:

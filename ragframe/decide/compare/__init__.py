@@ -111,6 +111,7 @@ def compare(
     level: float = 0.95,
     seed: int = 0,
     changed: int = 10,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Comparison:
     """Compare run b against run a, metric by metric (methods: module docstring).
 
@@ -126,10 +127,12 @@ def compare(
         every Float64 column with a `{name}_detail` sibling).
     level : the intervals' confidence level; seed : makes bootstraps and permutations
         reproducible; changed : how many most-changed pairs to keep per metric.
+    storage_options : for a side given as a URL (`s3://...`), Polars' storage options (else
+        the store's environment variables).
     """
     started = time.perf_counter()
     check_options(level, seed, changed)
-    side_a, side_b = load_side(a, "a"), load_side(b, "b")
+    side_a, side_b = load_side(a, "a", storage_options), load_side(b, "b", storage_options)
     return _compare(side_a, side_b, on, by, metrics, level, seed, changed, started)
 
 
@@ -147,6 +150,7 @@ def check_regression(
     changed: int = 10,
     ignore_failed: bool = False,
     fail_if_unknown: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> RegressionCheck:
     """Is b worse than a on `metrics`? `compare(a, b, ...)`, then
     `Comparison.check_regression(metrics, margin)`: a metric is worse when the interval of
@@ -162,7 +166,7 @@ def check_regression(
     started = time.perf_counter()
     check_options(level, seed, changed)
     names, margin = check_metrics(metrics), check_margin(margin)
-    side_a, side_b = load_side(a, "a"), load_side(b, "b")
+    side_a, side_b = load_side(a, "a", storage_options), load_side(b, "b", storage_options)
     for name in names:
         for side in (side_a, side_b):
             if name not in side.schema:

@@ -10,8 +10,9 @@ from typing import Any
 
 import polars as pl
 
-from ragframe.decide.summarize import score_columns
+from ragframe.decide.summarize import load_scored, score_columns
 from ragframe.errors import ConfigError, InputError
+from ragframe.inputs.io import StorageOptions
 
 
 @dataclass(frozen=True)
@@ -39,30 +40,14 @@ def name_list(value: str | Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(n.strip() for n in names if n.strip()))
 
 
-def load_side(data: Any, label: str) -> Side:
+def load_side(data: Any, label: str, storage_options: StorageOptions | None = None) -> Side:
     """One side as a LazyFrame (a Parquet file is scanned: only the columns used are read),
-    with the file's ragframe metadata ({} for a frame or an old file)."""
-    from ragframe.inputs.io import INPUT_FORMATS, input_path, open_input, read_metadata
-
-    if type(data).__module__.startswith("pandas"):
-        data = pl.from_pandas(data)
-    if isinstance(data, pl.DataFrame | pl.LazyFrame):
-        lazy, meta, where, is_file = data.lazy(), {}, f"{label} (the frame)", False
-    elif isinstance(data, str | Path):
-        path = input_path(data)
-        where, is_file = f"{label} ({str(path)!r})", True
-        try:
-            if INPUT_FORMATS.get(path.suffix.lower()) == "Parquet":
-                lazy, meta = pl.scan_parquet(path), read_metadata(path)
-            else:
-                lazy, meta = open_input(path).read().lazy(), {}
-        except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-            raise InputError(f"cannot read {where}: {exc}") from exc
-    else:
-        raise InputError(
-            f"cannot compare a {type(data).__name__} ({label}): pass a polars or pandas "
-            "DataFrame, or the path of a scored Parquet file"
-        )
+    with the file's ragframe metadata ({} for a frame or an old file), read as every decision
+    reads a scored log (`ragframe.decide.summarize.load_scored`: a pandas frame's named index
+    kept as columns, a URL with `storage_options`)."""
+    is_file = isinstance(data, str | Path)
+    lazy, meta, source = load_scored(data, storage_options=storage_options)
+    where = f"{label} ({source})"
     try:
         schema = lazy.collect_schema()
     except (pl.exceptions.PolarsError, OSError) as exc:
