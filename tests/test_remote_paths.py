@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -400,3 +401,170 @@ def test_score_says_in_one_line_that_a_remote_input_is_missing(
         f"s3://{BUCKET}/o.parquet",
     )
     assert refused.returncode == 2 and "write it locally" in refused.stderr, refused.stderr
+
+
+# ------------------------------------------------------------------------ storage options checked
+
+
+def _no_aws_environment(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """Nothing but the test's own options reaches the store: no AWS_* variable, no ~/.aws."""
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(home))
+
+
+def test_no_region_is_ragframe_s_hint_never_polars_warning(
+    s3: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a region or an endpoint Polars warns "'(default_)region' not set" and asks
+    s3.amazonaws.com for the bucket's region (here, with no network, in vain): the user gets
+    one line saying to set aws_region / AWS_REGION, and Polars' own warning never shows."""
+    _no_aws_environment(monkeypatch, tmp_path)
+    keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "max_retries": 0}
+    url = f"s3://{BUCKET}/log.parquet"
+    for read in (
+        lambda: load_frame(url, storage_options=keys),
+        lambda: input_path(url, storage_options=keys),
+        lambda: read_metadata(url, storage_options=keys),
+    ):
+        with warnings.catch_warnings(record=True) as said, pytest.raises(InputError) as caught:
+            warnings.simplefilter("always")
+            read()
+        message = str(caught.value)
+        assert url in message and "no AWS region was set" in message, message
+        assert "aws_region" in message and "AWS_REGION" in message and "\n" not in message
+        assert not [w for w in said if "region" in str(w.message)], [str(w.message) for w in said]
+
+
+def test_a_region_found_by_polars_is_one_warning_of_ragframe() -> None:
+    """When Polars finds the region itself (a real AWS bucket), the read goes on with one
+    ragframe warning saying how to skip that request; Polars' text is not shown."""
+    from ragframe.inputs import io as rio
+
+    def call() -> int:
+        warnings.warn(
+            "'(default_)region' not set; polars will try to get it from bucket\n\nSet the "
+            "region manually to silence this warning.",
+            UserWarning,
+            stacklevel=1,
+        )
+        warnings.warn("something else", DeprecationWarning, stacklevel=1)
+        return 7
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert rio._remote_open("s3://bucket/log.parquet", call) == 7
+    texts = [str(w.message) for w in said]
+    assert "something else" in texts, texts  # other warnings pass through as they were
+    region = [t for t in texts if "region" in t]
+    assert len(region) == 1 and "(default_)" not in region[0], texts
+    assert "aws_region" in region[0] and "AWS_REGION" in region[0] and "\n" not in region[0]
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"aws_regoin": "us-east-1"}, "did you mean 'aws_region'"),
+        ({"aws_bogus": "x"}, "'aws_bogus'"),
+        ({"endpoint_ulr": "http://127.0.0.1:1"}, "did you mean 'endpoint_url'"),
+        ({"google_service_account": "key.json"}, "a Google Cloud Storage key"),
+        ({"MAX_RETRIES": 0}, "did you mean 'max_retries'"),
+    ],
+)
+def test_an_unknown_option_key_is_refused_before_any_request(
+    s3: Store, options: dict[str, Any], says: str
+) -> None:
+    """Polars ignores a key object_store does not know: a typo would fall back to other
+    credentials (or none) without a word. The endpoint is closed: a request would fail."""
+    closed = {**s3.options, "aws_endpoint_url": f"http://127.0.0.1:{_free_port()}"}
+    url = f"s3://{BUCKET}/log.parquet"
+    for read in (
+        lambda: load_frame(url, storage_options={**closed, **options}),
+        lambda: input_path(url, storage_options={**closed, **options}),
+        lambda: read_metadata(url, storage_options={**closed, **options}),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            read()
+        message = str(caught.value)
+        key = next(iter(options))
+        assert url in message and repr(key) in message and says in message, message
+        assert "\n" not in message, message
+
+
+def test_an_http_url_refuses_store_keys(s3: Store) -> None:
+    url = f"{s3.endpoint}/{BUCKET}/log.parquet"
+    with pytest.raises(ConfigError, match=r"'aws_region'.*http\(s\) URL takes only Polars' own"):
+        load_frame(url, storage_options={"aws_region": "us-east-1"})
+    assert load_frame(url, storage_options={"max_retries": 1}).height == 20
+
+
+def test_every_spelling_object_store_takes_is_read(s3: Store) -> None:
+    """Aliases and upper case are object_store's own spellings: accepted, and used."""
+    aliases = {
+        "endpoint": s3.endpoint,
+        "ACCESS_KEY_ID": "testing",
+        "secret_access_key": "testing",
+        "Region": "us-east-1",
+        "allow_http": "true",
+        "timeout": "30s",
+        "file_cache_ttl": 0,
+    }
+    url = f"s3://{BUCKET}/log.parquet"
+    assert load_frame(url, storage_options=aliases).equals(load_frame(s3.local / "log.parquet"))
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"aws_endpoint_url": "127.0.0.1:9000"}, "'http://127.0.0.1:9000'"),
+        ({"endpoint": "http://127.0.0.1:99999"}, "its port"),
+        ({"aws_access_key_id": "testing\n"}, "line break"),
+        ({"aws_region": " us-east-1"}, "space"),
+    ],
+)
+def test_an_option_value_polars_would_panic_on_is_refused(
+    s3: Store, change: dict[str, str], says: str
+) -> None:
+    """An endpoint without its scheme, or a key read from a file with its newline, made
+    Polars panic (pyo3's PanicException, a BaseException): refused first, in one line."""
+    options = {k: v for k, v in s3.options.items() if k != "aws_endpoint_url"}
+    url = f"s3://{BUCKET}/log.parquet"
+    with pytest.raises(ConfigError) as caught:
+        load_frame(url, storage_options={"aws_endpoint_url": s3.endpoint, **options, **change})
+    message = str(caught.value)
+    assert url in message and repr(next(iter(change))) in message and says in message, message
+    assert "\n" not in message and "testing" not in message, message  # no secret echoed
+
+
+def test_an_environment_value_polars_would_panic_on_is_refused(
+    s3: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_aws_environment(monkeypatch, tmp_path)
+    for key, value in s3.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing\r\n")
+    url = f"s3://{BUCKET}/log.parquet"
+    with pytest.raises(ConfigError) as caught:
+        load_frame(url)
+    message = str(caught.value)
+    assert url in message and "AWS_SECRET_ACCESS_KEY" in message and "line break" in message
+    assert "\n" not in message, message
+
+
+def test_a_panic_in_polars_cloud_reader_is_one_line() -> None:
+    """Whatever else makes Polars panic becomes one line naming the URL and what to check,
+    not a PanicException (which `except Exception` does not catch)."""
+    import polars as pl
+
+    from ragframe.inputs import io as rio
+
+    def call() -> None:
+        raise pl.exceptions.PanicException("request valid: InvalidUri(InvalidFormat)")
+
+    url = "s3://bucket/log.parquet"
+    with pytest.raises(InputError) as caught:
+        rio._remote_call(url, call)
+    message = str(caught.value)
+    assert url in message and "InvalidUri" in message and "storage_options" in message, message
+    assert "AWS_ENDPOINT_URL" in message and "\n" not in message, message

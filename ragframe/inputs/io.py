@@ -9,16 +9,19 @@ GOOGLE_*, AZURE_*, HF_TOKEN); a local path through pyarrow, as before."""
 from __future__ import annotations
 
 import ast
+import difflib
 import glob
 import json
 import os
 import re
 import tempfile
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator, Mapping
 from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import polars as pl
 import pyarrow as pa
@@ -286,24 +289,308 @@ def remote_problem(url: str, exc: BaseException) -> InputError:
     return InputError(f"cannot read {url!r}: {first}")
 
 
-def _opts(storage_options: StorageOptions | None) -> dict[str, Any] | None:
-    """Polars' storage_options as the dict it takes (None: the environment's settings)."""
+def _words(text: str) -> frozenset[str]:
+    """The space-separated words of `text` (long lists of keys kept readable)."""
+    return frozenset(text.split())
+
+
+# Which storage_options keys a URL's store reads. Polars hands every key it does not use itself
+# to object_store's `FromStr` for the URL's store (after lower-casing it) and drops, without a
+# word, every key that does not parse (polars-io `parse_untyped_config`: "Silently ignores"):
+# a typo falls back to the environment's credentials, or to none. So ragframe refuses, before
+# any request, a key that the store would ignore. Refused rather than warned about: the lists
+# below are complete, being the `FromStr` match arms of object_store 0.14 (`AmazonS3ConfigKey`,
+# `GoogleConfigKey`, `AzureConfigKey`, and `ClientConfigKey` with or without the store's
+# prefix), the version Polars 2.1 links (every alias was found in its compiled library), plus
+# the keys Polars reads itself (`POLARS_STORAGE_CONFIG_KEYS`, exact case) and those its Python
+# credential providers read (`profile` for S3, `token` for Google). An http(s) URL reads only
+# Polars' own keys; an hf:// URL `token` (polars-io `CloudOptions::from_untyped_config`).
+_CLIENT_KEYS = _words(
+    "allow_http allow_invalid_certificates disable_system_certificates connect_timeout "
+    "default_content_type http1_only http2_only http2_keep_alive_interval "
+    "http2_keep_alive_timeout http2_keep_alive_while_idle http2_max_frame_size "
+    "pool_idle_timeout pool_max_idle_per_host proxy_url proxy_ca_certificate proxy_excludes "
+    "randomize_addresses read_timeout timeout user_agent"
+)
+_S3_KEYS = (
+    _words(
+        "aws_access_key_id access_key_id aws_secret_access_key secret_access_key "
+        "aws_default_region default_region aws_region region aws_bucket aws_bucket_name "
+        "bucket_name bucket aws_endpoint_url aws_endpoint endpoint_url endpoint "
+        "aws_endpoint_url_s3 aws_session_token aws_token session_token token "
+        "aws_virtual_hosted_style_request virtual_hosted_style_request aws_s3_express "
+        "s3_express aws_imdsv1_fallback imdsv1_fallback aws_metadata_endpoint "
+        "metadata_endpoint aws_unsigned_payload unsigned_payload aws_checksum_algorithm "
+        "checksum_algorithm aws_container_credentials_relative_uri "
+        "container_credentials_relative_uri aws_container_credentials_full_uri "
+        "container_credentials_full_uri aws_container_authorization_token_file "
+        "container_authorization_token_file aws_web_identity_token_file "
+        "web_identity_token_file aws_role_arn role_arn aws_role_session_name role_session_name "
+        "aws_endpoint_url_sts endpoint_url_sts aws_skip_signature skip_signature "
+        "aws_copy_if_not_exists copy_if_not_exists aws_conditional_put conditional_put "
+        "aws_disable_tagging disable_tagging aws_disable_bulk_delete disable_bulk_delete "
+        "aws_request_payer request_payer aws_allow_http aws_server_side_encryption "
+        "server_side_encryption aws_sse_kms_key_id sse_kms_key_id aws_sse_bucket_key_enabled "
+        "sse_bucket_key_enabled aws_sse_customer_key_base64 sse_customer_key_base64 "
+        "aws_profile profile"
+    )
+    | _CLIENT_KEYS
+    | {f"aws_{key}" for key in _CLIENT_KEYS}
+)
+_GS_KEYS = (
+    _words(
+        "google_service_account service_account google_service_account_path "
+        "service_account_path google_service_account_key service_account_key google_bucket "
+        "google_bucket_name bucket bucket_name google_base_url base_url "
+        "google_application_credentials application_credentials google_bearer_token "
+        "bearer_token google_skip_signature skip_signature token"
+    )
+    | _CLIENT_KEYS
+    | {f"google_{key}" for key in _CLIENT_KEYS}
+)
+_AZ_KEYS = (
+    _words(
+        "azure_storage_account_key azure_storage_access_key azure_storage_master_key "
+        "master_key account_key access_key azure_storage_account_name account_name "
+        "azure_storage_client_id azure_client_id client_id azure_storage_client_secret "
+        "azure_client_secret client_secret azure_storage_tenant_id azure_storage_authority_id "
+        "azure_tenant_id azure_authority_id tenant_id authority_id "
+        "azure_storage_authority_host azure_authority_host authority_host "
+        "azure_storage_sas_key azure_storage_sas_token sas_key sas_token azure_storage_token "
+        "bearer_token token azure_storage_use_emulator use_emulator azure_storage_endpoint "
+        "azure_endpoint endpoint azure_msi_endpoint azure_identity_endpoint identity_endpoint "
+        "msi_endpoint azure_object_id object_id azure_msi_resource_id msi_resource_id "
+        "azure_federated_token_file federated_token_file azure_use_fabric_endpoint "
+        "use_fabric_endpoint azure_use_azure_cli use_azure_cli azure_skip_signature "
+        "skip_signature azure_container_name container_name azure_disable_tagging "
+        "disable_tagging azure_fabric_token_service_url fabric_token_service_url "
+        "azure_fabric_workload_host fabric_workload_host azure_fabric_session_token "
+        "fabric_session_token azure_fabric_cluster_identifier fabric_cluster_identifier "
+        "azure_credential_type credential_type azure_storage_encryption_key encryption_key "
+        "azure_allow_http"
+    )
+    | _CLIENT_KEYS
+    | {f"azure_{key}" for key in _CLIENT_KEYS}
+)
+_STORE_KEYS: dict[str, frozenset[str]] = {
+    "s3": _S3_KEYS,
+    "gs": _GS_KEYS,
+    "az": _AZ_KEYS,
+    "hf": frozenset({"token"}),
+    "http": frozenset(),
+}
+_STORE_NAMES = {
+    "s3": "an Amazon S3",
+    "gs": "a Google Cloud Storage",
+    "az": "an Azure",
+    "hf": "a Hugging Face",
+}
+#: The keys Polars reads itself (integers; exact case), from polars.io.cloud._utils, whose
+#: list is taken when present so that a newer Polars' key is not refused.
+_POLARS_KEYS = _words(
+    "file_cache_ttl max_retries retry_timeout_ms retry_init_backoff_ms retry_max_backoff_ms "
+    "retry_base_multiplier rate_read_init rate_read_floor rate_read_ceiling rate_write_init "
+    "rate_write_floor rate_write_ceiling"
+)
+try:
+    from polars.io.cloud._utils import POLARS_STORAGE_CONFIG_KEYS as _FOUND
+except ImportError:  # an older Polars: its keys are a subset of the list above
+    _FOUND = frozenset()
+_POLARS_KEYS |= frozenset(_FOUND)
+#: Keys (lower case, any alias) whose value object_store parses as a URL: one without its
+#: scheme, or with a port out of range, made Polars panic ("request valid: InvalidUri").
+_URL_KEYS = _words(
+    "aws_endpoint_url aws_endpoint endpoint_url endpoint aws_endpoint_url_s3 "
+    "aws_endpoint_url_sts endpoint_url_sts aws_metadata_endpoint metadata_endpoint "
+    "azure_storage_endpoint azure_endpoint azure_msi_endpoint azure_identity_endpoint "
+    "identity_endpoint msi_endpoint azure_storage_authority_host azure_authority_host "
+    "authority_host google_base_url base_url proxy_url aws_proxy_url google_proxy_url "
+    "azure_proxy_url"
+)
+#: The prefix of the environment variables object_store reads for each store (`from_env`).
+_ENV_PREFIX = {"s3": "AWS_", "gs": "GOOGLE_", "az": "AZURE_"}
+
+
+def _store(url: str) -> str:
+    """The store a URL's scheme reads from: s3, gs, az, hf or http."""
+    scheme = url.split("://", 1)[0].lower()
+    return _STORE_OF.get(scheme, scheme)
+
+
+def _value_problem(key: str, value: Any) -> str | None:
+    """Why Polars could not use this text value (it panicked on each), or None. Never echoes
+    the value, which may be a secret; an endpoint's is shown, being no secret."""
+    if not isinstance(value, str):
+        return None  # Polars says itself which type it expected
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        where = "ends with" if value.rstrip("\r\n") != value else "holds"
+        return (
+            f"its value {where} a line break or another control character (read from a file "
+            "with its newline?); strip it"
+        )
+    if value != value.strip():
+        return "its value starts or ends with a space; strip it"
+    if key.lower() in _URL_KEYS:
+        try:
+            parts = urlsplit(value)
+            port_ok = parts.port is None or 0 < parts.port < 65536
+        except ValueError:
+            parts, port_ok = urlsplit(""), False
+        shown = "its value" if "@" in value else repr(value)  # a proxy's URL may hold a password
+        if not port_ok:
+            return f"{shown} is not a URL object_store can use (its port); fix it"
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            example = "" if "@" in value else f", e.g. 'http://{value.split('://')[-1]}'"
+            return f"{shown} is not an http(s) URL; give it with its scheme{example}"
+    return None
+
+
+def check_storage_options(url: str, storage_options: StorageOptions | None) -> None:
+    """Refuse, before any request, what Polars would silently ignore or panic on: a key the
+    URL's store does not read (with the close matches), and a text value it cannot use (an
+    endpoint without its scheme, a key with its newline), in the options or in the store's
+    environment variables (read when no option gives that key)."""
+    store = _store(url)
+    known = _STORE_KEYS.get(store)
+    if known is None:
+        return
+    for key, value in (storage_options or {}).items():
+        if key in _POLARS_KEYS:
+            continue
+        lower = key if store == "hf" else key.lower()  # Polars' hf:// takes `token` as is
+        if lower not in known:
+            raise ConfigError(f"storage_options for {url!r}: {_unknown_key(key, store)}")
+        problem = _value_problem(key, value)
+        if problem:
+            raise ConfigError(f"storage_options for {url!r}: {key!r}: {problem}")
+    given = {key.lower() for key in storage_options or {}}
+    prefix = _ENV_PREFIX.get(store)
+    for name, value in os.environ.items() if prefix else ():
+        lower = name.lower()
+        if name.startswith(prefix or "") and lower in known and lower not in given:
+            problem = _value_problem(name, value)
+            if problem:
+                raise ConfigError(f"reading {url!r}: the environment variable {name}: {problem}")
+
+
+def _unknown_key(key: str, store: str) -> str:
+    """One line on a key the store does not read: whose key it is, or the close matches."""
+    lower = key.lower()
+    readable = sorted(_STORE_KEYS[store] | _POLARS_KEYS)
+    if store == "http":
+        head = (
+            f"{key!r} is not read: an http(s) URL takes only Polars' own options (max_retries, "
+            "retry_timeout_ms, file_cache_ttl, ...)"
+        )
+    else:
+        head = f"{key!r} is not a key Polars reads for {_STORE_NAMES[store]} URL"
+    owners = [name for other, name in _STORE_NAMES.items() if lower in _STORE_KEYS[other]]
+    if store != "http" and owners and lower not in _STORE_KEYS[store]:
+        return f"{head}: it is {owners[0]} key; drop it, or read a URL of that store"
+    close = difflib.get_close_matches(lower, readable, n=3, cutoff=0.75)
+    if close:
+        return f"{head}; did you mean {' or '.join(repr(c) for c in close)}?"
+    if store == "http":
+        return f"{head}; drop it"
+    return (
+        f"{head} (it would be ignored without a word); the keys it reads include "
+        f"{_KEY_EXAMPLES[store]} (object_store's configuration keys)"
+    )
+
+
+#: A few keys of each store, for the message on a key it does not read.
+_KEY_EXAMPLES = {
+    "s3": "aws_access_key_id, aws_secret_access_key, aws_region, aws_endpoint_url",
+    "gs": "google_service_account, google_application_credentials, token",
+    "az": "account_name, account_key, sas_token",
+    "hf": "token",
+}
+
+
+def _opts(url: str, storage_options: StorageOptions | None) -> dict[str, Any] | None:
+    """Polars' storage_options as the dict it takes (None: the environment's settings),
+    checked first (`check_storage_options`)."""
+    check_storage_options(url, storage_options)
     return dict(storage_options) if storage_options else None
 
 
+#: Polars' warning when an S3 URL has neither a region nor an endpoint: it then asks
+#: https://<bucket>.s3.amazonaws.com for the bucket's region (polars-io `build_aws`).
+_POLARS_REGION_WARNING = "'(default_)region' not set"
+_REGION_HINT = "set aws_region in storage_options or AWS_REGION in the environment"
+
+
+def _remote_open(url: str, call: Any, format_name: str = "Parquet") -> Any:
+    """`_remote_call` for the request that opens a URL (where Polars builds its store), with
+    Polars' missing-region warning turned into ragframe's one line: a warning when Polars found
+    the region itself, a hint in the error when it could not.
+
+    Only the opening calls, made in the caller's thread, catch warnings: catching them swaps
+    process-wide state (not thread-safe), and a chunk read in the reader's thread needs no
+    region again (Polars keeps the store and the bucket's region it found)."""
+    failure: InputError | None = None
+    with warnings.catch_warnings(record=True) as said:
+        warnings.filterwarnings("always", message=re.escape(_POLARS_REGION_WARNING))
+        try:
+            value = _remote_call(url, call, format_name)
+        except InputError as exc:
+            failure = exc
+    region = False
+    for caught in said:
+        if _POLARS_REGION_WARNING in str(caught.message):
+            region = True
+        else:  # someone else's warning: passed on as it came
+            warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
+    if failure is not None:
+        if not region:
+            raise failure
+        cause = failure.__cause__ or failure
+        if "amazonaws.com" in str(cause):
+            raise InputError(
+                f"cannot read {url!r}: no AWS region was set, and Polars could not ask AWS for "
+                f"the bucket's region ({_last_line(cause)}); {_REGION_HINT} (or aws_endpoint_url"
+                " / AWS_ENDPOINT_URL for a store of your own)"
+            ) from cause
+        raise InputError(f"{failure} (no AWS region was set: {_REGION_HINT})") from cause
+    if region:
+        warnings.warn(
+            f"{url}: no AWS region was set, so Polars asked AWS for the bucket's region (one "
+            f"more request); {_REGION_HINT} to skip it",
+            UserWarning,
+            stacklevel=3,
+        )
+    return value
+
+
+def _last_line(exc: BaseException) -> str:
+    """The innermost cause in an object_store message ("2: failed to lookup address ...")."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return re.sub(r"^\d+: ", "", lines[-1]) if lines else type(exc).__name__
+
+
 def _remote_call(url: str, call: Any, format_name: str = "Parquet") -> Any:
-    """`call()` with its errors as one-line InputErrors (see `remote_failure`)."""
+    """`call()` with its errors as one-line InputErrors (see `remote_failure`). A panic in
+    Polars' Rust code (pyo3's PanicException, a BaseException that `except Exception` misses)
+    is one of them: it says which setting to check, not a Rust backtrace."""
     try:
         return call()
-    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+    except (pl.exceptions.PolarsError, OSError, ValueError, pl.exceptions.PanicException) as exc:
         raise remote_failure(url, exc, format_name) from exc
 
 
 def remote_failure(url: str, exc: BaseException, format_name: str) -> InputError:
     """Why a remote read failed, in one line: the store's refusal (`remote_problem`), an
-    option Polars would not take, or bytes that are not the format the name says."""
+    option Polars would not take, a panic in its reader, or bytes that are not the format the
+    name says."""
     text = str(exc)
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    if isinstance(exc, pl.exceptions.PanicException):
+        store = _store(url)
+        credentials = _CREDENTIALS.get(store, "storage_options")
+        return InputError(
+            f"cannot read {url!r}: Polars' cloud reader failed on a setting it could not use "
+            f"({first}); check the storage_options and the environment it read: {credentials}"
+        )
     if isinstance(exc, OSError) or "object-store error" in text:
         return remote_problem(url, exc)
     if isinstance(exc, ValueError):
@@ -324,9 +611,9 @@ def input_path(
     """
     url = remote_url(path)
     if url is not None:
+        options = _opts(url, storage_options)
         if INPUT_FORMATS.get(url.suffix.lower()) == "Parquet":
-            options = _opts(storage_options)
-            _remote_call(url, lambda: pl.read_parquet_metadata(url, storage_options=options))
+            _remote_open(url, lambda: pl.read_parquet_metadata(url, storage_options=options))
         return url
     return _local_input(path)
 
@@ -568,9 +855,9 @@ class RemoteInput(InputFile):
 
     def __init__(self, url: RemotePath, storage_options: StorageOptions | None) -> None:
         super().__init__(url)
-        self.storage_options = _opts(storage_options)
-        self.scan = _remote_call(url, self._scan, self.format)
-        self._schema = _remote_call(url, self.scan.collect_schema, self.format)
+        self.storage_options = _opts(url, storage_options)
+        self.scan = _remote_open(url, self._scan, self.format)
+        self._schema = _remote_open(url, self.scan.collect_schema, self.format)
 
     @abstractmethod
     def _scan(self) -> pl.LazyFrame:
@@ -1051,8 +1338,8 @@ def read_metadata(
     # final one at close (the Arrow schema keeps the first).
     url = remote_url(path)
     if url is not None:
-        options = _opts(storage_options)
-        found = _remote_call(url, lambda: pl.read_parquet_metadata(url, storage_options=options))
+        options = _opts(url, storage_options)
+        found = _remote_open(url, lambda: pl.read_parquet_metadata(url, storage_options=options))
         text = found.get(METADATA_KEY.decode())
         return json.loads(text) if text else {}
     raw = pq.read_metadata(path).metadata or {}
