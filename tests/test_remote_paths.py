@@ -235,6 +235,14 @@ def test_a_refused_credential_is_one_line(s3: Store, monkeypatch: pytest.MonkeyP
         assert "AWS_ACCESS_KEY_ID" in message and "\n" not in message, message
 
 
+def test_a_scheme_polars_does_not_read_is_named_not_a_missing_file() -> None:
+    """Polars takes "gcp://..." for a local path: it said the object did not exist."""
+    with pytest.raises(InputError) as caught:
+        open_input("gcp://bucket/log.parquet", storage_options={"token": "t"})
+    message = str(caught.value)
+    assert "'gs://bucket/log.parquet'" in message and "does not exist" not in message, message
+
+
 def test_unread_schemes_and_remote_outputs_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -110,8 +110,11 @@ def _fsync_path(path: Path, *, directory: bool) -> None:
 #: URL schemes read through Polars' object-store readers: its cloud schemes (Amazon S3, Google
 #: Cloud Storage, Azure, Hugging Face) and plain http(s).
 REMOTE_SCHEMES = frozenset(
-    {"s3", "s3a", "gs", "gcs", "gcp", "az", "azure", "adl", "abfs", "abfss", "hf", "http", "https"}
+    {"s3", "s3a", "gs", "gcs", "az", "azure", "adl", "abfs", "abfss", "hf", "http", "https"}
 )
+#: Schemes people write for a store whose Polars spelling differs (Polars takes "gcp://..." for
+#: a local path, and said the object did not exist).
+_SCHEME_SPELLED = {"gcp": "gs"}
 #: Polars' `storage_options`: object_store's keys (aws_endpoint_url, aws_access_key_id, ...),
 #: text; Polars' own keys (max_retries, file_cache_ttl, ...) take integers.
 StorageOptions = Mapping[str, Any]
@@ -131,7 +134,7 @@ _CREDENTIALS = {
     "hf": "token in storage_options, or HF_TOKEN in the environment",
     "http": "the URL (an http(s) server takes no storage credentials here)",
 }
-_STORE_OF = {"s3a": "s3", "gcs": "gs", "gcp": "gs", "https": "http"}
+_STORE_OF = {"s3a": "s3", "gcs": "gs", "https": "http"}
 _STORE_OF |= dict.fromkeys(("azure", "adl", "abfs", "abfss"), "az")
 
 
@@ -171,7 +174,14 @@ def remote_url(path: Any) -> RemotePath | None:
         found = _URL.match(path)
         if found is None:
             return None
-        if found.group(1).lower() not in REMOTE_SCHEMES:
+        scheme = found.group(1).lower()
+        if scheme in _SCHEME_SPELLED:
+            raise InputError(
+                f"cannot read {path!r}: Polars reads that store's URLs as "
+                f"{_SCHEME_SPELLED[scheme]}://; write it "
+                f"{_SCHEME_SPELLED[scheme] + path[found.end(1) :]!r}"
+            )
+        if scheme not in REMOTE_SCHEMES:
             raise InputError(
                 f"cannot read {path!r}: ragframe reads local files and URLs of the schemes "
                 f"{', '.join(sorted(REMOTE_SCHEMES))}; copy the file locally first"
