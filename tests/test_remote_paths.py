@@ -576,3 +576,13 @@ def test_a_panic_in_polars_cloud_reader_is_one_line() -> None:
     message = str(caught.value)
     assert url in message and "InvalidUri" in message and "storage_options" in message, message
     assert "AWS_ENDPOINT_URL" in message and "\n" not in message, message
+
+
+def test_summarize_says_a_broken_endpoint_variable_in_one_line(s3: Store) -> None:
+    """AWS_ENDPOINT_URL without its scheme made Polars panic: a Rust backtrace on stderr."""
+    broken = Store(s3.endpoint.removeprefix("http://"), s3.client, s3.local)
+    done = _cli(broken, None, "summarize", f"s3://{BUCKET}/log.parquet")
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "AWS_ENDPOINT_URL" in lines[0], done.stderr
+    assert "'http://127.0.0.1:" in lines[0], done.stderr
