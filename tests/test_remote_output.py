@@ -83,6 +83,7 @@ PATHS = {
     "in memory": ["--sample", "1"],
     "named metrics": ["--metrics", "faithfulness"],
     "ray": ["--ray"],
+    "dry run": ["--dry-run"],  # writes nothing, but says now what the run would refuse
 }
 
 

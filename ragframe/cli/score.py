@@ -220,6 +220,9 @@ def cmd_score(args: argparse.Namespace) -> int:
             return _score_on_ray(args, spec, judge)
         if not spec.dry_run:  # a dry run writes nothing: -o may be absent, or exist
             _refuse_output(args)
+        elif args.output is not None:  # but an -o the run itself would refuse is said now
+            refuse_remote_output(args.output)
+            common.refuse_non_parquet_output(args.output)
         if args.from_format is None:
             spec = _check_metrics(args, spec, judge, args.input, args.input)
             return _score(args, spec, path, judge)
