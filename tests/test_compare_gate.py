@@ -14,7 +14,7 @@ import pytest
 from test_gate_outputs import check_junit_rules, rendered_tables
 
 from ragframe import cli
-from ragframe.decide.compare import check_regression, compare
+from ragframe.decide.compare import RegressionUnknownWarning, check_regression, compare
 from ragframe.errors import ConfigError
 
 N = 60
@@ -98,7 +98,8 @@ def test_five_pairs_cannot_tell_and_say_so() -> None:
     test_compare_constant.)"""
     a = pl.DataFrame({"id": [1, 2, 3, 4, 5], "faithfulness": [0.9, 0.8, 0.7, 0.9, 0.8]})
     b = pl.DataFrame({"id": [1, 2, 3, 4, 5], "faithfulness": [0.4, 0.35, 0.15, 0.3, 0.4]})
-    check = check_regression(a, b, "faithfulness", on="id")
+    with pytest.warns(RegressionUnknownWarning):
+        check = check_regression(a, b, "faithfulness", on="id")
     row = check.table.row(0, named=True)
     assert check.comparison.table["method"][0] == "score"
     assert row["ci_high"] < 0 and row["p_value"] == pytest.approx(2 / 32)
@@ -136,7 +137,8 @@ def test_unpaired_three_a_side_cannot_tell() -> None:
     """Unpaired, 3 scores a side: a relabelling's smallest p is 2 / C(6, 3) = 0.1."""
     a = pl.DataFrame({"faithfulness": [0.9, 0.95, 1.0]})
     b = pl.DataFrame({"faithfulness": [0.0, 0.05, 0.1]})
-    check = check_regression(a, b, "faithfulness")
+    with pytest.warns(RegressionUnknownWarning):
+        check = check_regression(a, b, "faithfulness")
     assert check.table["min_p"][0] == pytest.approx(0.1) and status(check) == ["cannot tell"]
     assert "n=3/3 scores cannot show a difference at 95%" in str(check)
     four = check_regression(a.vstack(a.head(1)), b.vstack(b.head(1)), "faithfulness")
@@ -192,7 +194,8 @@ def test_by_is_never_laxer_than_without() -> None:
 def test_no_interval_is_a_warning_unless_asked_to_fail() -> None:
     a = pl.DataFrame({"id": [1], "faithfulness": [0.9]})
     b = pl.DataFrame({"id": [1], "faithfulness": [0.1]})
-    check = check_regression(a, b, "faithfulness", on="id")
+    with pytest.warns(RegressionUnknownWarning):
+        check = check_regression(a, b, "faithfulness", on="id")
     assert status(check) == ["cannot tell"] and check.passed
     assert "cannot tell: no interval (needs at least 2 pairs)" in str(check)
     assert not check_regression(a, b, "faithfulness", on="id", fail_if_unknown=True).passed
@@ -214,7 +217,8 @@ def test_b_failed_rows_count_as_the_worst_score() -> None:
     assert row["failed_b"] == 10 and row["n"] == 12 and status(check) == ["worse"]
     assert "10 rows of b failed to score, counted as 0" in str(check)
     assert not check.passed
-    lax = check_regression(a, b, "faithfulness", on="id", ignore_failed=True)
+    with pytest.warns(RegressionUnknownWarning):
+        lax = check_regression(a, b, "faithfulness", on="id", ignore_failed=True)
     assert lax.table["n"][0] == 2 and lax.passed and status(lax) == ["cannot tell"]
     assert "10 rows of b failed to score, left out" in str(lax)
     unpaired = check_regression(a, b, "faithfulness")
@@ -479,3 +483,105 @@ def test_cli_failed_rows_of_b_count_unless_ignore_failed(tmp_path: Path, capsys:
     assert "10 rows of b failed to score, left out" in captured.err
     refused = cli.main([*argv[:5], "--ignore-failed"])
     assert refused == 2 and "--ignore-failed applies to --fail-if-worse" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ review C (28)
+
+
+def five_pairs() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Five drops of about 0.5: p cannot go below 2 / 32, so the check cannot tell."""
+    a = pl.DataFrame({"id": [1, 2, 3, 4, 5], "faithfulness": [0.9, 0.8, 0.7, 0.9, 0.8]})
+    b = pl.DataFrame({"id": [1, 2, 3, 4, 5], "faithfulness": [0.4, 0.35, 0.15, 0.3, 0.4]})
+    return a, b
+
+
+def test_cannot_tell_warns_in_python_unless_it_fails() -> None:
+    """'cannot tell' passes, so in a notebook or a script it must not be silent: a
+    RegressionUnknownWarning (a RuntimeWarning, so simplefilter('error') makes it fail), one
+    line naming the metric and why, pointing at the caller. Not when it fails anyway
+    (fail_if_unknown), nor when every metric could tell."""
+    assert issubclass(RegressionUnknownWarning, RuntimeWarning)
+    a, b = five_pairs()
+    with pytest.warns(RegressionUnknownWarning) as caught:
+        check = check_regression(a, b, "faithfulness", on="id")
+    assert check.passed and len(caught) == 1
+    message = str(caught[0].message)
+    assert "\n" not in message and "faithfulness" in message, message
+    assert "n=5 pairs cannot show a difference at 95%" in message, message
+    assert "fail_if_unknown=True" in message and caught[0].filename == __file__
+    with pytest.warns(RegressionUnknownWarning) as caught:
+        compare(a, b, on="id").check_regression("faithfulness")
+    assert len(caught) == 1 and caught[0].filename == __file__
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not check_regression(a, b, "faithfulness", on="id", fail_if_unknown=True).passed
+        assert check_regression(*runs(0.0), "faithfulness", on="id").passed
+
+
+def test_cli_says_cannot_tell_once(tmp_path: Path, capsys: Any) -> None:
+    """The command line prints its ⚠️ line; the Python warning would say it twice."""
+    argv = [*cli_files(tmp_path, *five_pairs()), "--fail-if-worse", "faithfulness"]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "⚠️ faithfulness: cannot tell" in captured.out
+    assert "RegressionUnknownWarning" not in captured.err
+
+
+def test_cannot_tell_verdict_does_not_read_as_a_contradiction() -> None:
+    a, b = five_pairs()
+    with pytest.warns(RuntimeWarning):
+        text = str(check_regression(a, b, "faithfulness", on="id"))
+    verdict = text.splitlines()[-1]
+    assert verdict.startswith("regression check passed with a warning: no metric shown worse;")
+    assert "1 of 1 cannot tell" in verdict and "not shown worse on 0" not in verdict
+
+
+def test_markdown_shows_the_failed_rows_that_decide_the_verdict() -> None:
+    """b failed 6 of 12 rows, counted as 0: the Markdown row says so, as the line and the
+    JUnit case do (else '-0.125 ... worse' beside the comparison's +0.000 is a mystery)."""
+    a, _ = drops_in_small_groups()
+    b = a.with_columns(
+        pl.when(pl.col("id") < 6).then(None).otherwise(pl.col("faithfulness")).alias("faithfulness")
+    )
+    check = check_regression(a, b, "faithfulness", on="id")
+    assert check.table["failed_b"][0] == 6
+    table = rendered_tables(check.to_markdown())[0]
+    n = table[0].index("n")
+    assert "6 rows of b failed to score, counted as 0" in table[1][n], table
+    assert "6 rows of b failed to score, counted as 0" in check.cases()[0].message
+    lax = check_regression(a, b, "faithfulness", on="id", ignore_failed=True)
+    assert "left out" in rendered_tables(lax.to_markdown())[0][1][n]
+    clean = check_regression(*runs(0.0), "faithfulness", on="id")
+    assert "failed" not in rendered_tables(clean.to_markdown())[0][1][n]
+
+
+def test_a_null_group_reads_the_same_everywhere() -> None:
+    """A row with no topic is its own group: the line, the JUnit name, the Markdown cell and
+    the comparison's table all show it as (null), never empty nor None, and never like the
+    all-rows row."""
+    a, b = runs(0.0)
+    a = a.with_columns(
+        pl.when(pl.col("id") == "q0").then(None).otherwise(pl.col("topic")).alias("topic")
+    )
+    b = b.with_columns(
+        pl.when(pl.col("id") == "q0").then(None).otherwise(pl.col("topic")).alias("topic")
+    )
+    with pytest.warns(RuntimeWarning):  # the one-row group cannot tell
+        check = check_regression(a, b, "faithfulness", on="id", by="topic")
+    null_row = [r["topic"] is None and not r["overall"] for r in check.table.iter_rows(named=True)]
+    assert null_row.count(True) == 1
+    assert "faithfulness [topic=(null)]: cannot tell" in str(check), str(check)
+    assert "None" not in str(check)
+    names = [c.name for c in check.cases()]
+    assert "faithfulness not worse than a [topic=(null)]" in names, names
+    table = rendered_tables(check.to_markdown())[0]
+    assert [r[1] for r in table[1:]].count("(null)") == 1, table
+    assert "(all rows)" in [r[1] for r in table[1:]]
+    shown = str(check.comparison)
+    assert "(null)" in shown and "None" not in shown, shown

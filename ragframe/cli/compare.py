@@ -5,13 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from contextlib import redirect_stdout
 from typing import Any
 
 from ragframe.cli import common, labels, options
 from ragframe.cli import gate as gate_cli
 from ragframe.decide.ci_files import STDOUT
-from ragframe.decide.compare import Comparison, RegressionCheck, check_regression, compare
+from ragframe.decide.compare import (
+    Comparison,
+    RegressionCheck,
+    RegressionUnknownWarning,
+    check_regression,
+    compare,
+)
 from ragframe.decide.gates import EXIT_GATE_FAILED
 from ragframe.errors import ConfigError
 
@@ -135,16 +142,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     metrics = common.parse_metrics(args.metrics) if args.metrics else None
     regression: RegressionCheck | None = None
     if fail:
-        regression = check_regression(
-            args.a,
-            args.b,
-            fail,
-            margin=args.margin,
-            compared=metrics,
-            ignore_failed=args.ignore_failed,
-            fail_if_unknown=args.fail_if_unknown,
-            **settings,
-        )
+        with warnings.catch_warnings():  # the check's own ⚠️ line says it, printed below
+            warnings.simplefilter("ignore", RegressionUnknownWarning)
+            regression = check_regression(
+                args.a,
+                args.b,
+                fail,
+                margin=args.margin,
+                compared=metrics,
+                ignore_failed=args.ignore_failed,
+                fail_if_unknown=args.fail_if_unknown,
+                **settings,
+            )
         found = regression.comparison
     else:
         found = compare(args.a, args.b, metrics=metrics, **settings)

@@ -62,9 +62,11 @@ from ragframe.decide.compare._cells import TABLE_COLUMNS, failed_warnings, left_
 from ragframe.decide.compare._paired import compare_paired, most_changed
 from ragframe.decide.compare._regression import (
     RegressionCheck,
+    RegressionUnknownWarning,
     check_margin,
     check_metrics,
     format_p,
+    warn_unknown,
 )
 from ragframe.decide.compare._result import Comparison
 from ragframe.decide.compare._sides import (
@@ -89,6 +91,7 @@ __all__ = [
     "UNPAIRED_WARNING",
     "Comparison",
     "RegressionCheck",
+    "RegressionUnknownWarning",
     "check_regression",
     "compare",
     "format_p",
@@ -158,10 +161,10 @@ def check_regression(
     over all rows or (with `by=`) in any group. A row of b that failed to score counts as the
     worst score (0; 1 when lower is better), as a gate counts it, unless `ignore_failed`. A
     metric too thin to tell (no interval, or so few rows that p cannot reach 1 - level) is
-    "cannot tell": a warning, not a failure, unless `fail_if_unknown`. `.passed` is True
-    when nothing failed; `.comparison` is the whole comparison (of `compared` too: other
-    metrics to show, by default every metric both have). A metric either side lacks is a
-    ConfigError naming the side.
+    "cannot tell": a warning (`RegressionUnknownWarning`), not a failure, unless
+    `fail_if_unknown`. `.passed` is True when nothing failed; `.comparison` is the whole
+    comparison (of `compared` too: other metrics to show, by default every metric both have).
+    A metric either side lacks is a ConfigError naming the side.
     """
     started = time.perf_counter()
     check_options(level, seed, changed)
@@ -176,9 +179,11 @@ def check_regression(
                     "files score, or fix the name)"
                 )
     found = _compare(side_a, side_b, on, by, compared, level, seed, changed, started, names)
-    return found.check_regression(
+    check = found._regression_check(
         names, margin, ignore_failed=ignore_failed, fail_if_unknown=fail_if_unknown
     )
+    warn_unknown(check)
+    return check
 
 
 def _compare(

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import html
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +64,16 @@ COLUMNS = (
     "ok",
 )
 WORSE, NOT_WORSE, UNKNOWN = "worse", "not worse", "cannot tell"
+#: How a null group value reads in every view (the table keeps the null; `overall` tells it
+#: from the all-rows row).
+NULL_GROUP = "(null)"
+
+
+class RegressionUnknownWarning(RuntimeWarning):
+    """The regression check passed but cannot tell about some metric (too few rows): what
+    `check_regression` warns of in Python, where a passing check is otherwise silent.
+    `warnings.simplefilter("error", RegressionUnknownWarning)` fails on it (or pass
+    `fail_if_unknown=True`)."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +138,7 @@ class RegressionCheck(CiFiles):
             return f"regression check failed: {cannot} (fail if unknown; {what})"
         if unknown:
             return (
-                f"regression check passed with a warning: b is not shown worse on "
-                f"{total - unknown} of {total}; {cannot} ({what})"
+                f"regression check passed with a warning: no metric shown worse; {cannot} ({what})"
             )
         return f"regression check passed: b is not shown worse on any of {total} ({what})"
 
@@ -195,7 +205,7 @@ class RegressionCheck(CiFiles):
                 _signed(row["diff"]),
                 _interval(row["ci_low"], row["ci_high"]),
                 format_p(row["p_value"]),
-                _n(row, self.paired),
+                _n(row, self.paired) + "".join(f"; {f}" for f in _failed(row, self)),
                 row["status"],
             ]
             for row in self.table.iter_rows(named=True)
@@ -308,12 +318,18 @@ def _groups(row: dict[str, Any], check: RegressionCheck) -> str:
         return ""
     if row["overall"]:
         return " [all rows]"
-    return " [" + ", ".join(f"{g}={row[g]}" for g in check.by) + "]"
+    return " [" + ", ".join(f"{g}={group_value(row[g])}" for g in check.by) + "]"
 
 
-def _group(row: dict[str, Any], column: str) -> Any:
+def _group(row: dict[str, Any], column: str) -> str:
     """A group column's cell in the Markdown table ("(all rows)" on the overall row)."""
-    return "(all rows)" if row["overall"] else row[column]
+    return "(all rows)" if row["overall"] else group_value(row[column])
+
+
+def group_value(value: Any) -> str:
+    """A group's value as every view shows it: a null group as "(null)", not "None" in one
+    place and an empty cell in another."""
+    return NULL_GROUP if value is None else str(value)
 
 
 def _mark(row: dict[str, Any]) -> str:
@@ -346,13 +362,7 @@ def _line(row: dict[str, Any], check: RegressionCheck) -> str:
         facts.append(f"p{shown}" if shown.startswith("<") else f"p={shown}")
     if lower:
         facts.append("lower is better")
-    failed, failed_a = row["failed_b"] or 0, row["failed_a"] or 0
-    both = not check.paired and failed_a and not check.ignore_failed
-    rows = f"{failed_a} rows of a and {failed} of b" if both else f"{failed} rows of b"
-    if failed and check.ignore_failed:
-        facts.append(f"{rows} failed to score, left out (ignore failed)")
-    elif failed or both:
-        facts.append(f"{rows} failed to score, counted as {1 if lower else 0}")
+    facts += _failed(row, check)
     said = f"({'; '.join(facts)})"
     if row["status"] == UNKNOWN:
         return f"{mark} {label}: cannot tell: {_thin(row, check)} {said}"
@@ -369,6 +379,37 @@ def _line(row: dict[str, Any], check: RegressionCheck) -> str:
         else f"the interval is not wholly {side} {_bound(line)}"
     )
     return f"{mark} {label}: not worse: {figures}; {why} {said}"
+
+
+def _failed(row: dict[str, Any], check: RegressionCheck) -> list[str]:
+    """The rows that failed to score and how they were counted ('6 rows of b failed to
+    score, counted as 0'), or nothing: said beside n wherever the figures are shown, since
+    they can decide the verdict."""
+    failed, failed_a = row["failed_b"] or 0, row["failed_a"] or 0
+    both = not check.paired and failed_a and not check.ignore_failed
+    rows = f"{failed_a} rows of a and {failed} of b" if both else f"{failed} rows of b"
+    if failed and check.ignore_failed:
+        return [f"{rows} failed to score, left out (ignore failed)"]
+    if failed or both:
+        return [f"{rows} failed to score, counted as {1 if row['direction'] == 'lower' else 0}"]
+    return []
+
+
+def warn_unknown(check: RegressionCheck) -> None:
+    """A `RegressionUnknownWarning` when the check passes while some metric cannot tell,
+    pointing at the caller of the public function that calls this."""
+    if not check.passed or not check.unknown:
+        return
+    rows = [r for r in check.table.iter_rows(named=True) if r["status"] == UNKNOWN]
+    first = rows[0]
+    more = f" (and {len(rows) - 1} more checks)" if len(rows) > 1 else ""
+    warnings.warn(
+        f"regression check: cannot tell whether b is worse on {_label(first, check)}{more}: "
+        f"{_thin(first, check)}; it passed without showing anything either way: add rows, "
+        "or pass fail_if_unknown=True to fail on it",
+        RegressionUnknownWarning,
+        stacklevel=3,
+    )
 
 
 def _thin(row: dict[str, Any], check: RegressionCheck) -> str:

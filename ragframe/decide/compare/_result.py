@@ -14,6 +14,8 @@ from ragframe.decide.compare._regression import (
     check_compared,
     check_table,
     format_p,
+    group_value,
+    warn_unknown,
 )
 
 
@@ -68,8 +70,25 @@ class Comparison:
         the interval of b - a wholly below -margin (above +margin for a lower-is-better
         metric) and p < 1 - level, over all rows or, with groups, in any group. b's rows that
         failed to score count as the worst score unless `ignore_failed`. A metric too thin to
-        tell (no interval; too few rows for p to reach 1 - level) is a warning, a failure only
-        with `fail_if_unknown`. `.passed` is True when nothing failed."""
+        tell (no interval; too few rows for p to reach 1 - level) is a warning (a
+        `RegressionUnknownWarning`), a failure only with `fail_if_unknown`. `.passed` is True
+        when nothing failed."""
+        check = self._regression_check(
+            metrics, margin, ignore_failed=ignore_failed, fail_if_unknown=fail_if_unknown
+        )
+        warn_unknown(check)
+        return check
+
+    def _regression_check(
+        self,
+        metrics: Sequence[str] | str,
+        margin: float = 0.0,
+        *,
+        ignore_failed: bool = False,
+        fail_if_unknown: bool = False,
+    ) -> RegressionCheck:
+        """`check_regression` without its warning: for callers that say "cannot tell"
+        themselves (the command line's ⚠️ line) or warn on their user's behalf."""
         names = check_compared(self.table, metrics)
         figures = self.table.with_columns(pl.lit(not self.by).alias("overall"))
         counted = ["failed_b"] if self.paired else ["failed_a", "failed_b"]
@@ -186,7 +205,7 @@ class Comparison:
         rows = [header]
         for row in self.table.iter_rows(named=True):
             n = str(row["n"]) if self.paired else f"{row['n_a']}/{row['n_b']}"
-            cells = [*(str(row[g]) for g in self.by), row["metric"], n]
+            cells = [*(group_value(row[g]) for g in self.by), row["metric"], n]
             cells += [_num(row["mean_a"]), _num(row["mean_b"]), _num(row["diff"], sign=True)]
             cells += [_interval(row["ci_low"], row["ci_high"]), format_p(row["p_value"])]
             if self.paired:
