@@ -586,3 +586,121 @@ def test_summarize_says_a_broken_endpoint_variable_in_one_line(s3: Store) -> Non
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "AWS_ENDPOINT_URL" in lines[0], done.stderr
     assert "'http://127.0.0.1:" in lines[0], done.stderr
+
+
+def _pem_key_and_certificate() -> tuple[str, str]:
+    """A fresh RSA private key and a self-signed certificate of it, both as PEM text: the
+    multi-line documents a service-account key and a proxy's CA certificate hold."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ragframe test proxy CA")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    return pem_key, certificate.public_bytes(serialization.Encoding.PEM).decode()
+
+
+@pytest.mark.parametrize("key", ["proxy_ca_certificate", "AWS_PROXY_CA_CERTIFICATE"])
+def test_a_proxy_ca_certificate_of_many_lines_is_read(s3: Store, key: str) -> None:
+    """A PEM certificate is lines by nature: Polars reads it (here through moto as the proxy);
+    ragframe refused it as "a line break or another control character"."""
+    _, certificate = _pem_key_and_certificate()
+    options = {**s3.options, "proxy_url": s3.endpoint, key: certificate}
+    url = f"s3://{BUCKET}/log.parquet"
+    assert load_frame(url, storage_options=options).equals(load_frame(s3.local / "log.parquet"))
+
+
+def test_a_pretty_printed_service_account_key_reaches_the_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Google service-account key is JSON, often pretty-printed (`$(cat sa.json)`), with a
+    PEM key inside: Polars takes it as it takes the compact form. Given as an option or as
+    GOOGLE_SERVICE_ACCOUNT_KEY, it reaches the store (closed here: "cannot reach"), as the
+    compact one does, instead of being refused for its line breaks."""
+    for name in list(os.environ):
+        if name.startswith("GOOGLE_"):
+            monkeypatch.delenv(name)
+    closed = f"http://127.0.0.1:{_free_port()}"
+    pem_key, _ = _pem_key_and_certificate()
+    account = {
+        "type": "service_account",
+        "project_id": "ragframe-test",
+        "private_key_id": "k1",
+        "private_key": pem_key,
+        "client_email": "reader@ragframe-test.iam.gserviceaccount.com",
+        "token_uri": f"{closed}/token",
+    }
+    url = "gs://ragframe-logs/log.parquet"
+    said = []
+    for text in (json.dumps(account), json.dumps(account, indent=2) + "\n"):
+        base = {"google_base_url": closed, "max_retries": 0}
+        with pytest.raises(InputError) as caught:
+            load_frame(url, storage_options={**base, "google_service_account_key": text})
+        said.append(str(caught.value))
+        monkeypatch.setenv("GOOGLE_SERVICE_ACCOUNT_KEY", text)
+        with pytest.raises(InputError) as caught:
+            load_frame(url, storage_options=base)
+        said.append(str(caught.value))
+        monkeypatch.delenv("GOOGLE_SERVICE_ACCOUNT_KEY")
+    assert all("cannot reach the store" in line for line in said), said
+    assert len(set(said)) == 1, said
+
+
+@pytest.mark.parametrize(
+    ("store", "option", "variable"),
+    [
+        ("s3", "aws_session_token", "AWS_SESSION_TOKEN"),
+        ("gs", "bearer_token", "GOOGLE_BEARER_TOKEN"),
+    ],
+)
+def test_a_header_value_with_a_line_break_is_still_refused(
+    store: str, option: str, variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only documents (a JSON key, a PEM certificate) may hold lines: a token becomes header
+    text, on which Polars panicked. Both the option and the variable are refused."""
+    url = f"{store}://ragframe-logs/log.parquet"
+    with pytest.raises(ConfigError, match="line break"):
+        load_frame(url, storage_options={option: "token\n"})
+    monkeypatch.setenv(variable, "token\n")
+    with pytest.raises(ConfigError, match=f"{variable}.*line break"):
+        load_frame(url, storage_options={"max_retries": 0})
+
+
+@pytest.mark.parametrize("alias", ["endpoint_url", "endpoint", "AWS_ENDPOINT", "aws_endpoint_url"])
+def test_an_option_overrides_a_broken_variable_under_any_alias(
+    s3: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alias: str
+) -> None:
+    """Polars builds the store from the environment, then applies the options: an option under
+    any of object_store's spellings of a key replaces its variable, which then does not matter
+    (ragframe refused a broken AWS_ENDPOINT_URL that the option `endpoint_url` overrode)."""
+    _no_aws_environment(monkeypatch, tmp_path)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "127.0.0.1:9")
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true\n")
+    options = {
+        k: v for k, v in s3.options.items() if k not in ("aws_endpoint_url", "aws_allow_http")
+    }
+    options |= {alias: s3.endpoint, "allow_http": "true"}
+    url = f"s3://{BUCKET}/log.parquet"
+    assert load_frame(url, storage_options=options).equals(load_frame(s3.local / "log.parquet"))
+    del options["allow_http"]  # AWS_ALLOW_HTTP is read now: refused, naming it
+    with pytest.raises(ConfigError, match=r"AWS_ALLOW_HTTP.*line break"):
+        load_frame(url, storage_options=options)

@@ -419,6 +419,85 @@ _URL_KEYS = _words(
 )
 #: The prefix of the environment variables object_store reads for each store (`from_env`).
 _ENV_PREFIX = {"s3": "AWS_", "gs": "GOOGLE_", "az": "AZURE_"}
+#: object_store's spellings of one key (the `FromStr` arms that name the same key, the first
+#: taken as its name): an option under any of them overrides the environment variable of any
+#: other, since Polars builds the store `from_env` and then applies the options. A client key
+#: (`timeout`) is also spelled with the store's prefix (`aws_timeout`).
+_ALIASES: dict[str, dict[str, str]] = {
+    store: {alias: group.split()[0] for group in groups for alias in group.split()}
+    for store, groups in {
+        "s3": (
+            "aws_access_key_id access_key_id",
+            "aws_secret_access_key secret_access_key",
+            "aws_default_region default_region",
+            "aws_region region",
+            "aws_bucket aws_bucket_name bucket_name bucket",
+            "aws_endpoint_url aws_endpoint endpoint_url endpoint",
+            "aws_session_token aws_token session_token token",
+            *(
+                f"aws_{key} {key}"
+                for key in _words(
+                    "virtual_hosted_style_request s3_express imdsv1_fallback metadata_endpoint "
+                    "unsigned_payload checksum_algorithm container_credentials_relative_uri "
+                    "container_credentials_full_uri container_authorization_token_file "
+                    "web_identity_token_file role_arn role_session_name endpoint_url_sts "
+                    "skip_signature copy_if_not_exists conditional_put disable_tagging "
+                    "disable_bulk_delete request_payer server_side_encryption sse_kms_key_id "
+                    "sse_bucket_key_enabled sse_customer_key_base64"
+                )
+            ),
+        ),
+        "gs": (
+            "google_service_account service_account google_service_account_path "
+            "service_account_path",
+            "google_service_account_key service_account_key",
+            "google_bucket google_bucket_name bucket bucket_name",
+            "google_base_url base_url",
+            "google_application_credentials application_credentials",
+            "google_bearer_token bearer_token",
+            "google_skip_signature skip_signature",
+        ),
+        "az": (
+            "azure_storage_account_key azure_storage_access_key azure_storage_master_key "
+            "master_key account_key access_key",
+            "azure_storage_account_name account_name",
+            "azure_storage_client_id azure_client_id client_id",
+            "azure_storage_client_secret azure_client_secret client_secret",
+            "azure_storage_tenant_id azure_storage_authority_id azure_tenant_id "
+            "azure_authority_id tenant_id authority_id",
+            "azure_storage_authority_host azure_authority_host authority_host",
+            "azure_storage_sas_key azure_storage_sas_token sas_key sas_token",
+            "azure_storage_token bearer_token token",
+            "azure_storage_use_emulator use_emulator",
+            "azure_storage_endpoint azure_endpoint endpoint",
+            "azure_msi_endpoint azure_identity_endpoint identity_endpoint msi_endpoint",
+            "azure_storage_encryption_key encryption_key",
+            *(
+                f"azure_{key} {key}"
+                for key in _words(
+                    "object_id msi_resource_id federated_token_file use_fabric_endpoint "
+                    "use_azure_cli skip_signature container_name disable_tagging "
+                    "fabric_token_service_url fabric_workload_host fabric_session_token "
+                    "fabric_cluster_identifier credential_type"
+                )
+            ),
+        ),
+    }.items()
+}
+#: Keys (by their name in `_ALIASES`) whose value is a document of many lines, parsed as such:
+#: a service-account key (JSON, often pretty-printed) and a proxy's CA certificate (PEM).
+#: Polars reads them with their line breaks and surrounding blanks; every other text value
+#: becomes a header, a URL, a host or a path, where a control character made Polars panic.
+_DOCUMENT_KEYS = frozenset({"google_service_account_key", "proxy_ca_certificate"})
+
+
+def _key_name(store: str, key: str) -> str:
+    """One name for all of object_store's spellings of `key` in `store` (lower case)."""
+    lower = key.lower()
+    if lower in _ALIASES.get(store, {}):
+        return _ALIASES[store][lower]
+    bare = lower.removeprefix(_ENV_PREFIX.get(store, "").lower())
+    return bare if bare in _CLIENT_KEYS else lower
 
 
 def _store(url: str) -> str:
@@ -427,10 +506,11 @@ def _store(url: str) -> str:
     return _STORE_OF.get(scheme, scheme)
 
 
-def _value_problem(key: str, value: Any) -> str | None:
+def _value_problem(store: str, key: str, value: Any) -> str | None:
     """Why Polars could not use this text value (it panicked on each), or None. Never echoes
-    the value, which may be a secret; an endpoint's is shown, being no secret."""
-    if not isinstance(value, str):
+    the value, which may be a secret; an endpoint's is shown, being no secret. A document's
+    lines (a JSON key, a PEM certificate) are its own: not refused."""
+    if not isinstance(value, str) or _key_name(store, key) in _DOCUMENT_KEYS:
         return None  # Polars says itself which type it expected
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         where = "ends with" if value.rstrip("\r\n") != value else "holds"
@@ -459,7 +539,7 @@ def check_storage_options(url: str, storage_options: StorageOptions | None) -> N
     """Refuse, before any request, what Polars would silently ignore or panic on: a key the
     URL's store does not read (with the close matches), and a text value it cannot use (an
     endpoint without its scheme, a key with its newline), in the options or in the store's
-    environment variables (read when no option gives that key)."""
+    environment variables (read when no option gives that key under any of its spellings)."""
     store = _store(url)
     known = _STORE_KEYS.get(store)
     if known is None:
@@ -470,15 +550,15 @@ def check_storage_options(url: str, storage_options: StorageOptions | None) -> N
         lower = key if store == "hf" else key.lower()  # Polars' hf:// takes `token` as is
         if lower not in known:
             raise ConfigError(f"storage_options for {url!r}: {_unknown_key(key, store)}")
-        problem = _value_problem(key, value)
+        problem = _value_problem(store, key, value)
         if problem:
             raise ConfigError(f"storage_options for {url!r}: {key!r}: {problem}")
-    given = {key.lower() for key in storage_options or {}}
+    given = {_key_name(store, key) for key in storage_options or {}}
     prefix = _ENV_PREFIX.get(store)
     for name, value in os.environ.items() if prefix else ():
         lower = name.lower()
-        if name.startswith(prefix or "") and lower in known and lower not in given:
-            problem = _value_problem(name, value)
+        if name.startswith(prefix or "") and lower in known and _key_name(store, name) not in given:
+            problem = _value_problem(store, name, value)
             if problem:
                 raise ConfigError(f"reading {url!r}: the environment variable {name}: {problem}")
 
