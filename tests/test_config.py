@@ -681,3 +681,18 @@ def test_config_naming_a_pyproject_without_our_table_is_refused(folder, capsys):
         "ragframe: error: --config sub/pyproject.toml: it has no [tool.ragframe] table; add "
         "one, or name a ragframe.toml"
     )
+
+
+def test_a_files_ignore_failed_is_undone_on_the_command_line(folder):
+    """The command line wins over the file for a switch too: `--no-ignore-failed` turns off
+    the file's `ignore_failed = true` (a store_true option could only turn it on)."""
+    (folder / "ragframe.toml").write_text(
+        "[gate]\nfail_under = { faithfulness = 0.5 }\nignore_failed = true\n"
+    )
+    for line, expected in (
+        (["gate", "o.parquet"], True),
+        (["gate", "o.parquet", "--no-ignore-failed"], False),
+    ):
+        parser = build_parser()
+        args = cfg.apply(parser, parser.parse_args(line), line)
+        assert args.ignore_failed is expected, line

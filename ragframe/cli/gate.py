@@ -82,9 +82,11 @@ def add_gate_options(parser: argparse.ArgumentParser, *, thresholds: bool = True
         )
     group.add_argument(
         "--ignore-failed",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=False,
         help="leave rows that failed to score out of the gates (by default they count: as "
-        "failing rows in a pass rate, as the worst score in a mean)",
+        "failing rows in a pass rate, as the worst score in a mean); --no-ignore-failed "
+        "undoes a configuration file's ignore_failed = true",
     )
     options.add_shown(
         group, "--worst", 5, "worst rows listed per failing gate, with their reasons (default: 5)"
