@@ -23,8 +23,9 @@ worse is a regression the others can hide; each group is one more chance of a fa
 than 2 scores a side), or so few rows that no data could give p < 1 - level (the sign-flip
 test's smallest p is 2 / 2**n: 5 pairs give at best 0.0625, so at 95 % they can never show a
 difference; unpaired, 2 / C(n_a + n_b, n_a)). Nothing is shown either way: the check says so
-on its own line and as a warning (a skipped JUnit case, ⚠️ in the Markdown) and does not fail,
-unless `fail_if_unknown=True` (CLI `--fail-if-unknown`).
+on its own line and as a warning (a skipped JUnit case, ⚠️ in the Markdown; in Python a
+`RegressionUnknownWarning`, since a check that passes is otherwise silent there) and does not
+fail, unless `fail_if_unknown=True` (CLI `--fail-if-unknown`).
 """
 
 from __future__ import annotations
