@@ -559,6 +559,9 @@ def test_markdown_shows_the_failed_rows_that_decide_the_verdict() -> None:
     assert "left out" in rendered_tables(lax.to_markdown())[0][1][n]
     clean = check_regression(*runs(0.0), "faithfulness", on="id")
     assert "failed" not in rendered_tables(clean.to_markdown())[0][1][n]
+    one = pl.when(pl.col("id") == 0).then(None).otherwise(pl.col("faithfulness") - 0.2)
+    single = check_regression(a, a.with_columns(one.alias("faithfulness")), "faithfulness", on="id")
+    assert "; 1 row of b failed to score, counted as 0)" in str(single), str(single)
 
 
 def test_a_null_group_reads_the_same_everywhere() -> None:

@@ -388,12 +388,16 @@ def _failed(row: dict[str, Any], check: RegressionCheck) -> list[str]:
     they can decide the verdict."""
     failed, failed_a = row["failed_b"] or 0, row["failed_a"] or 0
     both = not check.paired and failed_a and not check.ignore_failed
-    rows = f"{failed_a} rows of a and {failed} of b" if both else f"{failed} rows of b"
+    rows = f"{_rows(failed_a)} of a and {failed} of b" if both else f"{_rows(failed)} of b"
     if failed and check.ignore_failed:
         return [f"{rows} failed to score, left out (ignore failed)"]
     if failed or both:
         return [f"{rows} failed to score, counted as {1 if row['direction'] == 'lower' else 0}"]
     return []
+
+
+def _rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
 
 
 def warn_unknown(check: RegressionCheck) -> None:
