@@ -25,7 +25,13 @@ from __future__ import annotations
 from ragframe._version import __version__
 from ragframe.decide.agreement import agreement
 from ragframe.decide.calibration import Calibration, apply_calibration, calibrate
-from ragframe.decide.compare import Comparison, RegressionCheck, check_regression, compare
+from ragframe.decide.compare import (
+    Comparison,
+    RegressionCheck,
+    RegressionUnknownWarning,
+    check_regression,
+    compare,
+)
 from ragframe.decide.gates import EXIT_GATE_FAILED, GateResult, assert_scores, check_gates
 from ragframe.decide.human import human_estimate, human_estimate_difference, labels_needed
 from ragframe.decide.label_sheet import label_sheet
@@ -91,6 +97,7 @@ __all__ = [  # noqa: RUF022
     "JudgeError",
     "RagframeError",
     "RegressionCheck",
+    "RegressionUnknownWarning",
     "RowsFailedWarning",
     "RunResult",
     "Summary",
