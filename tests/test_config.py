@@ -696,3 +696,17 @@ def test_a_files_ignore_failed_is_undone_on_the_command_line(folder):
         parser = build_parser()
         args = cfg.apply(parser, parser.parse_args(line), line)
         assert args.ignore_failed is expected, line
+    (folder / "ragframe.toml").write_text(
+        '[compare]\non = "id"\nfail_if_worse = ["faithfulness"]\nignore_failed = true\n'
+        "fail_if_unknown = true\n"
+    )
+    for line, expected in (
+        (["compare", "a.parquet", "b.parquet"], True),
+        (
+            ["compare", "a.parquet", "b.parquet", "--no-ignore-failed", "--no-fail-if-unknown"],
+            False,
+        ),
+    ):
+        parser = build_parser()
+        args = cfg.apply(parser, parser.parse_args(line), line)
+        assert (args.ignore_failed, args.fail_if_unknown) == (expected, expected), line

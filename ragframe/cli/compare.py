@@ -86,15 +86,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     regression.add_argument(
         "--ignore-failed",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=False,
         help="leave b's rows that failed to score out of the check instead of counting them "
-        "as the worst score",
+        "as the worst score (--no-ignore-failed undoes the configuration file's)",
     )
     regression.add_argument(
         "--fail-if-unknown",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=False,
         help="exit 1 also when the check cannot tell: no interval, or so few rows that p "
-        "cannot reach 1 - level (5 pairs at 95%%); by default a warning",
+        "cannot reach 1 - level (5 pairs at 95%%); by default a warning "
+        "(--no-fail-if-unknown undoes the configuration file's)",
     )
     regression.add_argument(
         "--margin",
