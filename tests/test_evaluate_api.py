@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,16 +21,19 @@ from typing import Any
 import pandas as pd
 import polars as pl
 import pytest
-from conftest import judge_for
+from conftest import judge_for, task_name
 
 import ragframe
 from ragframe.engine import run as run_module
-from ragframe.engine.result import RowsFailedWarning
+from ragframe.engine.prepare import failed_metrics
+from ragframe.engine.result import RowsFailedWarning, RunResult
 from ragframe.errors import ConfigError, InputError
 from ragframe.inputs import sample as sample_module
 from ragframe.inputs.sample import draw_sample
-from ragframe.metrics import CORE
-from ragframe.testing.server import FakeServer, Faults
+from ragframe.judge.client import RunStats
+from ragframe.metrics import CORE, base, resolve
+from ragframe.metrics.base import NO_CLAIM_FOUND, NOTHING_TO_SCORE
+from ragframe.testing.server import FakeServer, Faults, Reply, auto_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -265,11 +269,28 @@ def test_sampling_a_frame_that_has_row_index_says_the_rename_of_its_own_library(
     assert server.count() == 0
 
 
+#: In an answer, makes the fake judge fail every request that quotes it (a 500).
+FAILS = "[the judge fails on this row]"
+#: In an answer, makes the fake judge find no factual claim in it (null by design).
+NO_CLAIMS = "[nothing to claim here]"
+
+
+def judge_of_marked_rows(body: dict[str, Any]) -> Any:
+    """The fake judge's answers, by the row each request quotes (whatever their order): a
+    500 for a row marked `FAILS`, no claims for one marked `NO_CLAIMS`, else valid JSON."""
+    text = json.dumps(body.get("messages"))
+    if FAILS in text:
+        return Reply(status=500)
+    if NO_CLAIMS in text and task_name(body) == "answer_claims":
+        return json.dumps({"claims": []})
+    return auto_answer(body)
+
+
 def a_log_with_rows_that_cannot_score(n: int = 4) -> pd.DataFrame:
-    """`log(n)` whose rows 1 and 3 have no contexts: null faithfulness with its reason, and
-    no request (deterministic, whatever the order of requests)."""
+    """`log(n)` whose rows 1 and 3 the judge fails on (`judge_of_marked_rows`): null
+    faithfulness with the endpoint's error."""
     data = log(n)
-    data["contexts"] = [[] if i % 2 else c for i, c in enumerate(data["contexts"])]
+    data["answer"] = [f"{a} {FAILS}" if i % 2 else a for i, a in enumerate(data["answer"])]
     return data
 
 
@@ -277,7 +298,8 @@ def test_evaluate_and_run_warn_in_one_line_of_rows_that_failed(
     server: FakeServer, tmp_path: Path
 ) -> None:
     """13 of 20 rows failed and evaluate said nothing: only the null scores told."""
-    judge = judge_for(server, tmp_path)
+    server.handler = judge_of_marked_rows
+    judge = judge_for(server, tmp_path, max_attempts=1)
     data = a_log_with_rows_that_cannot_score()
     with pytest.warns(RowsFailedWarning) as caught:
         scored = data.pipe(ragframe.evaluate, metrics=["faithfulness"], judge=judge)
@@ -306,6 +328,89 @@ def test_evaluate_and_run_warn_in_one_line_of_rows_that_failed(
         warnings.simplefilter("error", RowsFailedWarning)
         ragframe.evaluate(log(), ["faithfulness"], judge=judge)
         ragframe.run(log(), ["faithfulness"], judge=judge)
+
+
+def a_log_with_rows_null_by_design(n: int = 6) -> pd.DataFrame:
+    """`log(n)` with a ground truth on all rows but the last two (missing input for the
+    metrics that need it) and row 1's answer with no factual claim (`judge_of_marked_rows`):
+    rows unscored by design, none of them a failure."""
+    data = log(n)
+    data["ground_truth"] = [f"fact of row {i}" if i < n - 2 else None for i in range(n)]
+    data["answer"] = [f"{a} {NO_CLAIMS}" if i == 1 else a for i, a in enumerate(data["answer"])]
+    return data
+
+
+def test_rows_null_by_design_are_no_failure_and_no_warning(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    """A ground truth null on 2 of 6 rows warned "rows failed to score ... context_precision
+    2 ... missing input", and an answer with no factual claim "faithfulness 1": a spurious
+    RuntimeWarning on good data, an error in CI under simplefilter("error"), though exit
+    status 4 does not count such rows. Only rows that were sent and failed are warned of."""
+    server.handler = judge_of_marked_rows
+    judge = judge_for(server, tmp_path, max_attempts=1)
+    data = a_log_with_rows_null_by_design()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RowsFailedWarning)
+        scored = ragframe.evaluate(data, list(CORE), judge=judge)
+        result = ragframe.run(data, ["faithfulness", "context_recall"], judge=judge)
+    assert result.failed_line() is None
+    for name in ("context_precision", "context_recall"):  # the rows are null all the same
+        errors = scored[f"{name}_detail"].struct.field("error").tolist()
+        assert scored[name].isna().tolist() == [False] * 4 + [True] * 2
+        assert all(str(e).startswith("missing input: 'ground_truth'") for e in errors[4:])
+    assert scored["faithfulness"].isna().tolist() == [False, True, False, False, False, False]
+    assert scored["faithfulness_detail"].iloc[1]["error"] == NO_CLAIM_FOUND
+    # A row that failed among them is warned of, alone, with its own error first.
+    data.loc[data.index[3], "answer"] += f" {FAILS}"
+    with pytest.warns(RowsFailedWarning) as caught:
+        ragframe.evaluate(data, ["faithfulness", "context_recall"], judge=judge)
+    line = str(caught[0].message)
+    assert len(caught) == 1 and "of 6: faithfulness 1 (their" in line, line
+    assert "context_recall" not in line and "faithfulness row 3: " in line, line
+
+
+def test_exit_4_and_the_warning_share_one_rule_for_rows_null_by_design() -> None:
+    """`failed_metrics` (exit status 4) counted an answer with nothing to score as a row the
+    metric could score: faithfulness whose every answer had no factual claim was "failed on
+    every row" when another metric's request had failed in the run."""
+    frame = pl.DataFrame(
+        {
+            "faithfulness": [None, None, None],
+            "faithfulness_detail": [
+                {"error": NO_CLAIM_FOUND},
+                {"error": NO_CLAIM_FOUND},
+                {"error": "missing input: 'answer' is null or empty"},
+            ],
+            "answer_relevancy_llm": [None, None, 0.5],
+            "answer_relevancy_llm_detail": [{"error": "HTTP 500"}, {"error": "HTTP 500"}, {}],
+        },
+        schema_overrides={"faithfulness": pl.Float64, "answer_relevancy_llm": pl.Float64},
+    )
+    metrics = resolve(["faithfulness", "answer_relevancy_llm"])
+    stats = RunStats(failures=Counter({"answer_relevancy_llm": 2}))
+    assert failed_metrics(frame, metrics, stats) == {}
+    frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias("answer_relevancy_llm"))
+    assert failed_metrics(frame, metrics, stats) == {"answer_relevancy_llm": "HTTP 500"}
+    # The warning counts by the same rule: only answer_relevancy_llm's rows failed.
+    result = RunResult(frame, metrics, judge=None, stats=stats, seconds=0.0, started="")  # type: ignore[arg-type]
+    line = result.failed_line()
+    assert line is not None and "of 3: answer_relevancy_llm 3 (their" in line, line
+    assert "faithfulness" not in line, line
+
+
+def test_every_reason_null_by_design_is_one_a_metric_writes() -> None:
+    """`null_by_design` matches reasons by their text: one a metric rewords (or drops) no
+    longer matches, and its rows would be warned of as failed again."""
+    named = {v: k for k, v in vars(base).items() if isinstance(v, str) and k.isupper()}
+    sources = "\n".join(
+        p.read_text(encoding="utf-8")
+        for p in (ROOT / "ragframe" / "metrics").glob("*.py")
+        if p.name != "base.py"
+    )
+    for reason in NOTHING_TO_SCORE:
+        constant = named.get(reason)
+        assert f'"{reason}"' in sources or (constant and constant in sources), reason
 
 
 def test_the_warning_quotes_the_endpoints_error_and_counts_each_metric(

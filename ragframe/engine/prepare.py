@@ -36,6 +36,7 @@ from ragframe.metrics import (
     with_reasons,
     with_thresholds,
 )
+from ragframe.metrics.base import null_by_design
 from ragframe.metrics.thresholds import PASS_SUFFIX
 from ragframe.stats import outside_unit
 
@@ -100,10 +101,6 @@ def needs_judge(metrics: Iterable[Metric | RagasScore]) -> bool:
 EXIT_METRIC_FAILED = 4
 
 
-#: How `ragframe.inputs.columns.missing_input_reason` starts: such rows are never sent to the judge.
-MISSING_INPUT = "missing input:"
-
-
 def failed_metrics(
     scored: pl.DataFrame | pl.LazyFrame,
     metrics: Iterable[Metric | RagasScore],
@@ -111,12 +108,11 @@ def failed_metrics(
 ) -> dict[str, str]:
     """Metrics that failed on every row they could score -> the first row's error.
 
-    A metric failed on every row when at least one row had all its inputs (its error does not
-    start with "missing input:"), none of those rows got a score, and the run had failed
-    requests (`stats.failures`, or failures remembered from an earlier run): so a metric
-    whose every answer legitimately has nothing to score ("no factual claims found") in a run
-    where the judge answered everything is not a failure, and rows with missing inputs never
-    count. Aggregates are not judged and are left out. `scored` may be a scan of the written
+    A metric failed on every row when at least one row is not null by design (`null_by_design`:
+    a missing input, never sent, or an answer with nothing to score, "no factual claims
+    found"), none of those rows got a score, and the run had failed requests (`stats.failures`,
+    or failures remembered from an earlier run). `RowsFailedWarning` counts rows by the same
+    rule. Aggregates are not judged and are left out. `scored` may be a scan of the written
     output (only these columns are read).
     """
     if not sum(stats.failures.values()) and not stats.remembered_failures:
@@ -127,7 +123,7 @@ def failed_metrics(
     exprs = []
     for name in names:
         error = pl.col(f"{name}_detail").struct.field("error")
-        judged = error.is_null() | ~error.str.starts_with(MISSING_INPUT)
+        judged = ~null_by_design(error)
         exprs += [
             judged.sum().alias(f"{name}:judged"),
             pl.col(name).is_not_null().sum().alias(f"{name}:scored"),

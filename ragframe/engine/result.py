@@ -18,6 +18,7 @@ from ragframe.metrics import (
     Metric,
     RagasScore,
 )
+from ragframe.metrics.base import null_by_design
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,9 +30,11 @@ def is_pandas(data: Any) -> bool:
 
 
 class RowsFailedWarning(RuntimeWarning):
-    """Rows of a run got no score (null, the reason in `{metric}_detail.error`): what
+    """Rows of a run failed to score (null, the reason in `{metric}_detail.error`): what
     `evaluate` and `run` warn of, in one line with the rows failed per metric and the first
-    error. `warnings.simplefilter("error", RowsFailedWarning)` makes it an error (in CI)."""
+    error. Rows null by design (a missing input; an answer with nothing to score, "no factual
+    claims found in the answer") are not failures and are not warned of.
+    `warnings.simplefilter("error", RowsFailedWarning)` makes it an error (in CI)."""
 
 
 #: Characters of the first error quoted in a `RowsFailedWarning`.
@@ -78,34 +81,28 @@ class RunResult:
         }
 
     def failed_line(self) -> str | None:
-        """One line on the rows that got no score: how many per metric and the first error
-        (its metric and row position); None when every row scored."""
+        """One line on the rows that failed to score: how many per metric and the first
+        error (its metric and row position); None when none failed. A row null by design
+        (`null_by_design`: a missing input, or nothing to score) is no failure, as for exit
+        status 4; nor is an aggregate's null, which only follows its inputs'."""
         counts: list[str] = []
         first = ""
         for m in self.metrics:
-            if m.name not in self.frame.columns:
+            if not isinstance(m, Metric) or m.name not in self.frame.columns:
                 continue
-            scores = self.frame.get_column(m.name)
-            missing = scores.is_null()
-            if scores.dtype.is_float():
-                missing = missing | scores.is_nan().fill_null(True)
-            failed = int(missing.sum())
-            if not failed:
+            failed = _failed_rows(self.frame, m.name)
+            if not failed.len():
                 continue
-            counts.append(f"{m.name} {failed}")
-            detail = self.frame.schema.get(f"{m.name}_detail")
-            if first or not isinstance(detail, pl.Struct):
-                continue
-            if "error" not in {f.name for f in detail.fields}:
+            counts.append(f"{m.name} {failed.len()}")
+            if first or not _has_error(self.frame, m.name):
                 continue
             errors = self.frame.get_column(f"{m.name}_detail").struct.field("error")
-            found = errors.is_not_null().arg_true()
-            if found.len():
-                row = int(found[0])
-                text = " ".join(str(errors[row]).split())
+            found = [int(row) for row in failed if errors[int(row)] is not None]
+            if found:
+                text = " ".join(str(errors[found[0]]).split())
                 if len(text) > FIRST_ERROR_CHARS:
                     text = text[: FIRST_ERROR_CHARS - 3] + "..."
-                first = f"; the first error, {m.name} row {row}: {text}"
+                first = f"; the first error, {m.name} row {found[0]}: {text}"
         if not counts:
             return None
         return (
@@ -214,6 +211,24 @@ class RunResult:
         from ragframe.engine.summary import summary_html
 
         return summary_html(self.summary(), self.judge.local)
+
+
+def _has_error(frame: pl.DataFrame, name: str) -> bool:
+    """Whether the metric's detail has the `error` field that says why a row is null."""
+    detail = frame.schema.get(f"{name}_detail")
+    return isinstance(detail, pl.Struct) and "error" in {f.name for f in detail.fields}
+
+
+def _failed_rows(frame: pl.DataFrame, name: str) -> pl.Series:
+    """Positions of the rows the metric failed to score: null (or NaN) and not null by
+    design (a null score without a reason counts as failed)."""
+    score = pl.col(name)
+    missing = score.is_null()
+    if frame.schema[name].is_float():
+        missing = missing | score.is_nan().fill_null(True)
+    if _has_error(frame, name):
+        missing = missing & ~null_by_design(pl.col(f"{name}_detail").struct.field("error"))
+    return frame.select(missing.alias("failed")).get_column("failed").arg_true()
 
 
 def _polars(frame: Any) -> pl.DataFrame:

@@ -40,6 +40,35 @@ from ragframe.metrics.thresholds import DEFAULT_THRESHOLD, PASS_SUFFIX, Threshol
 
 SCORE = "score"
 ERROR = "error"
+
+#: How a row's reason starts when an input it needs is missing (`missing_input_reason`,
+#: pairwise's too): the row is never sent.
+MISSING_INPUT = "missing input:"
+#: Faithfulness: the answer makes no factual claim, so there is nothing to verify.
+NO_CLAIM_FOUND = "no factual claims found in the answer"
+#: Faithfulness with the row's own claims: the list given is empty or blank.
+NO_CLAIM_GIVEN = "no claims given: the row's 'claims' list is empty or blank"
+#: The reasons of a row with every input that had nothing to score: the answer, the ground
+#: truth, the contexts or the claims given state nothing the metric could judge (null, never
+#: 1.0 nor 0.0). A metric that adds such a reason lists it here, or it counts as a failure.
+NOTHING_TO_SCORE = (
+    NO_CLAIM_FOUND,
+    NO_CLAIM_GIVEN,
+    "no facts found in ground_truth",
+    "no factual statements found in the answer or the ground truth",
+    "no statements found in the contexts",
+    "no statements found in the answer",
+)
+
+
+def null_by_design(error: pl.Expr) -> pl.Expr:
+    """Whether a null score's reason (`{metric}_detail.error`) says the row is unscored by
+    design, not failed: a missing input, or nothing to score. One rule for what exit status
+    4 and `RowsFailedWarning` count as failed; False for a null reason."""
+    by_design = error.str.starts_with(MISSING_INPUT) | error.is_in(list(NOTHING_TO_SCORE))
+    return by_design.fill_null(False)
+
+
 #: List(Int32): the 1-based input positions of a row's kept (non-blank) contexts.
 CONTEXT_POSITIONS = "context_positions"
 USAGE_FIELDS = {"prompt_tokens": pl.Int64(), "completion_tokens": pl.Int64()}

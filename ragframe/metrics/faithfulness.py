@@ -10,7 +10,15 @@ from ragframe.errors import ConfigError
 from ragframe.inputs.columns import ROW_ID, WHITESPACE
 from ragframe.judge.schema import boolean, indexed_verdict
 from ragframe.judge.task import Task
-from ragframe.metrics.base import Context, Metric, MetricInfo, fence_items, prompt
+from ragframe.metrics.base import (
+    NO_CLAIM_FOUND,
+    NO_CLAIM_GIVEN,
+    Context,
+    Metric,
+    MetricInfo,
+    fence_items,
+    prompt,
+)
 from ragframe.metrics.sources import DEEPEVAL, LLM4S, RAGAS
 from ragframe.metrics.statements import MAX_CLAIMS, answer_claims, check_max_claims, claims_task
 from ragframe.metrics.verdicts import (
@@ -218,7 +226,7 @@ class Faithfulness(Metric):
                     pl.col("claims").cast(pl.List(pl.String)),
                     pl.lit(False).alias("truncated"),
                     pl.when(blank.list.all())
-                    .then(pl.lit("no claims given: the row's 'claims' list is empty or blank"))
+                    .then(pl.lit(NO_CLAIM_GIVEN))
                     .otherwise(pl.lit(None, dtype=pl.String))
                     .alias("error"),
                     pl.lit(True).alias("claims_given"),
@@ -244,9 +252,7 @@ class Faithfulness(Metric):
                 pl.coalesce(
                     "extract_error",
                     "verify_error",
-                    pl.when(pl.col("claims").is_null()).then(
-                        pl.lit("no factual claims found in the answer")
-                    ),
+                    pl.when(pl.col("claims").is_null()).then(pl.lit(NO_CLAIM_FOUND)),
                 ).alias("error"),
             )
         )
