@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import warnings
@@ -15,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
 import polars as pl
 import pytest
-from moto.server import ThreadedMotoServer
+from s3_stand_in import Bucket, free_port, s3_bucket
 
 from ragframe.errors import ConfigError, InputError
 from ragframe.inputs.columns import load_frame
@@ -30,26 +28,10 @@ BUCKET = "ragframe-logs"
 
 
 @dataclass
-class Store:
-    """moto's S3 server: where it listens and how to reach it (options, or environment)."""
+class Store(Bucket):
+    """The stand-in bucket holding the sample log, one object per format."""
 
-    endpoint: str
-    client: Any
     local: Path  # the logs uploaded, as local files, one per format
-
-    @property
-    def options(self) -> dict[str, str]:
-        return {
-            "aws_endpoint_url": self.endpoint,
-            "aws_access_key_id": "testing",
-            "aws_secret_access_key": "testing",
-            "aws_region": "us-east-1",
-            "aws_allow_http": "true",
-        }
-
-    @property
-    def env(self) -> dict[str, str]:
-        return {f"AWS_{key.removeprefix('aws_').upper()}": v for key, v in self.options.items()}
 
     def put(self, key: str, path: Path) -> str:
         # public-read: http(s) URLs of the same objects are read with no credentials
@@ -57,40 +39,20 @@ class Store:
         return f"s3://{BUCKET}/{key}"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
     """moto's S3 server with a bucket holding the shipped sample as Parquet, JSONL and CSV."""
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            region_name="us-east-1",
-        )
-        client.create_bucket(Bucket=BUCKET)
+    with s3_bucket(BUCKET) as bucket:
         local = tmp_path_factory.mktemp("logs")
         frame = pl.read_parquet(DATA / "sample.parquet")
         frame.write_parquet(local / "log.parquet")
         frame.write_ndjson(local / "log.jsonl")
         as_json = [json.dumps(cell) for cell in frame.get_column("contexts").to_list()]
         frame.with_columns(pl.Series("contexts", as_json)).write_csv(local / "log.csv")
-        store = Store(endpoint, client, local)
+        store = Store(bucket.name, bucket.endpoint, bucket.client, local)
         for name in ("log.parquet", "log.jsonl", "log.csv"):
             store.put(name, local / name)
         yield store
-    finally:
-        server.stop()
 
 
 FORMATS = ["log.parquet", "log.jsonl", "log.csv"]
@@ -211,7 +173,7 @@ def test_a_remote_file_not_in_its_format_is_one_line(
 
 def test_an_unreachable_store_or_a_bad_option_is_one_line(s3: Store) -> None:
     url = f"s3://{BUCKET}/log.parquet"
-    closed = {**s3.options, "aws_endpoint_url": f"http://127.0.0.1:{_free_port()}"}
+    closed = {**s3.options, "aws_endpoint_url": f"http://127.0.0.1:{free_port()}"}
     with pytest.raises(InputError, match=r"cannot reach the store for .*check the endpoint"):
         load_frame(url, storage_options={**closed, "max_retries": 0})
     with pytest.raises(InputError, match=r"'max_retries'.*check storage_options$"):
@@ -485,7 +447,7 @@ def test_an_unknown_option_key_is_refused_before_any_request(
 ) -> None:
     """Polars ignores a key object_store does not know: a typo would fall back to other
     credentials (or none) without a word. The endpoint is closed: a request would fail."""
-    closed = {**s3.options, "aws_endpoint_url": f"http://127.0.0.1:{_free_port()}"}
+    closed = {**s3.options, "aws_endpoint_url": f"http://127.0.0.1:{free_port()}"}
     url = f"s3://{BUCKET}/log.parquet"
     for read in (
         lambda: load_frame(url, storage_options={**closed, **options}),
@@ -580,7 +542,7 @@ def test_a_panic_in_polars_cloud_reader_is_one_line() -> None:
 
 def test_summarize_says_a_broken_endpoint_variable_in_one_line(s3: Store) -> None:
     """AWS_ENDPOINT_URL without its scheme made Polars panic: a Rust backtrace on stderr."""
-    broken = Store(s3.endpoint.removeprefix("http://"), s3.client, s3.local)
+    broken = Store(BUCKET, s3.endpoint.removeprefix("http://"), s3.client, s3.local)
     done = _cli(broken, None, "summarize", f"s3://{BUCKET}/log.parquet")
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -639,7 +601,7 @@ def test_a_pretty_printed_service_account_key_reaches_the_store(
     for name in list(os.environ):
         if name.startswith("GOOGLE_"):
             monkeypatch.delenv(name)
-    closed = f"http://127.0.0.1:{_free_port()}"
+    closed = f"http://127.0.0.1:{free_port()}"
     pem_key, _ = _pem_key_and_certificate()
     account = {
         "type": "service_account",

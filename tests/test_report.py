@@ -744,30 +744,10 @@ def test_a_pandas_frame_keeps_its_named_index(scored_file: Path) -> None:
 def s3_store() -> Any:
     """moto's S3 server on 127.0.0.1 with a bucket, and the storage options that reach it
     (the environment holds no AWS_* settings: only the options do)."""
-    import socket
+    from s3_stand_in import s3_bucket
 
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", **keys)
-        client.create_bucket(Bucket="ragframe-report")
-        options = {
-            "aws_endpoint_url": endpoint,
-            **keys,
-            "aws_region": "us-east-1",
-            "aws_allow_http": "true",
-        }
-        yield SimpleNamespace(client=client, options=options)
-    finally:
-        server.stop()
+    with s3_bucket("ragframe-report") as bucket:
+        yield bucket
 
 
 def test_a_url_read_with_storage_options(

@@ -5,18 +5,16 @@ server on 127.0.0.1 with no AWS_* environment (issue 28)."""
 
 from __future__ import annotations
 
-import socket
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
-from moto.server import ThreadedMotoServer
+from s3_stand_in import Bucket, free_port, s3_bucket
 
 import ragframe
 from ragframe.decide.gates import assert_scores, check_gates
@@ -102,46 +100,16 @@ def test_a_pandas_frame_that_cannot_be_read_is_one_line() -> None:
 # ------------------------------------------------------------------------------ a URL
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def store() -> Iterator[tuple[str, Any]]:
-    """moto's S3 server with an empty bucket: its endpoint and a client to put files."""
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            region_name="us-east-1",
-        )
-        client.create_bucket(Bucket=BUCKET)
-        yield endpoint, client
-    finally:
-        server.stop()
-
-
-def options(endpoint: str) -> dict[str, str]:
-    return {
-        "aws_endpoint_url": endpoint,
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
-        "aws_region": "us-east-1",
-        "aws_allow_http": "true",
-    }
+def store() -> Iterator[Bucket]:
+    """moto's S3 server with an empty bucket."""
+    with s3_bucket(BUCKET) as bucket:
+        yield bucket
 
 
 @pytest.fixture
 def remote_scored(
-    store: tuple[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[str, Path, dict[str, str]]:
     """A scored file (metadata: a threshold and a direction) both local and in the bucket,
     with no AWS_* variable in the environment: only storage_options can reach the store."""
@@ -160,10 +128,9 @@ def remote_scored(
     meta = {"metrics": {"faithfulness": {"direction": "higher", "config": {"threshold": 0.6}}}}
     local = tmp_path / "scored.parquet"
     write_parquet(frame, local, meta)
-    endpoint, client = store
     key = f"{tmp_path.name}/scored.parquet"
-    client.put_object(Bucket=BUCKET, Key=key, Body=local.read_bytes())
-    return f"s3://{BUCKET}/{key}", local, options(endpoint)
+    store.client.put_object(Bucket=BUCKET, Key=key, Body=local.read_bytes())
+    return f"s3://{BUCKET}/{key}", local, store.options
 
 
 def test_summarize_and_gates_read_a_url_with_storage_options(
@@ -212,7 +179,7 @@ def test_storage_options_are_for_a_path_and_a_bad_one_is_one_line(
             call()
     # a local path reads as it does without them (they are for a URL)
     assert summarize(local, storage_options=opts).equals(summarize(local))
-    closed = {**opts, "aws_endpoint_url": f"http://127.0.0.1:{_free_port()}", "max_retries": 0}
+    closed = {**opts, "aws_endpoint_url": f"http://127.0.0.1:{free_port()}", "max_retries": 0}
     missing = url.replace("scored.parquet", "missing.parquet")
     for call, says in (
         (lambda: summarize(url, storage_options=closed), "cannot reach the store"),
