@@ -324,6 +324,18 @@ def test_evaluate_and_run_warn_in_one_line_of_rows_that_failed(
         with pytest.warns(RowsFailedWarning, match="of 4: faithfulness 2 ") as caught:
             asyncio.run(mine())
         assert caught[0].filename == __file__
+        # Run by asyncio's loop itself (asyncio.run of the call, or a task): still the
+        # caller's line, not asyncio/events.py.
+        with pytest.warns(RowsFailedWarning, match="of 4: faithfulness 2 ") as caught:
+            asyncio.run(call(data, ["faithfulness"], judge=judge))
+        assert [w.filename for w in caught] == [__file__]
+
+        async def task(call: Callable[..., Any] = call) -> Any:
+            return await asyncio.create_task(call(data, ["faithfulness"], judge=judge))
+
+        with pytest.warns(RowsFailedWarning, match="of 4: faithfulness 2 ") as caught:
+            asyncio.run(task())
+        assert [w.filename for w in caught] == [__file__]
     with warnings.catch_warnings():  # every row scored: nothing to say
         warnings.simplefilter("error", RowsFailedWarning)
         ragframe.evaluate(log(), ["faithfulness"], judge=judge)

@@ -300,18 +300,20 @@ async def _run(
 def warn_failed(result: RunResult) -> None:
     """Warn the caller of `evaluate` / `run` (in one line, a `RowsFailedWarning`) when rows
     got no score: a notebook shows it under the cell, where a null score would go unseen,
-    and a CI script can make it an error. Pointed at the caller's line, past `df.pipe`."""
+    and a CI script can make it an error. Pointed at the caller's line, past `df.pipe` and
+    past asyncio's loop (`asyncio.run(ragframe.aevaluate(...))`, a task)."""
     line = result.failed_line()
     if line is None:
         return
     level, frame = 3, sys._getframe(2)  # 1: this function, 2: evaluate / run, 3: its caller
-    while frame is not None and frame.f_globals.get("__name__", "").startswith(_PIPES):
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(_BETWEEN):
         frame, level = frame.f_back, level + 1
     warnings.warn(line, RowsFailedWarning, stacklevel=level)
 
 
-#: Modules between a caller and `evaluate` in `df.pipe(ragframe.evaluate, ...)`.
-_PIPES = ("pandas.", "polars.")
+#: Modules between a caller and `evaluate`: `df.pipe(ragframe.evaluate, ...)` (pandas,
+#: Polars), and the event loop that runs `aevaluate` for `asyncio.run` or a task.
+_BETWEEN = ("pandas.", "polars.", "asyncio.")
 
 
 def _refuse_output(data: Any, output: str | Path | None, overwrite: bool) -> None:
