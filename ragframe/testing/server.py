@@ -13,6 +13,11 @@ reliability tests are deterministic. Two misbehaviours of real servers can be sw
 ``echo_credentials`` repeats the request's credentials in error replies and raw 200 bodies,
 ``reply_bytes`` pads every answer's reasons to that size whatever the request's max_tokens.
 
+Prompt caching is modelled as OpenAI reports it (``prompt_cache``, on by default): every chat
+answer's usage carries ``prompt_tokens_details.cached_tokens``, the part of its prompt that
+shares a prefix of at least 1,024 tokens with an earlier request, rounded down to 128-token
+steps (OpenAI's documented rule; see `FakeServer`).
+
 Run ``python -m ragframe.testing.server --port 0`` to serve in the foreground; it prints one
 ``READY http://127.0.0.1:PORT/v1`` line once listening.
 """
@@ -91,6 +96,8 @@ class Reply:
     drop_connection: bool = False
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: ``usage.prompt_tokens_details.cached_tokens`` as scripted (else the server's own count).
+    cached_tokens: int | None = None
     #: Sent as the whole 200 body instead of a chat completion (a proxy's error page).
     raw_body: bytes | None = None
 
@@ -565,6 +572,45 @@ def _prompt_chars(messages: Any) -> int:
     return n
 
 
+#: OpenAI's prompt caching: prompts of 1,024 tokens or more, hits in steps of 128 tokens.
+_CACHE_MIN = 1024
+_CACHE_STEP = 128
+_CHARS_PER_TOKEN = 4
+
+
+def _prefix_digests(body: dict[str, Any]) -> list[bytes]:
+    """A digest of each whole 128-token prefix of the request's prompt, in order.
+
+    The tokens are the characters `_prompt_chars` counts, 4 to a token; what precedes them
+    (model, response format, tools) and each message's role are hashed in without tokens.
+    """
+    step = _CACHE_STEP * _CHARS_PER_TOKEN
+    head = {k: body.get(k) for k in ("model", "response_format", "tools")}
+    hasher = hashlib.blake2b(json.dumps(head, sort_keys=True, default=str).encode(), digest_size=16)
+    out: list[bytes] = []
+    filled = 0  # characters of the current block
+    messages = body.get("messages")
+    for m in messages if isinstance(messages, list) else ():
+        if not isinstance(m, dict):
+            continue
+        hasher.update(f"\x00{m.get('role')}\x00".encode())
+        c = m.get("content")
+        texts = [c] if isinstance(c, str) else []
+        if isinstance(c, list):
+            texts = [p["text"] for p in c if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        for text in texts:
+            at = 0
+            while at < len(text):
+                take = min(step - filled, len(text) - at)
+                hasher.update(text[at : at + take].encode("utf-8", "surrogatepass"))
+                at += take
+                filled += take
+                if filled == step:
+                    out.append(hasher.copy().digest())
+                    filled = 0
+    return out
+
+
 def _content_str(content: Any) -> str | None:
     if content is None or isinstance(content, str):
         return content
@@ -825,6 +871,23 @@ class FakeServer:
 
     ``start()`` runs it on its own loop in a daemon thread (the test's loop and client stay
     separate, as with a real server); the command line runs it in the foreground.
+
+    Prompt caching (``prompt_cache=True``, the default) reports cached prompt tokens as OpenAI
+    does, so a saving is measured rather than assumed. A prompt is its messages' text (what
+    ``prompt_tokens`` counts, 4 characters a token), each message opened by its role, behind
+    the request's model, ``response_format`` and ``tools`` (OpenAI puts the schema before the
+    system message: a request with another schema shares no prefix). The server remembers
+    every 128-token prefix it has answered; a request is reported as cached up to the longest
+    remembered prefix, when that is 1,024 tokens or more (so in steps of 128, never beyond
+    ``prompt_tokens``). What it does not model: eviction (nothing is forgotten until
+    ``reset()``), routing (one machine holds every prefix) and a cache per organisation. A
+    prefix becomes visible when its request is answered, and a request looks when it takes
+    its slot: two requests sharing a prefix that are served at the same time both miss, as a
+    provider's can when they arrive together. With no latency and a plain handler, a request
+    is taken and answered in one step, so which requests hit depends only on arrival order,
+    and the total cached over requests that each share one prefix with all the others does
+    not. ``prompt_cache=False`` sends no ``prompt_tokens_details`` at all (servers that do
+    not report it).
     """
 
     def __init__(
@@ -842,6 +905,7 @@ class FakeServer:
         port: int = 0,
         echo_credentials: bool = False,
         reply_bytes: int = 0,
+        prompt_cache: bool = True,
     ) -> None:
         if capacity is not None and capacity < 1:
             raise ValueError("capacity must be at least 1")
@@ -860,6 +924,8 @@ class FakeServer:
         #: When > 0, every chat answer's reasons are padded to about this many bytes in all,
         #: whatever the request's max_tokens (a server that ignores it; see `_pad_answer`).
         self.reply_bytes = reply_bytes
+        #: Report ``usage.prompt_tokens_details.cached_tokens`` as OpenAI does (see the class).
+        self.prompt_cache = prompt_cache
         self.model = "fake-model"
         self.port = port
         self.requests: list[Recorded] = []
@@ -911,6 +977,11 @@ class FakeServer:
         self._fault_rng = random.Random(self.seed)
         self._n429 = 0
         self._nmalformed = 0
+        #: Prompt-cache entries: digest of a 128-token prefix -> the answer that made it known.
+        self._prefixes: dict[bytes, int] = {}
+        self._prefix_clock = 0
+        self._prompt_tokens = 0
+        self._cached_tokens = 0
 
     def reset(self) -> None:
         """Clear records, counters and the fault RNG (files and batches stay)."""
@@ -977,6 +1048,8 @@ class FakeServer:
             "in_flight": self._in_flight,
             "faults": self.fault_counts(),
             "faults_detailed": self.fault_counts(detailed=True),
+            "prompt_tokens": self._prompt_tokens,
+            "cached_tokens": self._cached_tokens,
         }
         if hashes:
             out["chat_hashes"] = list(self._chat_hashes)
@@ -1191,6 +1264,7 @@ class FakeServer:
                 self._in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self._in_flight)
                 counted = True
+                seen = self._prefix_clock  # the prompt cache as this request found it
                 try:
                     if self.latency > 0:
                         await asyncio.sleep(self.latency)
@@ -1206,7 +1280,7 @@ class FakeServer:
                     elif route == "/embeddings":
                         label, out = self._embeddings(body, fault)
                     else:
-                        label, out = await self._chat(body, fault)
+                        label, out = await self._chat(body, fault, seen)
                     if label is not None:
                         rec.fault = label
                         self._fault_counts[label] += 1
@@ -1233,8 +1307,11 @@ class FakeServer:
             result = await result
         return result if isinstance(result, Reply) else Reply(content=result)
 
-    async def _chat(self, body: dict[str, Any], fault: str | None) -> tuple[str | None, _Out]:
-        """Answer a chat request; ``fault`` may be "malformed". Returns (fault label, answer)."""
+    async def _chat(
+        self, body: dict[str, Any], fault: str | None, seen: int | None = None
+    ) -> tuple[str | None, _Out]:
+        """Answer a chat request; ``fault`` may be "malformed". Returns (fault label, answer).
+        ``seen``: the prompt cache's clock when the request took its slot (None: now)."""
         if not isinstance(body.get("messages"), list):
             return None, _Out(400, error_body(400, "'messages' is required", param="messages"))
         rf = body.get("response_format")
@@ -1274,6 +1351,7 @@ class FakeServer:
             finish = finish_override or finish
             label = f"malformed:{kind}"
         completion = self._completion(body, content, finish, reply)
+        self._cache_prompt(body, completion["usage"], reply, seen)
         if body.get("stream"):
             return label, _Out(
                 200, self._sse(completion, body), headers, "text/event-stream", reply.delay
@@ -1313,6 +1391,33 @@ class FakeServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+    def _cache_prompt(
+        self, body: dict[str, Any], usage: dict[str, Any], reply: Reply, seen: int | None
+    ) -> None:
+        """Add ``prompt_tokens_details.cached_tokens`` to ``usage`` (see the class docstring)
+        and remember this prompt's prefixes."""
+        digests = _prefix_digests(body)
+        clock = self._prefix_clock if seen is None else seen
+        hit = 0
+        for blocks, digest in enumerate(digests, 1):
+            known = self._prefixes.get(digest)
+            if known is None or known > clock:
+                break
+            hit = blocks
+        self._prefix_clock += 1
+        for digest in digests:
+            self._prefixes.setdefault(digest, self._prefix_clock)
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        cached = hit * _CACHE_STEP if hit * _CACHE_STEP >= _CACHE_MIN else 0
+        if reply.cached_tokens is not None:
+            cached = reply.cached_tokens
+        cached = min(cached, prompt_tokens)
+        self._prompt_tokens += prompt_tokens
+        if not self.prompt_cache:
+            return
+        self._cached_tokens += cached
+        usage["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
 
     @staticmethod
     def _sse(completion: dict[str, Any], body: dict[str, Any]) -> bytes:
@@ -1664,6 +1769,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=0,
         help="pad every chat answer's reasons to about this many bytes (ignoring max_tokens)",
     )
+    p.add_argument(
+        "--no-prompt-cache",
+        action="store_true",
+        help="send no usage.prompt_tokens_details (a server that does not report cached tokens)",
+    )
     return p.parse_args(argv)
 
 
@@ -1680,6 +1790,7 @@ async def _serve(args: argparse.Namespace) -> None:
         port=args.port,
         echo_credentials=args.echo_credentials,
         reply_bytes=args.reply_bytes,
+        prompt_cache=not args.no_prompt_cache,
     )
     await server._open_server()
     stop = asyncio.Event()
