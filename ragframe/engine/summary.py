@@ -365,7 +365,8 @@ def _footer(summary: dict[str, Any], local: bool, sep: str) -> list[str]:
             f"rows {summary['rows']}",
             f"requests {summary['requests']} (cache hits {summary['cache_hits']}, "
             f"deduplicated {summary['deduplicated']})",
-            f"tokens {summary['prompt_tokens']} prompt + {summary['completion_tokens']} completion",
+            f"tokens {summary['prompt_tokens']} prompt + {summary['completion_tokens']} completion"
+            + _cached_part(summary),
             f"{summary['seconds']:.1f} s",
         )
     )
@@ -377,6 +378,29 @@ def _footer(summary: dict[str, Any], local: bool, sep: str) -> list[str]:
         *run_notes(summary),
         *([LOCAL_WARNING] if local else []),
     ]
+
+
+def _cached_part(summary: dict[str, Any]) -> str:
+    """ ", 1024 of the prompt cached by the provider": the prompt tokens the provider reported
+    taking from its prompt cache (billed at a discount), when there are any."""
+    cached = summary.get("cached_prompt_tokens") or 0
+    return f", {cached} of the prompt cached by the provider" if cached else ""
+
+
+def _cost_line(summary: dict[str, Any]) -> str:
+    """The cost, and what the provider's prompt cache did to it: the saving at its cached
+    rate, or that cached tokens were billed at the full prompt rate (no cached rate known)."""
+    line = f"cost ${summary['cost_usd']:.4f} (requests sent in this run"
+    cached = summary.get("cached_prompt_tokens") or 0
+    saving = summary.get("cached_saving_usd")
+    if cached and saving is not None:
+        line += f"; {cached} cached prompt tokens at the cached rate saved ${saving:.4f}"
+    elif cached:
+        line += (
+            f"; {cached} cached prompt tokens billed at the full prompt rate: no cached rate "
+            "is known for this price, so the saving is not counted"
+        )
+    return line + ")"
 
 
 def judge_line(summary: dict[str, Any]) -> str | None:
@@ -420,7 +444,7 @@ def run_notes(summary: dict[str, Any]) -> list[str]:
 
         lines.append(left_out_line(summary["skipped_metrics"], "skipped"))
     if summary.get("cost_usd") is not None:
-        lines.append(f"cost ${summary['cost_usd']:.4f} (requests sent in this run)")
+        lines.append(_cost_line(summary))
     if summary.get("retries"):
         lines.append(f"retries by cause: {_by_cause(summary['retries'])}")
     if summary.get("remembered_failures"):

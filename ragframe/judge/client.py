@@ -36,6 +36,7 @@ from ragframe.judge.config import (
     BackendName,
     JudgeConfig,
 )
+from ragframe.judge.pricing import with_cached_rate
 from ragframe.judge.results import Answer, RunStats
 from ragframe.judge.store import AnswerStore, Count
 from ragframe.judge.task import Task
@@ -113,6 +114,9 @@ class Judge(JudgeConfig):
         for the judge's window fails for that row alone, with the server's reason.
     price : (dollars per million prompt tokens, per million completion tokens) for the run's
         cost figure; default from `ragframe.judge.pricing.PRICES` when the model is listed there.
+        Prompt tokens the provider reports as cached (`prompt_tokens_details.cached_tokens`)
+        are billed at the model's listed cached rate (`pricing.CACHED_INPUT`) when the price
+        is the listed one; otherwise at the prompt rate, and the summary says so.
     max_cost : stop sending once the run has spent this many dollars (needs a known price).
     output_bounds : (max items per list, max characters per string) added to the schema the
         server sees (not to validation), so a grammar-constrained server cannot run away
@@ -157,7 +161,8 @@ class JudgeSession:
     def __init__(self, judge: Judge, backend: BackendName = "live") -> None:
         self.judge = judge
         self.backend = backend
-        self.stats = RunStats(price=judge.price)
+        # The listed cached-prompt rate joins the listed price (`pricing.with_cached_rate`).
+        self.stats = RunStats(price=with_cached_rate(judge.price, judge.model))
         #: Requests a deferred session did not send: cache key -> Batch API request line.
         self.deferred: dict[str, dict[str, Any]] = {}
         #: What a dry run would send: request count and estimated tokens.

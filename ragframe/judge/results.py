@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragframe.judge.pricing import Price
+
 
 def dumps(value: Any) -> str:
     """The normalised JSON text answers are kept and cached as."""
@@ -60,7 +62,11 @@ class RunStats:
     # What the requests sent cost.
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    price: tuple[float, float] | None = None
+    #: Of `prompt_tokens`, those the provider took from its prompt cache (a repeated prefix),
+    #: as it reported them (`usage.prompt_tokens_details.cached_tokens`; 0 when it does not).
+    cached_prompt_tokens: int = 0
+    #: (prompt, completion[, cached prompt]) dollars per million tokens (`pricing.Price`).
+    price: Price | None = None
     embedding_requests: int = 0
     #: Texts cut to the embedding model's input limit before they were sent.
     embedding_texts_cut: int = 0
@@ -78,7 +84,18 @@ class RunStats:
         """Dollars spent on the requests sent in this run (None when the price is unknown)."""
         from ragframe.judge.pricing import cost
 
-        return cost(self.price, self.prompt_tokens, self.completion_tokens)
+        return cost(
+            self.price, self.prompt_tokens, self.completion_tokens, self.cached_prompt_tokens
+        )
+
+    @property
+    def cached_saving(self) -> float | None:
+        """Dollars the provider's cached-prompt rate saved against the full prompt rate; None
+        when the price has no cached rate (cached tokens were billed in full, uncounted)."""
+        if self.price is None or len(self.price) < 3:
+            return None
+        cached = min(self.cached_prompt_tokens, self.prompt_tokens)
+        return cached * (self.price[0] - self.price[2]) / 1_000_000
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +109,10 @@ class RunStats:
             "embedding_requests": self.embedding_requests,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
+            "cached_saving_usd": None
+            if self.cached_saving is None
+            else round(self.cached_saving, 6),
             "retries": dict(self.retries),
             "failures": dict(self.failures),
             "repairs": self.repairs,

@@ -47,7 +47,7 @@ from ragframe.judge.task import Task
 T = TypeVar("T")
 #: A chat completion as the judge reads it: content, logprobs, (prompt, completion) tokens
 #: and finish reason.
-Completion = tuple[str, list[dict[str, Any]] | None, tuple[int, int], str | None]
+Completion = tuple[str, list[dict[str, Any]] | None, tuple[int, int, int], str | None]
 #: Failure causes that mean the endpoint cannot serve the run: it stops at once.
 ENDPOINT_CAUSES = ("unreachable", "auth", "not_found", "quota")
 #: Refused connections (while no request has succeeded) that make the endpoint unreachable.
@@ -260,6 +260,7 @@ class Transport:
             break
         self.stats.prompt_tokens += tokens[0]
         self.stats.completion_tokens += tokens[1]
+        self.stats.cached_prompt_tokens += tokens[2]
         # An answer goes to the cache and the output: a proxy that writes a credential into
         # it must not put it there. Only the secret-like ones: the answer's words are scored.
         return self.secrets.scrub_answer(content), logprobs, tokens, finish
@@ -548,13 +549,19 @@ class Transport:
 
 # ------------------------------------------------------------------ replies and errors
 def _read_completion(raw: bytes) -> Completion:
-    """Content, logprobs, (prompt, completion) tokens and finish reason of a chat completion."""
+    """Content, logprobs, (prompt, completion, cached prompt) tokens and finish reason of a chat
+    completion. Cached prompt tokens are the provider's prompt cache's
+    (`usage.prompt_tokens_details.cached_tokens`), 0 when it does not say, never more than
+    the prompt tokens."""
     try:
         reply = json.loads(raw)
         choice = reply["choices"][0]
         content = choice["message"].get("content") or ""
         usage = reply.get("usage") or {}
-        tokens = (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+        prompt = int(usage.get("prompt_tokens") or 0)
+        details = usage.get("prompt_tokens_details")
+        cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+        tokens = (prompt, int(usage.get("completion_tokens") or 0), min(max(cached, 0), prompt))
         items = (choice.get("logprobs") or {}).get("content")
         logprobs = None
         if items:
