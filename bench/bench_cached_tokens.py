@@ -31,8 +31,25 @@ from compare import Answerer, PeerServer, select_rows
 import ragframe
 from ragframe import Judge
 from ragframe.judge.pricing import cost, price_of
+from ragframe.testing.server import _prefix_digests
 
 MODEL = "gpt-4o-mini"
+
+
+def longest_shared(bodies: list[dict[str, Any]], keep_schema: bool) -> int:
+    """The longest prefix (in the stand-in's 128-token steps) any request shares with one
+    answered before it; `keep_schema=False` asks what it would be were the response schema
+    not part of the prefix (it is at OpenAI: before the system message)."""
+    seen: set[bytes] = set()
+    longest = 0
+    for body in bodies:
+        digests = _prefix_digests(body if keep_schema else {**body, "response_format": None})
+        hit = 0
+        while hit < len(digests) and digests[hit] in seen:
+            hit += 1
+        longest = max(longest, hit * 128)
+        seen.update(digests)
+    return longest
 
 
 def one_pass(rows: list[dict[str, Any]], latency: float, capacity: int, concurrency: int | None):
@@ -53,6 +70,10 @@ def one_pass(rows: list[dict[str, Any]], latency: float, capacity: int, concurre
         result = ragframe.run(pl.DataFrame(rows), CORE, judge=judge)
         seconds = time.monotonic() - t0
         served = server.stats()
+        shared = {
+            "with_schema": longest_shared(server.chat_requests, keep_schema=True),
+            "schema_ignored": longest_shared(server.chat_requests, keep_schema=False),
+        }
     finally:
         server.stop()
     s = result.stats
@@ -73,6 +94,7 @@ def one_pass(rows: list[dict[str, Any]], latency: float, capacity: int, concurre
         "cost_usd_with_discount": round(s.cost or 0.0, 6),
         "cost_usd_without_discount": round(full or 0.0, 6),
         "saving_usd": round(s.cached_saving or 0.0, 6),
+        "longest_shared_prefix_tokens": shared,
         "summary_line": str(result).splitlines()[-2:],
     }
 
