@@ -56,6 +56,15 @@ def test_stand_in_caches_prefixes_of_1024_tokens_or_more_in_steps_of_128():
         assert server.stats()["cached_tokens"] == 1024 + 1280 + 1280
 
 
+def test_stand_in_forgets_its_oldest_prefixes_past_its_bound():
+    with FakeServer() as server:
+        server.PROMPT_CACHE_PREFIXES = 12  # one prompt of 11 steps, not two
+        _ask(server, "a" * 4 * 1408)
+        assert _cached(_ask(server, "a" * 4 * 1408)) == 1408
+        _ask(server, "b" * 4 * 1408)  # pushes out the first prompt's prefixes
+        assert _cached(_ask(server, "a" * 4 * 1408)) == 0
+
+
 def test_stand_in_reports_nothing_when_asked_to_act_as_a_server_without_it():
     with FakeServer(prompt_cache=False) as server:
         _ask(server, SHARED)

@@ -879,8 +879,9 @@ class FakeServer:
     system message: a request with another schema shares no prefix). The server remembers
     every 128-token prefix it has answered; a request is reported as cached up to the longest
     remembered prefix, when that is 1,024 tokens or more (so in steps of 128, never beyond
-    ``prompt_tokens``). What it does not model: eviction (nothing is forgotten until
-    ``reset()``), routing (one machine holds every prefix) and a cache per organisation. A
+    ``prompt_tokens``). Eviction is first in, first out past ``PROMPT_CACHE_PREFIXES``
+    prefixes (a bound on the server's memory in long benchmarks, not a provider's time to
+    live); not modelled: routing (one machine holds every prefix), a cache per organisation. A
     prefix becomes visible when its request is answered, and a request looks when it takes
     its slot: two requests sharing a prefix that are served at the same time both miss, as a
     provider's can when they arrive together. With no latency and a plain handler, a request
@@ -889,6 +890,9 @@ class FakeServer:
     not. ``prompt_cache=False`` sends no ``prompt_tokens_details`` at all (servers that do
     not report it).
     """
+
+    #: 128-token prefixes the prompt cache remembers (oldest forgotten first): about 40 MB.
+    PROMPT_CACHE_PREFIXES = 262_144
 
     def __init__(
         self,
@@ -1397,6 +1401,10 @@ class FakeServer:
     ) -> None:
         """Add ``prompt_tokens_details.cached_tokens`` to ``usage`` (see the class docstring)
         and remember this prompt's prefixes."""
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        self._prompt_tokens += prompt_tokens
+        if not self.prompt_cache:
+            return
         digests = _prefix_digests(body)
         clock = self._prefix_clock if seen is None else seen
         hit = 0
@@ -1406,16 +1414,15 @@ class FakeServer:
                 break
             hit = blocks
         self._prefix_clock += 1
+        prefixes = self._prefixes
         for digest in digests:
-            self._prefixes.setdefault(digest, self._prefix_clock)
-        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            prefixes.setdefault(digest, self._prefix_clock)
+        while len(prefixes) > self.PROMPT_CACHE_PREFIXES:
+            del prefixes[next(iter(prefixes))]
         cached = hit * _CACHE_STEP if hit * _CACHE_STEP >= _CACHE_MIN else 0
         if reply.cached_tokens is not None:
             cached = reply.cached_tokens
         cached = min(cached, prompt_tokens)
-        self._prompt_tokens += prompt_tokens
-        if not self.prompt_cache:
-            return
         self._cached_tokens += cached
         usage["prompt_tokens_details"] = {"cached_tokens": cached, "audio_tokens": 0}
 
