@@ -187,8 +187,8 @@ def stats_counts(stats: RunStats) -> dict[str, float]:
     flat: dict[str, float] = {}
     for name in (
         "requests", "answered", "repairs", "cache_hits", "deduplicated", "remembered_failures",
-        "kept_failures", "prompt_tokens", "completion_tokens", "embedding_requests",
-        "embedding_texts_cut",
+        "kept_failures", "prompt_tokens", "cached_prompt_tokens", "completion_tokens",
+        "embedding_requests", "embedding_texts_cut",
     ):  # fmt: skip
         flat[name] = getattr(stats, name)
     for name in ("by_task", "retries", "failures"):

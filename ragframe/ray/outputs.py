@@ -19,6 +19,7 @@ from ragframe.engine.summary import Tally
 from ragframe.errors import RagframeError
 from ragframe.inputs.io import AtomicParquetWriter
 from ragframe.judge.client import Judge, RunStats
+from ragframe.judge.pricing import with_cached_rate
 from ragframe.metrics import Metric, RagasScore
 from ragframe.ray.actors import STATS_COLUMN, add_counts
 from ragframe.ray.partitions import PART_COLUMN, ROW_COLUMN, Partition
@@ -42,7 +43,7 @@ class PartitionOutput:
     ) -> PartitionOutput:
         """The output of `part`: a streamed run's result (its metadata), plus the input's
         fingerprint and the run's settings, which a rerun compares to skip it."""
-        stats = RunStats(price=judge.price)
+        stats = RunStats(price=with_cached_rate(judge.price, judge.model))
         extra = {"ray": {**ray_info, "partition": part.index}}
         result = StreamResult(
             template, metrics, judge, stats, 0.0, started, extra=extra, run=run, output=part.target

@@ -21,6 +21,7 @@ from ragframe.engine.spec import RunSpec, refuse_unsupported
 from ragframe.errors import RagframeError
 from ragframe.inputs.io import check_writable
 from ragframe.judge.client import Judge, RunStats
+from ragframe.judge.pricing import with_cached_rate
 from ragframe.metrics import Metric, RagasScore
 from ragframe.ray.actors import start_registry
 from ragframe.ray.dataset import batch_rows, check_actors, map_scores, raising_batch_errors
@@ -158,7 +159,7 @@ def _drive(
 ) -> RunStats:
     """Run the Ray pipeline and write what it returns, partition by partition, in order
     (`how`: `map_scores`'s actors, cache_dir, num_cpus and limits)."""
-    stats = RunStats(price=judge.price)
+    stats = RunStats(price=with_cached_rate(judge.price, judge.model))
     for part in todo:
         if part.rows == 0:
             outputs[part.index].finish()
