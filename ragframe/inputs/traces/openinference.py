@@ -102,11 +102,18 @@ KNOWN_FIELDS: dict[str, frozenset[str]] = {
         | {"status_message", "events", "context.span_id", "context.trace_id"}
     ),
     # Attributes: read ones (retrieval documents and messages by their list name) and those
-    # deliberately left (request parameters, vendor, finish reason, tool schemas).
+    # deliberately left (request parameters, vendor, finish reason, tool schemas, and the
+    # token counts' details, such as the cached prompt tokens the endpoint reported: the
+    # pipeline's own usage, not the judge's).
     "attribute": frozenset(
         {*SCALARS, TAGS, S.RETRIEVAL_DOCUMENTS, S.LLM_INPUT_MESSAGES, S.LLM_OUTPUT_MESSAGES}
         | {S.LLM_INVOCATION_PARAMETERS, S.LLM_SYSTEM, S.LLM_PROVIDER, "llm.finish_reason"}
         | {S.LLM_TOOLS, S.EMBEDDING_MODEL_NAME, S.EMBEDDING_EMBEDDINGS}
+        | {S.LLM_TOKEN_COUNT_PROMPT_DETAILS_CACHE_READ, S.LLM_TOKEN_COUNT_PROMPT_DETAILS_AUDIO}
+        | {S.LLM_TOKEN_COUNT_PROMPT_DETAILS_CACHE_WRITE}
+        | {S.LLM_TOKEN_COUNT_PROMPT_DETAILS_CACHE_INPUT}
+        | {S.LLM_TOKEN_COUNT_COMPLETION_DETAILS_AUDIO}
+        | {S.LLM_TOKEN_COUNT_COMPLETION_DETAILS_REASONING}
     ),
     # A retrieved document's fields (`document.metadata` is left).
     "document": frozenset({*DOC_FIELDS.values(), DocumentAttributes.DOCUMENT_METADATA}),
