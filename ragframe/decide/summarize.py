@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from ragframe.engine.result import is_pandas, with_index
+from ragframe.engine.result import is_pandas, pandas_as_polars, with_index
 from ragframe.engine.summary import html_notes, html_table, text_table
 from ragframe.errors import ConfigError, InputError
 from ragframe.inputs.io import RemotePath, StorageOptions
@@ -269,7 +269,11 @@ def load_scored(
     if isinstance(data, pl.LazyFrame):
         return data, {}, "the frame"
     if is_pandas(data) and hasattr(data, "columns"):
-        return _from_pandas(data).lazy(), {}, "the pandas frame"
+        return (
+            pandas_as_polars(data, "read scores from the pandas frame").lazy(),
+            {},
+            ("the pandas frame"),
+        )
     if isinstance(getattr(data, "frame", None), pl.DataFrame) and hasattr(data, "metrics"):
         # a pandas run's named index (its row id, often) is data, as its written file keeps it
         extra = getattr(data, "extra", None) or {}
@@ -290,20 +294,6 @@ def load_scored(
         f"cannot read scores from a {type(data).__name__}: pass a polars or pandas DataFrame, "
         "a polars LazyFrame, the result of ragframe.run, or the path of a scored Parquet file"
     )
-
-
-def _from_pandas(frame: Any) -> pl.DataFrame:
-    """A pandas frame as Polars, as a run writes one (`engine.result.with_index`: a named
-    index, the row id often, is data, kept as the first columns), or one InputError naming
-    what Polars could not convert."""
-    try:
-        table = pl.from_pandas(frame)
-    except (ValueError, TypeError, pl.exceptions.PolarsError) as exc:
-        raise InputError(
-            f"cannot read scores from the pandas frame ({' '.join(str(exc).split())}); "
-            "convert the column it names (e.g. .astype(str)) or drop it"
-        ) from exc
-    return with_index(table, frame)
 
 
 def _run_metadata(result: Any) -> dict[str, Any]:

@@ -231,6 +231,21 @@ def _failed_rows(frame: pl.DataFrame, name: str) -> pl.Series:
     return frame.select(missing.alias("failed")).get_column("failed").arg_true()
 
 
+def pandas_as_polars(frame: Any, what: str) -> pl.DataFrame:
+    """A pandas frame as Polars, as a run's file keeps it (`with_index`: a named index, the
+    row id often, is data, kept as the first columns), or one InputError saying what could
+    not be done (`what`: "write this pandas frame", "read scores from the pandas frame") and
+    which column Polars could not convert. Every reader and writer of pandas frames uses it."""
+    try:
+        table = pl.from_pandas(frame)
+    except (ValueError, TypeError, pl.exceptions.PolarsError) as exc:
+        raise InputError(
+            f"cannot {what} ({' '.join(str(exc).split())}); convert the column it names "
+            "(e.g. .astype(str)) or drop it"
+        ) from exc
+    return with_index(table, frame)
+
+
 def _polars(frame: Any) -> pl.DataFrame:
     """A frame to write, as Polars: a pandas index that is named is data, kept as columns;
     an unnamed one (positions, or labels pandas made up) is not written."""
@@ -239,14 +254,7 @@ def _polars(frame: Any) -> pl.DataFrame:
     if isinstance(frame, pl.LazyFrame):
         return frame.collect()
     if is_pandas(frame):
-        try:
-            table = pl.from_pandas(frame)
-        except (ValueError, TypeError, pl.exceptions.PolarsError) as exc:
-            raise InputError(
-                f"cannot write this pandas frame ({' '.join(str(exc).split())}); convert the "
-                "column it names (e.g. .astype(str)) or drop it"
-            ) from exc
-        return with_index(table, frame)
+        return pandas_as_polars(frame, "write this pandas frame")
     raise InputError(
         f"cannot write a {type(frame).__name__}: pass a Polars or pandas DataFrame (or none: "
         "the run's frame)"

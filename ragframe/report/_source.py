@@ -68,7 +68,7 @@ def load(
     """Accept a polars DataFrame or LazyFrame, a pandas DataFrame (a named index kept as
     columns, as `RunResult.write_parquet` writes it: it is usually the row id), a Parquet path
     or URL (read with Polars' `storage_options`), or `ragframe.run`'s result."""
-    from ragframe.engine.result import _polars, is_pandas
+    from ragframe.engine.result import is_pandas, pandas_as_polars
     from ragframe.inputs.io import input_path, read_metadata, remote_url
 
     if storage_options is not None and not isinstance(scored, str | Path):
@@ -80,14 +80,7 @@ def load(
         frame = scored.frame
         return Source(frame, frame.lazy(), dict(scored.metadata()), "this run", None)
     if is_pandas(scored) and hasattr(scored, "columns"):
-        try:
-            converted = _polars(scored)
-        except (TypeError, ValueError, pl.exceptions.PolarsError, ImportError) as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise InputError(
-                f"cannot read the pandas {what} frame ({first}); pass the polars frame or the "
-                "scored Parquet file instead"
-            ) from exc
+        converted = pandas_as_polars(scored, f"read the pandas {what} frame")
         return Source(converted, converted.lazy(), {}, f"the {what} frame", None)
     if isinstance(scored, pl.DataFrame):
         return Source(scored, scored.lazy(), {}, f"the {what} frame", None)
