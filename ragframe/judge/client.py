@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from ragframe.judge.backends import (
     PENDING,
@@ -44,6 +45,7 @@ from ragframe.judge.transport import Transport
 
 __all__ = [
     "EMBED_CHARS_PER_TOKEN",
+    "LOGPROBS_DTYPE",
     "OPENAI_DEFAULT_EMBEDDING",
     "OPENAI_DEFAULT_MODEL",
     "PENDING",
@@ -54,6 +56,17 @@ __all__ = [
     "JudgeSession",
     "RunStats",
 ]
+
+#: The `logprobs` column `JudgeSession.ask_frame` gives for a task with `top_logprobs`.
+LOGPROBS_DTYPE = pl.List(
+    pl.Struct(
+        {
+            "token": pl.String,
+            "logprob": pl.Float64,
+            "top": pl.List(pl.Struct({"token": pl.String, "logprob": pl.Float64})),
+        }
+    )
+)
 
 
 class Judge(JudgeConfig):
@@ -215,6 +228,39 @@ class JudgeSession:
         found.update(fresh)
         self.store.remember((found if self._backend.remembers_hits else fresh).items())
         return [found[key] for key in keys]
+
+    async def ask_frame(
+        self,
+        task: Task,
+        prompts: pl.Series | Sequence[str],
+        counts: pl.Series | Sequence[Count] | None = None,
+    ) -> pl.DataFrame:
+        """`ask` as columns, aligned with `prompts`: `json` (the answer's JSON text, null on
+        failure), `error`, `prompt_tokens`, `completion_tokens` (Int64), and `logprobs`
+        (`LOGPROBS_DTYPE`) when the task asks for them. A metric decodes `json` as a whole
+        column (`str.json_decode(task.dtype)`), so a warm rerun builds no object per answer.
+
+        `counts`: per prompt, an int, a tuple of ints (one per counted array), or None; a
+        Struct Series gives the tuples.
+        """
+        if isinstance(prompts, pl.Series):
+            prompts = prompts.to_list()
+        if isinstance(counts, pl.Series):
+            counts = (
+                [tuple(row.values()) for row in counts.to_list()]
+                if isinstance(counts.dtype, pl.Struct)
+                else counts.to_list()
+            )
+        answers = await self.ask(task, prompts, counts)
+        columns: dict[str, pl.Series] = {
+            "json": pl.Series([a.json for a in answers], dtype=pl.String),
+            "error": pl.Series([a.error for a in answers], dtype=pl.String),
+            "prompt_tokens": pl.Series([a.prompt_tokens for a in answers], dtype=pl.Int64),
+            "completion_tokens": pl.Series([a.completion_tokens for a in answers], dtype=pl.Int64),
+        }
+        if task.top_logprobs:
+            columns["logprobs"] = pl.Series([a.logprobs for a in answers], dtype=LOGPROBS_DTYPE)
+        return pl.DataFrame(columns)
 
     def plan(self, expected: Mapping[str, int]) -> None:
         """Announce the run's work, so the progress bar's total (and ETA) is right from the
