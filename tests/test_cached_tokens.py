@@ -212,3 +212,70 @@ def test_prices_with_and_without_a_cached_rate():
 def test_scripted_cached_tokens_are_reported_as_given():
     with FakeServer(lambda body: Reply(content="ok", prompt_tokens=3000, cached_tokens=2048)) as s:
         assert _cached(_ask(s, "short")) == 2048
+
+
+def test_a_price_of_ones_own_with_a_cached_rate_bills_cached_tokens_at_it(server, make_judge):
+    """`Judge(price=(in, out, cached))`: refused before; now the cached part at its rate."""
+    result = ragframe.run(_rows(3), METRICS, judge=make_judge(price=(1.0, 2.0, 0.25)))
+    s = result.summary()
+    prompt, completion, cached = (
+        s["prompt_tokens"],
+        s["completion_tokens"],
+        s["cached_prompt_tokens"],
+    )
+    assert cached > 0
+    expected = ((prompt - cached) * 1.0 + cached * 0.25 + completion * 2.0) / 1e6
+    assert s["cost_usd"] == pytest.approx(expected, abs=1e-6)
+    assert s["cached_saving_usd"] == pytest.approx(cached * 0.75 / 1e6, abs=1e-6)
+    assert "the saving is not counted" not in str(result)
+
+
+@pytest.mark.parametrize(
+    ("price", "why"),
+    [
+        ((1.0,), "got (1.0,)"),
+        ((1.0, 2.0, 0.5, 0.1), "got (1.0, 2.0, 0.5, 0.1)"),
+        ("1,2", "got '1,2'"),
+        ((1.0, 2.0, 3.0), "the cached prompt rate (third) is a discount"),
+        ((1.0, 2.0, -0.5), "price must be 0 or more"),
+    ],
+)
+def test_a_price_judge_cannot_use_is_refused_in_one_line(server, make_judge, price, why):
+    with pytest.raises(ragframe.ConfigError) as err:
+        make_judge(price=price)
+    message = str(err.value)
+    assert why in message and "\n" not in message
+    if "got" in why:
+        assert "(prompt, completion, cached prompt)" in message
+
+
+def test_the_command_line_price_takes_a_cached_rate():
+    from ragframe.cli.options import parse_price
+    from ragframe.errors import RagframeError
+
+    assert parse_price("0.15,0.60") == (0.15, 0.6)
+    assert parse_price("0.15,0.60,0.075") == (0.15, 0.6, 0.075)
+    assert parse_price(None) is None
+    for text in ("1", "1,2,3,4", "a,b", "1,nan", "1,2,-1", "1,2,3"):
+        with pytest.raises(RagframeError, match=r"prompt,completion\[,cached prompt\]") as err:
+            parse_price(text)
+        assert "0.15,0.60,0.075" in str(err.value) and repr(text) in str(err.value)
+
+
+def test_the_config_files_price_takes_a_cached_rate(server, tmp_path, monkeypatch):
+    from ragframe.cli import build_parser
+    from ragframe.cli import config as cfg
+    from ragframe.cli.options import judge_from_args
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    table = f'[judge]\nmodel = "m"\nbase_url = "{server.base_url}"\n'
+    line = ["score", "log.parquet", "-o", "o.parquet"]
+    (tmp_path / "ragframe.toml").write_text(table + "price = [1.0, 2.0, 0.25]\n")
+    parser = build_parser()
+    judge = judge_from_args(cfg.apply(parser, parser.parse_args(line), line))
+    assert judge.price == (1.0, 2.0, 0.25)
+    for bad in ("[1.0, 2.0, 3.0]", "[1.0, 2.0, 0.1, 0.1]"):
+        (tmp_path / "ragframe.toml").write_text(table + f"price = {bad}\n")
+        with pytest.raises(ragframe.ConfigError, match=r"\[prompt, completion, cached prompt\]"):
+            cfg.apply(parser, parser.parse_args(line), line)

@@ -162,10 +162,18 @@ def _columns(value: Any, say: Callable[[str], ConfigError]) -> dict[str, str]:
 
 
 def _price(value: Any, say: Callable[[str], ConfigError]) -> str:
-    if not (isinstance(value, list) and len(value) == 2):
-        raise say(f"must be [prompt, completion] dollars per million tokens, {_got(value)}")
-    prompt, completion = (_non_negative(v, say) for v in value)
-    return f"{prompt!r},{completion!r}"
+    """[prompt, completion] or [prompt, completion, cached prompt] dollars per million
+    tokens, as --price's text (`cli.options.parse_price` reads it)."""
+    what = (
+        "must be [prompt, completion] or [prompt, completion, cached prompt] dollars per "
+        "million tokens, like [0.15, 0.6, 0.075]"
+    )
+    if not (isinstance(value, list) and len(value) in (2, 3)):
+        raise say(f"{what}, {_got(value)}")
+    parts = [_non_negative(v, say) for v in value]
+    if len(parts) == 3 and parts[2] > parts[0]:
+        raise say(f"{what}: the cached rate (third) is at most the prompt rate, got {value!r}")
+    return ",".join(repr(part) for part in parts)
 
 
 #: What a key looks like (a vendor's prefix, or a long run of mixed letters and digits): such a

@@ -12,10 +12,13 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragframe.cli import common
 from ragframe.errors import RagframeError
+
+if TYPE_CHECKING:
+    from ragframe.judge.pricing import Price
 
 __all__ = [
     "JUDGE_OPTIONS",
@@ -102,7 +105,11 @@ _JUDGE_SPECS: dict[str, dict[str, Any]] = {
         "help": "dollars: refuse a run whose estimate exceeds it, and stop one that spends "
         "it (default: no limit)",
     },
-    "price": {"help": "prompt,completion dollars per million tokens (default: ragframe.pricing)"},
+    "price": {
+        "metavar": "IN,OUT[,CACHED]",
+        "help": "prompt,completion[,cached prompt] dollars per million tokens (default: "
+        "ragframe.pricing; without a cached rate, cached prompt tokens are billed in full)",
+    },
     "max-text-chars": {
         "type": common.positive_int,
         "default": MAX_TEXT_CHARS,
@@ -134,19 +141,27 @@ def add_judge_options(
         parser.add_argument(f"--{name}", **spec)
 
 
-def parse_price(text: str | None) -> tuple[float, float] | None:
-    """`0.15,0.60` -> (0.15, 0.6): dollars per million prompt and completion tokens."""
+def parse_price(text: str | None) -> Price | None:
+    """`0.15,0.60` -> (0.15, 0.6): dollars per million prompt and completion tokens;
+    `0.15,0.60,0.075` adds the cached prompt rate (what the provider bills a prompt token it
+    took from its prompt cache)."""
     if not text:
         return None
+    say = (
+        "--price expects prompt,completion[,cached prompt] dollars per million tokens, finite "
+        "and 0 or more, the cached rate at most the prompt rate, like 0.15,0.60 or "
+        f"0.15,0.60,0.075; got {text!r}"
+    )
     try:
-        prompt_price, completion_price = (float(x) for x in text.split(","))
+        parts = tuple(float(x) for x in text.split(","))
     except ValueError:
-        raise RagframeError(f"--price expects two numbers like 0.15,0.60, got {text!r}") from None
-    if not all(math.isfinite(x) and x >= 0 for x in (prompt_price, completion_price)):
-        raise RagframeError(
-            f"--price expects two finite dollar amounts 0 or more, like 0.15,0.60, got {text!r}"
-        )
-    return prompt_price, completion_price
+        raise RagframeError(say) from None
+    ok = len(parts) in (2, 3) and all(math.isfinite(x) and x >= 0 for x in parts)
+    if not ok or (len(parts) == 3 and parts[2] > parts[0]):
+        raise RagframeError(say)
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    return parts[0], parts[1], parts[2]
 
 
 #: Judge keywords read from the option of the same name, as given.

@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlparse
 
 from ragframe.errors import ConfigError
 from ragframe.judge.cache import AnswerCache, default_cache_path
+from ragframe.judge.pricing import Price
 from ragframe.judge.task import Task
 
 OPENAI_DEFAULT_MODEL = "gpt-4o-mini"
@@ -73,7 +74,7 @@ class JudgeConfig:
         progress: bool = True,
         embedder: Any = None,
         max_text_chars: int | None = 50_000,
-        price: tuple[float, float] | None = None,
+        price: Price | None = None,
         max_cost: float | None = None,
         output_bounds: tuple[int, int] | None = None,
         embedding_max_tokens: int | None = 8191,
@@ -176,8 +177,8 @@ class JudgeConfig:
         self.concurrency = min(concurrency, local["concurrency"]) if local else concurrency
 
     def _pick_price(
-        self, price: tuple[float, float] | None, max_cost: float | None
-    ) -> tuple[tuple[float, float] | None, float | None]:
+        self, price: Price | None, max_cost: float | None
+    ) -> tuple[Price | None, float | None]:
         """The price per million tokens (given, else listed), and max_cost, which needs one."""
         from ragframe.judge.pricing import price_of
 
@@ -223,12 +224,7 @@ class JudgeConfig:
         if self.max_cost is not None:
             _check_number("max_cost", self.max_cost, "dollars, or None (no limit)")
         if self.price is not None:
-            if len(self.price) != 2:
-                raise ConfigError(
-                    f"price must be (prompt $/1M tokens, completion $/1M tokens), got {self.price}"
-                )
-            for part in self.price:
-                _check_number("price", part, "dollars per million tokens")
+            _check_price(self.price)
         if self.structured not in ("auto", *MODES):
             raise ConfigError(
                 f"structured must be auto, {', '.join(MODES)}; got {self.structured!r}"
@@ -453,6 +449,29 @@ def _check_number(name: str, value: Any, unit: str, *, positive: bool = False) -
         rule = "more than 0" if positive else "0 or more"
         rest = f" ({unit})" if unit else ""
         raise ConfigError(f"{name} must be {rule}, a finite number{rest}; got {value!r}")
+
+
+def _check_price(price: Any) -> None:
+    """ConfigError unless `price` is (prompt, completion) or (prompt, completion, cached
+    prompt) dollars per million tokens, each a finite number >= 0, the cached rate at most
+    the prompt rate (a provider's discount; a larger one is most likely the order mixed up)."""
+    say = (
+        "price must be (prompt, completion) or (prompt, completion, cached prompt) dollars "
+        "per million tokens, like (0.15, 0.6) or (0.15, 0.6, 0.075)"
+    )
+    if (
+        isinstance(price, str | bytes)
+        or not isinstance(price, Sequence)
+        or len(price) not in (2, 3)
+    ):
+        raise ConfigError(f"{say}; got {price!r}")
+    for part in price:
+        _check_number("price", part, "dollars per million tokens")
+    if len(price) == 3 and price[2] > price[0]:
+        raise ConfigError(
+            f"{say}: the cached prompt rate (third) is a discount on the prompt rate (first), "
+            f"not more; got {tuple(price)!r}"
+        )
 
 
 def _cache_path(cache: bool | str | Path | None) -> Path | None:
