@@ -150,28 +150,6 @@ def clean_contexts(rows: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def judged_contexts(judged: pl.DataFrame, verdicts: pl.Expr) -> pl.DataFrame:
-    """One row per verdict of the rows that got an answer: ROW_ID, `verdict` (the judge's
-    item) and `context_index`, the input position of the context its `index` names.
-
-    `judged` holds ROW_ID, `error` and CONTEXT_POSITIONS. Verdicts are matched to contexts by
-    their `index` (checked to be exactly 1..n by `Task.finish`), never by where they stand.
-    """
-    return (
-        judged.filter(pl.col(ERROR).is_null())
-        .select(ROW_ID, verdicts.alias("verdict"), CONTEXT_POSITIONS)
-        .explode("verdict")
-        .filter(pl.col("verdict").is_not_null())
-        .select(
-            ROW_ID,
-            "verdict",
-            pl.col(CONTEXT_POSITIONS)
-            .list.get(pl.col("verdict").struct.field("index") - 1, null_on_oob=True)
-            .alias("context_index"),
-        )
-    )
-
-
 def prompt(*parts: pl.Expr | str) -> pl.Expr:
     """Join prompt parts with blank lines; strings become literals."""
     exprs = [pl.lit(p) if isinstance(p, str) else p for p in parts]
@@ -195,7 +173,8 @@ class Context:
         self.session = session
         self._shared = shared
         self.reasons = reasons
-        self.usage: list[pl.DataFrame] = []
+        #: Lazy: the usage is summed per row once, in the plan that assembles the metric's output.
+        self.usage: list[pl.LazyFrame] = []
 
     def view(self, *, reasons: bool | None = None) -> Context:
         """A fresh view for one metric (its own usage), sharing the run's stages; asking for
@@ -222,52 +201,24 @@ class Context:
         The task is sent with or without reasons as this view says (`reasons`).
         """
         task = task.with_reasons(self.reasons)
-        prompts = frame.get_column(prompt_col).to_list()
-        counts: list[Any] | None = None
+        counts: pl.Series | list[Any] | None = None
         if isinstance(count_col, str):
-            counts = frame.get_column(count_col).to_list()
+            counts = frame.get_column(count_col)
         elif count_col:
             columns = [frame.get_column(c).to_list() for c in count_col]
             counts = list(zip(*columns, strict=True))
-        answers = await self.session.ask(task, prompts, counts)
-        extra = pl.DataFrame(
-            {
-                "answer": pl.Series([a.json for a in answers], dtype=pl.String).str.json_decode(
-                    task.dtype
-                ),
-                "error": pl.Series([a.error for a in answers], dtype=pl.String),
-                "prompt_tokens": pl.Series([a.prompt_tokens for a in answers], dtype=pl.Int64),
-                "completion_tokens": pl.Series(
-                    [a.completion_tokens for a in answers], dtype=pl.Int64
-                ),
-            }
-        )
-        if task.top_logprobs:
-            extra = extra.with_columns(
-                pl.Series(
-                    "logprobs",
-                    [a.logprobs for a in answers],
-                    dtype=pl.List(
-                        pl.Struct(
-                            {
-                                "token": pl.String,
-                                "logprob": pl.Float64,
-                                "top": pl.List(
-                                    pl.Struct({"token": pl.String, "logprob": pl.Float64})
-                                ),
-                            }
-                        )
-                    ),
-                )
-            )
-        result = pl.concat([frame, extra], how="horizontal")
+        answers = await self.session.ask_frame(task, frame.get_column(prompt_col), counts)
+        # The answers decoded as one column (one query), set beside the frame (none).
+        decoded = answers.get_column("json").str.json_decode(task.dtype).alias("answer")
+        result = frame.hstack([decoded, *(c for c in answers.get_columns() if c.name != "json")])
         if record_usage:
             self.record_usage(result)
         return result
 
-    def record_usage(self, frame: pl.DataFrame) -> None:
-        """Charge the token columns of `frame` to its rows for this metric."""
-        self.usage.append(frame.select(ROW_ID, *USAGE_FIELDS))
+    def record_usage(self, frame: pl.DataFrame | pl.LazyFrame) -> None:
+        """Charge the token columns of `frame` to its rows for this metric (no query: kept
+        lazy until `usage_by_row`)."""
+        self.usage.append(frame.lazy().select(ROW_ID, *USAGE_FIELDS))
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors for `texts`; NaN rows where the request failed (see `embedding_errors`)."""
@@ -309,9 +260,11 @@ class Context:
         self.record_usage(frame)
         return frame
 
-    def usage_by_row(self) -> pl.DataFrame:
+    def usage_by_row(self) -> pl.LazyFrame:
+        """ROW_ID and the tokens charged to each row for this metric, as a lazy plan (joined
+        into the metric's output without a query of its own)."""
         if not self.usage:
-            return pl.DataFrame(
+            return pl.LazyFrame(
                 schema={ROW_ID: pl.UInt32, **{k: v for k, v in USAGE_FIELDS.items()}}
             )
         return (
@@ -404,38 +357,46 @@ class Metric:
         every metric whose tasks have reasons to leave out)."""
         return {}
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame | pl.LazyFrame:
         """Score rows whose inputs are all present (blank contexts already dropped; see
         CONTEXT_POSITIONS for where the kept ones stood in the input).
 
         Returns one row per input row: ROW_ID, `score` (Float64, null when not computable),
-        `error` (String, null when scored) and one column per `detail_fields` entry.
+        `error` (String, null when scored) and one column per `detail_fields` entry. A
+        LazyFrame is welcome: `run` folds it into the plan that assembles the output, so the
+        metric's post-processing costs no query of its own.
         """
         raise NotImplementedError
 
     async def run(self, inputs: pl.DataFrame, ctx: Context) -> pl.DataFrame:
         """Score every row of `inputs`: ROW_ID, `{name}`, `{name}_detail`, in row order."""
         ctx = ctx.view(reasons=self.reasons_asked)
-        reasons = inputs.select(ROW_ID, missing_input_reason(self.requires).alias("missing"))
-        valid_ids = reasons.filter(pl.col("missing").is_null()).get_column(ROW_ID)
-        valid = inputs.filter(pl.col(ROW_ID).is_in(valid_ids.implode()))
+        # Two queries in all: the valid rows before `compute`, the output after it.
+        missing = missing_input_reason(self.requires)
         columns = [ROW_ID, *self.requires, *(c for c in self.optional if c in inputs.columns)]
+        valid = inputs.lazy().filter(missing.is_null())
         if "contexts" in self.requires:
-            valid = clean_contexts(valid)
+            valid = valid.with_columns(
+                context_positions().alias(CONTEXT_POSITIONS), kept_contexts().alias("contexts")
+            )
             columns.append(CONTEXT_POSITIONS)
-        if valid.height:
-            scored = await self.compute(valid.select(columns), ctx)
+        rows = valid.select(columns).collect()
+        if rows.height:
+            scored = (await self.compute(rows, ctx)).lazy()
         else:
-            scored = pl.DataFrame(schema={ROW_ID: pl.UInt32})
-        for field, dtype in {SCORE: pl.Float64(), ERROR: pl.String(), **self.detail_fields}.items():
-            if field not in scored.columns:
-                scored = scored.with_columns(pl.lit(None, dtype=dtype).alias(field))
-            else:
-                scored = scored.with_columns(pl.col(field).cast(dtype))
-        usage = ctx.usage_by_row()
-        out = (
-            reasons.join(scored, on=ROW_ID, how="left", maintain_order="left")
-            .join(usage, on=ROW_ID, how="left", maintain_order="left")
+            scored = pl.LazyFrame(schema={ROW_ID: pl.UInt32})
+        have = scored.collect_schema().names()
+        fields = {SCORE: pl.Float64(), ERROR: pl.String(), **self.detail_fields}
+        scored = scored.with_columns(
+            pl.col(field).cast(dtype) if field in have else pl.lit(None, dtype=dtype).alias(field)
+            for field, dtype in fields.items()
+        )
+        rule = self.pass_rule
+        return (
+            inputs.lazy()
+            .select(ROW_ID, missing.alias("missing"))
+            .join(scored, on=ROW_ID, how="left", maintain_order="left")
+            .join(ctx.usage_by_row(), on=ROW_ID, how="left", maintain_order="left")
             .with_columns(pl.coalesce("missing", ERROR).alias(ERROR))
             .with_columns(
                 # A score is only ever reported with no error, and always clipped into [0, 1].
@@ -445,13 +406,13 @@ class Metric:
                 .alias(SCORE),
                 *(pl.col(k).fill_null(0) for k in USAGE_FIELDS),
             )
-        )
-        rule = self.pass_rule
-        return out.select(
-            ROW_ID,
-            pl.col(SCORE).alias(self.name),
-            pl.struct(*self.detail_fields, ERROR, *USAGE_FIELDS).alias(f"{self.name}_detail"),
-            *([rule.passes(pl.col(SCORE)).alias(self.name + PASS_SUFFIX)] if rule else []),
+            .select(
+                ROW_ID,
+                pl.col(SCORE).alias(self.name),
+                pl.struct(*self.detail_fields, ERROR, *USAGE_FIELDS).alias(f"{self.name}_detail"),
+                *([rule.passes(pl.col(SCORE)).alias(self.name + PASS_SUFFIX)] if rule else []),
+            )
+            .collect()
         )
 
 

@@ -353,7 +353,8 @@ class Pairwise(Metric):
             scored = pl.DataFrame(schema={ROW_ID: pl.UInt32})
         scored = _typed(scored, {SCORE: pl.Float64(), ERROR: pl.String(), **self.detail_fields})
         out = (
-            reasons.join(scored, on=ROW_ID, how="left", maintain_order="left")
+            reasons.lazy()
+            .join(scored.lazy(), on=ROW_ID, how="left", maintain_order="left")
             .join(ctx.usage_by_row(), on=ROW_ID, how="left", maintain_order="left")
             .with_columns(pl.coalesce("missing", ERROR).alias(ERROR))
             .with_columns(
@@ -366,7 +367,7 @@ class Pairwise(Metric):
             ROW_ID,
             pl.col(SCORE).alias(self.name),
             pl.struct(*self.detail_fields, ERROR, *USAGE_FIELDS).alias(f"{self.name}_detail"),
-        )
+        ).collect()
 
 
 def _typed(scored: pl.DataFrame, fields: dict[str, pl.DataType]) -> pl.DataFrame:
