@@ -55,6 +55,7 @@ _TOTALS = (
     "embedding_requests",
     "prompt_tokens",
     "completion_tokens",
+    "cached_prompt_tokens",
 )
 
 
@@ -260,9 +261,10 @@ def _summary(
     for s in known:
         batch = s.get("batch") or {}
         totals["requests"] += int(batch.get("requests_submitted") or 0)
-        totals["prompt_tokens"] += int(batch.get("prompt_tokens") or 0)
-        totals["completion_tokens"] += int(batch.get("completion_tokens") or 0)
-    costs = [s.get("cost_usd") for s in known]
+        for k in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens"):
+            totals[k] += int(batch.get(k) or 0)
+    costs = [_paid(s, "cost_usd") for s in known]
+    savings = [_paid(s, "cached_saving_usd") for s in known]
     unrecorded = len(read) - len(known)
     return {
         "rows": scored.height,
@@ -272,9 +274,34 @@ def _summary(
             for m in scorers
         },
         **totals,
-        "cost_usd": round(sum(costs), 6)
-        if costs and None not in costs and not unrecorded
-        else None,
+        "cost_usd": _added(costs, unrecorded),
+        "cached_saving_usd": _added(savings, unrecorded),
         **({"skipped_metrics": skipped} if skipped else {}),
         **({"runs_without_totals": unrecorded} if unrecorded else {}),
     }
+
+
+def _paid(summary: Mapping[str, Any], key: str) -> float | None:
+    """A run's dollars under `key` (`cost_usd`, `cached_saving_usd`): its live requests' and
+    its Batch API lines' (the `batch` section's own figure), None when a part that sent
+    tokens has none recorded (no price known, or written before batch costs were)."""
+    parts = [summary]
+    batch = summary.get("batch")
+    if isinstance(batch, Mapping) and int(batch.get("prompt_tokens") or 0) > 0:
+        parts.append(batch)
+    dollars = 0.0
+    for part in parts:
+        value = part.get(key)
+        if value is None:
+            if key == "cached_saving_usd" and not int(part.get("cached_prompt_tokens") or 0):
+                continue  # nothing cached: nothing saved, whatever the price
+            return None
+        dollars += float(value)
+    return dollars
+
+
+def _added(dollars: list[float | None], unrecorded: int) -> float | None:
+    """The runs' dollars added up; None when any is unknown or a run recorded no summary."""
+    if not dollars or None in dollars or unrecorded:
+        return None
+    return round(sum(d for d in dollars if d is not None), 6)
