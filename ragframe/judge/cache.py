@@ -40,8 +40,10 @@ from typing import IO, Any
 from ragframe.errors import RagframeError
 from ragframe.judge.cache_tables import (
     SCHEMA,
+    AnswerRow,
     answer_row,
     failure_row,
+    select_answer_rows,
     select_answers,
     select_failures,
     select_vectors,
@@ -188,6 +190,12 @@ class AnswerCache:
         with self._lock:
             return select_answers(self._db, keys)
 
+    def get_rows(self, keys: Sequence[str]) -> dict[str, AnswerRow]:
+        """`get_many` as stored (`cache_tables.AnswerRow`): nothing decoded, for a warm
+        rerun that passes each answer's JSON text on as it is."""
+        with self._lock:
+            return select_answer_rows(self._db, keys)
+
     def get_failures(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The remembered failures among `keys` that no answer has replaced, by key: each a
         payload like the one `put_failure` took (`kind`, `reason`, `conditions`, `usage`)."""
@@ -201,6 +209,10 @@ class AnswerCache:
     async def aget_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """`get_many` on the reader thread: the loop goes on serving requests meanwhile."""
         return await self._off_loop(self.get_many, keys)
+
+    async def aget_rows(self, keys: Sequence[str]) -> dict[str, AnswerRow]:
+        """`get_rows` on the reader thread."""
+        return await self._off_loop(self.get_rows, keys)
 
     async def aget_failures(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """`get_failures` on the reader thread."""
@@ -496,6 +508,9 @@ class SharedAnswerCache(AnswerCache):
 
     def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         return self._read_all(keys, select_answers)
+
+    def get_rows(self, keys: Sequence[str]) -> dict[str, AnswerRow]:
+        return self._read_all(keys, select_answer_rows)
 
     def get_failures(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         # A failure one worker remembers is overruled by an answer any worker holds.

@@ -89,14 +89,26 @@ def _rows(db: sqlite3.Connection, keys: Sequence[str], query: str) -> Iterator[A
         yield from db.execute(sql, [*chunk] * query.count("{marks}"))
 
 
-def select_answers(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The answers among `keys` in one file (see `AnswerCache.get_many`)."""
+#: An `answers` row as `select_answer_rows` gives it: value (normalised JSON text, or None),
+#: content (the raw answer, only when there is no value), logprobs (JSON text or None),
+#: prompt_tokens, completion_tokens.
+AnswerRow = tuple[str | None, str | None, str | None, int, int]
+
+
+def select_answer_rows(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, AnswerRow]:
+    """The answers among `keys` in one file, as stored (no JSON decoded): what a warm rerun
+    reads, an answer's text going on as it is."""
     rows: Iterable[Any] = _rows(
         db,
         keys,
         "SELECT key, value, CASE WHEN value IS NULL THEN content END, logprobs, "
         "prompt_tokens, completion_tokens FROM answers WHERE key IN ({marks})",
     )
+    return {row[0]: row[1:] for row in rows}
+
+
+def select_answers(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The answers among `keys` in one file (see `AnswerCache.get_many`)."""
     return {
         key: {
             "value": value,
@@ -104,7 +116,9 @@ def select_answers(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, dic
             "logprobs": json.loads(logprobs) if logprobs else None,
             "usage": _usage(prompt_tokens, completion_tokens),
         }
-        for key, value, content, logprobs, prompt_tokens, completion_tokens in rows
+        for key, (value, content, logprobs, prompt_tokens, completion_tokens) in (
+            select_answer_rows(db, keys).items()
+        )
     }
 
 

@@ -214,19 +214,7 @@ class JudgeSession:
 
         Identical prompts are sent once; answers the store holds are not sent at all.
         """
-        if counts is None:
-            counts = [None] * len(prompts)
-        keys, requests = self.store.requests(task, prompts, counts)
-        found = await self.store.recall(task, requests)
-        misses = [key for key in requests if key not in found]
-        cached = sum(answer.cached for answer in found.values())
-        failed = [key for key, answer in found.items() if answer.error is not None]
-        self.progress.asked(
-            task.name, len(prompts), cached=cached, waiting=len(misses), failed=failed
-        )
-        fresh = await self._backend.answer(task, requests, misses) if misses else {}
-        found.update(fresh)
-        self.store.remember((found if self._backend.remembers_hits else fresh).items())
+        keys, found = await self._answer(task, prompts, counts)
         return [found[key] for key in keys]
 
     async def ask_frame(
@@ -238,20 +226,16 @@ class JudgeSession:
         """`ask` as columns, aligned with `prompts`: `json` (the answer's JSON text, null on
         failure), `error`, `prompt_tokens`, `completion_tokens` (Int64), and `logprobs`
         (`LOGPROBS_DTYPE`) when the task asks for them. A metric decodes `json` as a whole
-        column (`str.json_decode(task.dtype)`), so a warm rerun builds no object per answer.
+        column (`str.json_decode(task.dtype)`), and a String Series of prompts is hashed from
+        its Arrow buffer, so a warm rerun turns no prompt into a Python string.
 
         `counts`: per prompt, an int, a tuple of ints (one per counted array), or None; a
-        Struct Series gives the tuples.
+        Struct Series gives the tuples (its fields in `task.counted`'s order).
         """
-        if isinstance(prompts, pl.Series):
-            prompts = prompts.to_list()
         if isinstance(counts, pl.Series):
-            counts = (
-                [tuple(row.values()) for row in counts.to_list()]
-                if isinstance(counts.dtype, pl.Struct)
-                else counts.to_list()
-            )
-        answers = await self.ask(task, prompts, counts)
+            counts = _count_list(counts)
+        keys, found = await self._answer(task, prompts, counts)
+        answers = [found[key] for key in keys]
         columns: dict[str, pl.Series] = {
             "json": pl.Series([a.json for a in answers], dtype=pl.String),
             "error": pl.Series([a.error for a in answers], dtype=pl.String),
@@ -261,6 +245,25 @@ class JudgeSession:
         if task.top_logprobs:
             columns["logprobs"] = pl.Series([a.logprobs for a in answers], dtype=LOGPROBS_DTYPE)
         return pl.DataFrame(columns)
+
+    async def _answer(
+        self, task: Task, prompts: pl.Series | Sequence[str], counts: Sequence[Count] | None
+    ) -> tuple[list[str], dict[str, Answer]]:
+        """The key of each prompt, and the answer of each distinct key (see `ask`)."""
+        if counts is None:
+            counts = [None] * len(prompts)
+        keys, requests = self.store.requests(task, prompts, counts)
+        found = await self.store.recall(task, requests)
+        misses = [key for key in requests if key not in found] if len(found) < len(requests) else []
+        cached = sum(answer.cached for answer in found.values())
+        failed = [key for key, answer in found.items() if answer.error is not None]
+        self.progress.asked(
+            task.name, len(prompts), cached=cached, waiting=len(misses), failed=failed
+        )
+        fresh = await self._backend.answer(task, requests, misses) if misses else {}
+        found.update(fresh)
+        self.store.remember((found if self._backend.remembers_hits else fresh).items())
+        return keys, found
 
     def plan(self, expected: Mapping[str, int]) -> None:
         """Announce the run's work, so the progress bar's total (and ETA) is right from the
@@ -293,3 +296,11 @@ class JudgeSession:
         """
         assert isinstance(self._backend, UnsentBackend)
         return self._backend.not_sent(task, key, payload)
+
+
+def _count_list(counts: pl.Series) -> list[Count]:
+    """A column of counts as `ask` takes them: ints (or None), or tuples of a Struct's fields."""
+    if isinstance(counts.dtype, pl.Struct):
+        fields = [counts.struct.field(name).to_list() for name in counts.struct.fields]
+        return list(zip(*fields, strict=True))
+    return counts.to_list()

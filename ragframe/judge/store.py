@@ -27,19 +27,26 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
+import itertools
+import json
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 from ragframe.errors import JudgeError
 from ragframe.judge.cache import request_key
+from ragframe.judge.cache_tables import AnswerRow
 from ragframe.judge.config import JudgeConfig
 from ragframe.judge.parse import AnswerError, parse_answer
 from ragframe.judge.results import Answer, RunStats, dumps
 from ragframe.judge.task import Task
 
 Count = int | tuple[int, ...] | None
+#: A column of prompts: a list of strings, or a String Series (hashed from its Arrow buffer).
+Prompts = Sequence[str] | pl.Series
 #: The `AnswerError` kinds a request at temperature 0 would fail with again, sent again
 #: unchanged: an answer cut off at max_tokens. Raising max_tokens (or the repairs) sends it.
 REMEMBERED_KINDS = frozenset({"length"})
@@ -53,29 +60,41 @@ REMEMBERED = (
 
 class Requests:
     """The distinct requests of one column of prompts, by key; a request's messages and
-    schema are built on demand (answers the store holds never need them)."""
+    schema are built on demand from the prompt that first had its key (answers the store
+    holds never need them, so a warm rerun never turns a prompt into a Python string)."""
 
-    def __init__(self, task: Task, where: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    def __init__(
+        self,
+        task: Task,
+        first: dict[str, int],
+        prompts: Prompts,
+        counts: Sequence[Count],
+        schema_of: Callable[[Count], dict[str, Any]],
+    ) -> None:
         self.task = task
-        self.where = where
+        #: Each distinct key -> the position of the first prompt with that key.
+        self.first = first
+        self._prompts = prompts
+        self._counts = counts
+        self._schema_of = schema_of
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.where)
+        return iter(self.first)
 
     def __len__(self) -> int:
-        return len(self.where)
+        return len(self.first)
 
     def schema(self, key: str) -> dict[str, Any]:
-        return self.where[key][1]
+        return self._schema_of(self._counts[self.first[key]])
 
     def __getitem__(self, key: str) -> dict[str, Any]:
-        user, schema = self.where[key]
+        user = self._prompts[self.first[key]]
         return {
             "messages": [
                 {"role": "system", "content": self.task.system},
                 {"role": "user", "content": user},
             ],
-            "schema": schema,
+            "schema": self.schema(key),
         }
 
 
@@ -99,19 +118,39 @@ class AnswerStore:
 
     # ----------------------------------------------------------------- keys
     def requests(
-        self, task: Task, prompts: Sequence[str], counts: Sequence[Count]
+        self, task: Task, prompts: Prompts, counts: Sequence[Count]
     ) -> tuple[list[str], Requests]:
-        """The key of each prompt (aligned with `prompts`), and the distinct requests."""
-        where: dict[str, tuple[str, dict[str, Any]]] = {}
+        """The key of each prompt (aligned with `prompts`, a list or a String Series), and
+        the distinct requests.
+
+        A Series is hashed from its Arrow buffer (no Python string per prompt, no encoding);
+        the keys are the same either way: sha256(`_prefix` digest + the prompt's UTF-8).
+        """
+        if len(counts) != len(prompts):
+            raise ValueError(f"{len(prompts)} prompts but {len(counts)} counts")
+        schema_of = self._schema_of(task)
+        if not len(prompts):
+            return [], Requests(task, {}, prompts, counts, schema_of)
+        prefix = self._prefix
+        # One hasher per distinct count, fed the prefix once; each prompt hashes a copy.
+        hashers: dict[Count, Any] = {}
+        for count in dict.fromkeys(counts):
+            hashers[count] = hashlib.sha256(prefix(task, count)[0])
+        same = hashers[counts[0]] if len(hashers) == 1 else None
         keys: list[str] = []
-        for user, count in zip(prompts, counts, strict=True):
-            digest, schema = self._prefix(task, count)
-            key = hashlib.sha256(digest + user.encode()).hexdigest()
-            keys.append(key)
-            if key not in where:
-                where[key] = (user, schema)
-        self.stats.deduplicated += len(keys) - len(where)
-        return keys, Requests(task, where)
+        add = keys.append
+        for i, text in enumerate(_utf8(prompts)):
+            hasher = (same or hashers[counts[i]]).copy()
+            hasher.update(text)
+            add(hasher.hexdigest())
+        first: dict[str, int] = {}
+        for i, key in enumerate(keys):
+            first.setdefault(key, i)
+        self.stats.deduplicated += len(keys) - len(first)
+        return keys, Requests(task, first, prompts, counts, schema_of)
+
+    def _schema_of(self, task: Task) -> Callable[[Count], dict[str, Any]]:
+        return lambda count: self._prefix(task, count)[1]
 
     def _prefix(self, task: Task, count: Count) -> tuple[bytes, dict[str, Any]]:
         """The digest of everything but the user message, and the prompt's schema.
@@ -149,8 +188,15 @@ class AnswerStore:
         alone, whatever the chat endpoint: the local MiniLM's are shared by every judge."""
         judge = self.judge
         endpoint = judge.endpoint_host if judge.embedding_model is not None else "local"
+        # request_key({"embedding_model": model, "endpoint": endpoint, "text": sent}) without a
+        # dict and a sorted encoding per text: the same bytes (keys in sorted order, compact
+        # separators, ensure_ascii=False), the fixed head encoded once.
+        blob = {"embedding_model": model, "endpoint": endpoint, "text": ""}
+        head = json.dumps(blob, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        head = head.removesuffix('""}')  # the text is the last key: its value goes here
+        sha256, quote = hashlib.sha256, encode_basestring
         return {
-            text: request_key({"embedding_model": model, "endpoint": endpoint, "text": sent})
+            text: sha256(f"{head}{quote(sent)}}}".encode()).hexdigest()
             for text, sent in texts.items()
         }
 
@@ -165,9 +211,9 @@ class AnswerStore:
         remembered = len(found)
         cache = self.judge.cache
         if cache is not None:
-            lookup = [k for k in requests if k not in found]
-            for key, stored in (await cache.aget_many(lookup)).items():
-                answer = _from_cache(stored, requests.schema(key), task)
+            lookup = [k for k in requests if k not in found] if found else list(requests)
+            for key, row in (await cache.aget_rows(lookup)).items():
+                answer = _from_row(row, requests, key, task)
                 if answer is not None:
                     found[key] = answer
             self.stats.cache_hits += len(found) - remembered
@@ -309,20 +355,41 @@ def _still_holds(then: Mapping[str, Any], now: Mapping[str, Any]) -> bool:
     )
 
 
-def _from_cache(stored: dict[str, Any], schema: dict[str, Any], task: Task) -> Answer | None:
+def _utf8(prompts: Prompts) -> Iterator[bytes | memoryview]:
+    """Each prompt's UTF-8 bytes: from a Series, views into its Arrow data buffer (no copy,
+    no Python string); from a list, encoded."""
+    if not isinstance(prompts, pl.Series):
+        for text in prompts:
+            yield text.encode()
+        return
+    if prompts.null_count():
+        raise TypeError("a prompt column must not hold nulls")
+    array = prompts.cast(pl.String).to_arrow(compat_level=pl.CompatLevel.oldest())
+    if not len(array):
+        return
+    _, offsets, data = array.buffers()  # a large_string array: validity, int64 offsets, data
+    ends = np.frombuffer(offsets, dtype=np.int64)[array.offset : array.offset + len(array) + 1]
+    view = memoryview(data)
+    bounds = ends.tolist()
+    for start, end in itertools.pairwise(bounds):
+        yield view[start:end]
+
+
+def _from_row(row: AnswerRow, requests: Requests, key: str, task: Task) -> Answer | None:
     """A cached answer: its normalised JSON as stored, or (for answers stored raw, as the
     Batch API collector does) the raw content validated now."""
-    normalised = stored.get("value")
+    normalised, content, logprobs, prompt_tokens, completion_tokens = row
     if normalised is None:
         try:
-            normalised = dumps(task.finish(parse_answer(stored["content"], schema)))
+            normalised = dumps(task.finish(parse_answer(content or "", requests.schema(key))))
         except AnswerError:
             return None
-    usage = stored.get("usage") or {}
     return Answer(
-        json=normalised,
-        prompt_tokens=int(usage.get("prompt_tokens", 0)),
-        completion_tokens=int(usage.get("completion_tokens", 0)),
-        cached=True,
-        logprobs=stored.get("logprobs"),
+        normalised,
+        None,
+        int(prompt_tokens),
+        int(completion_tokens),
+        0,
+        True,
+        json.loads(logprobs) if logprobs else None,
     )
