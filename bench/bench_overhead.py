@@ -12,7 +12,19 @@ rerun in this process under cProfile, for where the time goes (top 25 by cumulat
 own time).
 
 The metrics default to two cheap ones, context_precision and context_recall (one request per
-row each); `--metrics` takes any. The cache is filled either over HTTP by `ragframe score`
+row each); `--metrics` takes any, and `--metrics core` the core 4 (faithfulness,
+answer_relevancy, context_precision, context_recall: issue 29's measure).
+
+The floor (issue 29: a warm rerun against "a fresh process that reads the input and writes the
+same scored file with Polars"): a fresh `python -c` that imports Polars, reads the input log,
+reads the scored file the rerun wrote (the same columns ragframe would write) and writes it
+with the settings ragframe's writer uses (zstd, row groups of 2,000 rows:
+`inputs.io.AtomicParquetWriter`). The rerun and the floor alternate `--repeat` times; the
+medians and their ratio are printed (`vs_floor`). Start-up is a large part of a small rerun:
+`import_time` is a fresh `import ragframe.cli` (wall), and `imports_during_rerun` the top-level
+packages the rerun's process imports by cumulative import time (`python -X importtime`).
+
+The cache is filled either over HTTP by `ragframe score`
 against the fake judge (`--fill http`, what a real first run does) or, much faster, in a Python
 process of its own with the judge's HTTP call replaced by the fake judge's own answer function
 (`--fill direct`, the default): same prompts, same keys, same cached answers, no sockets. The
@@ -22,6 +34,7 @@ that this one stays small and the reruns' wait4 peaks are their own (`common.in_
     python bench/bench_overhead.py
     python bench/bench_overhead.py --rows 20000 --fill http --json out.json
     python bench/bench_overhead.py --rerun-chunk-rows 500 2000 10000    # memory vs chunk size
+    python bench/bench_overhead.py --rows 5000 --metrics core --repeat 3 --profile-out warm.prof
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import inspect
+import statistics
 import sys
 import tempfile
 import time
@@ -55,6 +69,33 @@ from ragframe.judge.transport import Transport
 from ragframe.testing.server import auto_answer
 
 CHEAP = ["context_precision", "context_recall"]
+#: `--metrics core`: the core 4, issue 29's warm-rerun measure.
+CORE = ["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
+#: The floor's program: argv[1] the input log, argv[2] the scored file, argv[3] the copy.
+FLOOR = (
+    "import sys, polars as pl; pl.read_parquet(sys.argv[1]); "
+    "pl.read_parquet(sys.argv[2]).write_parquet(sys.argv[3], compression='zstd', "
+    "row_group_size=2000)"
+)
+
+
+def top_imports(stderr: str, n: int = 12) -> dict[str, float]:
+    """Top-level packages by cumulative import time (ms), from `python -X importtime` output."""
+    totals: dict[str, float] = {}
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cumulative, name = line[len("import time:") :].split("|", 2)
+        if name.startswith("  "):  # imported by another module: counted in its parent
+            continue
+        top = name.strip().split(".")[0]
+        totals[top] = totals.get(top, 0.0) + int(cumulative) / 1000
+    ranked = sorted(totals.items(), key=lambda item: -item[1])[:n]
+    return {name: round(ms, 1) for name, ms in ranked}
+
+
+def median_of(runs: list[Any], field: str, digits: int = 2) -> float:
+    return round(statistics.median(getattr(run, field) for run in runs), digits)
 
 
 def fill_direct(source: Path, output: Path, metrics: list[str], cache: Path, url: str) -> float:
@@ -102,8 +143,11 @@ def main() -> int:
     parser.add_argument("--fill", choices=["direct", "http"], default="direct")
     parser.add_argument("--json", type=Path, help="also write the result here")
     parser.add_argument("--profile-out", type=Path, help="write the in-process cProfile stats here")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="warm reruns and floors, alternating (median)"
+    )
     args = parser.parse_args()
-    metrics = [m for m in args.metrics.split(",") if m]
+    metrics = CORE if args.metrics == "core" else [m for m in args.metrics.split(",") if m]
     out: dict[str, Any] = {"machine": machine(), "rows": args.rows, "metrics": metrics}
     with tempfile.TemporaryDirectory(prefix="ragframe-bench-") as tmp:
         work = Path(tmp)
@@ -127,25 +171,57 @@ def main() -> int:
             startup = run_measured(
                 [sys.executable, "-c", "import ragframe.cli, ragframe.stream, openai"]
             )
-            rerun = run_measured(command, env=child_env())
-            assert rerun.returncode == 0, rerun.stderr[-2000:]
-            sent = server.stats()["requests"]
-            assert not sent.get("/v1/chat/completions") and not sent.get("/v1/embeddings"), sent
+            imports = run_measured([sys.executable, "-c", "import ragframe.cli"])
+            reruns, floors = [], []
+            copy = work / "floor.parquet"
+            for _ in range(max(1, args.repeat)):
+                rerun = run_measured(command, env=child_env())
+                assert rerun.returncode == 0, rerun.stderr[-2000:]
+                sent = server.stats()["requests"]
+                assert not sent.get("/v1/chat/completions"), sent
+                assert not sent.get("/v1/embeddings"), sent
+                reruns.append(rerun)
+                floor = run_measured(
+                    [sys.executable, "-c", FLOOR, str(source), str(output), str(copy)]
+                )
+                assert floor.returncode == 0, floor.stderr[-2000:]
+                floors.append(floor)
+            timed = [sys.executable, "-X", "importtime", *command[1:]]
+            traced = run_measured(timed, env=child_env())
+            assert traced.returncode == 0, traced.stderr[-2000:]
+            wall, cpu = median_of(reruns, "wall"), median_of(reruns, "cpu_seconds")
+            floor_wall, floor_cpu = median_of(floors, "wall"), median_of(floors, "cpu_seconds")
             out["command"] = " ".join(command).replace(server.url, "$URL")
             out["cli_rerun"] = {
                 "requests_seen_by_server": sent,
-                "wall_s": round(rerun.wall, 2),
-                "us_per_row": round(1e6 * rerun.wall / args.rows, 1),
+                "repeats": len(reruns),
+                "wall_s": wall,
+                "wall_s_each": [round(r.wall, 2) for r in reruns],
+                "us_per_row": round(1e6 * wall / args.rows, 1),
                 "startup_s": round(startup.wall, 2),
-                "us_per_row_without_startup": round(
-                    1e6 * (rerun.wall - startup.wall) / args.rows, 1
-                ),
-                "cpu_s": round(rerun.cpu_seconds, 2),
-                "peak_rss_mib": round(rerun.peak_rss_mib, 1),
+                "us_per_row_without_startup": round(1e6 * (wall - startup.wall) / args.rows, 1),
+                "cpu_s": cpu,
+                "peak_rss_mib": median_of(reruns, "peak_rss_mib", 1),
                 "parent_hwm_mib": round(rerun.parent_hwm_mib, 1),
                 "summary_line": next(
                     (line for line in rerun.stdout.splitlines() if line.startswith("rows ")), ""
                 ),
+            }
+            out["floor"] = {
+                "program": FLOOR,
+                "wall_s": floor_wall,
+                "wall_s_each": [round(f.wall, 2) for f in floors],
+                "cpu_s": floor_cpu,
+                "peak_rss_mib": median_of(floors, "peak_rss_mib", 1),
+            }
+            out["vs_floor"] = {
+                "wall_ratio": round(wall / floor_wall, 2),
+                "cpu_ratio": round(cpu / floor_cpu, 2),
+            }
+            out["import_time"] = {
+                "import_ragframe_cli_wall_s": round(imports.wall, 2),
+                "import_ragframe_cli_cpu_s": round(imports.cpu_seconds, 2),
+                "imports_during_rerun_ms": top_imports(traced.stderr),
             }
 
             out["cli_rerun_by_chunk_rows"] = {}
