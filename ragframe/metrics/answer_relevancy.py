@@ -72,7 +72,7 @@ class AnswerRelevancy(Metric):
     def config(self) -> dict[str, Any]:
         return {"n_questions": self.n_questions}
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.LazyFrame:
         asked = await ctx.ask(
             QUESTIONS,
             rows.select(
@@ -85,28 +85,47 @@ class AnswerRelevancy(Metric):
             ),
             count_col="n",
         )
-        generated = asked.select(
-            ROW_ID,
-            pl.col("answer").struct.field("questions").alias("questions"),
-            pl.col("answer").struct.field("noncommittal").alias("noncommittal"),
-            "error",
-        ).join(rows.select(ROW_ID, "question"), on=ROW_ID, how="left")
-        items = numbered_items(
-            generated.filter(pl.col("error").is_null()), "questions", "generated"
-        ).join(generated.select(ROW_ID, "question"), on=ROW_ID, how="left")
+        # One query (the generated questions beside the asked one) before the embeddings;
+        # what follows them is one plan, folded into `Metric.run`'s.
+        generated = (
+            asked.lazy()
+            .select(
+                ROW_ID,
+                pl.col("answer").struct.field("questions").alias("questions"),
+                pl.col("answer").struct.field("noncommittal").alias("noncommittal"),
+                "error",
+            )
+            .join(
+                rows.lazy().select(ROW_ID, "question"), on=ROW_ID, how="left", maintain_order="left"
+            )
+        )
+        items = (
+            numbered_items(generated.filter(pl.col("error").is_null()), "questions", "generated")
+            .join(
+                generated.select(ROW_ID, "question"), on=ROW_ID, how="left", maintain_order="left"
+            )
+            .collect()
+        )
         similarity, reasons = await ctx.cosine(
             items.get_column("question").to_list(), items.get_column("generated").to_list()
         )
-        items = items.with_columns(
-            pl.Series("similarity", similarity, dtype=pl.Float64).fill_nan(None),
-            pl.Series("embedding_error", reasons, dtype=pl.String),
-        )
-        per_row = items.group_by(ROW_ID).agg(
-            pl.struct(pl.col("generated").alias("question"), "similarity")
-            .sort_by("pos")
-            .alias("questions"),
-            pl.col("similarity").mean().alias("mean_similarity"),
-            pl.col("embedding_error").drop_nulls().first().alias("embedding_error"),
+        per_row = (
+            items.hstack(
+                [
+                    pl.Series("similarity", similarity, dtype=pl.Float64),
+                    pl.Series("embedding_error", reasons, dtype=pl.String),
+                ]
+            )
+            .lazy()
+            .with_columns(pl.col("similarity").fill_nan(None))
+            .group_by(ROW_ID)
+            .agg(
+                pl.struct(pl.col("generated").alias("question"), "similarity")
+                .sort_by("pos")
+                .alias("questions"),
+                pl.col("similarity").mean().alias("mean_similarity"),
+                pl.col("embedding_error").drop_nulls().first().alias("embedding_error"),
+            )
         )
         return (
             generated.select(ROW_ID, "noncommittal", "error")

@@ -92,7 +92,7 @@ class ContextPrecision(Metric):
     def tasks(self) -> list[Task]:
         return [self._task]
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.LazyFrame:
         column, tag = self._target
         judged = await ask_about_contexts(
             ctx,
@@ -104,13 +104,17 @@ class ContextPrecision(Metric):
                 fence_items("context", pl.col("contexts")),
             ),
         )
-        per_row = per_context(judged, ("relevant", "reason"), "verdicts")
+        per_row = per_context(judged.lazy(), ("relevant", "reason"), "verdicts")
         flags = pl.col("verdicts").list.eval(pl.element().struct.field("relevant"))
-        return judged.select(ROW_ID, ERROR).join(
-            per_row.with_columns(average_precision(flags).alias("score")),
-            on=ROW_ID,
-            how="left",
-            maintain_order="left",
+        return (
+            judged.lazy()
+            .select(ROW_ID, ERROR)
+            .join(
+                per_row.with_columns(average_precision(flags).alias("score")),
+                on=ROW_ID,
+                how="left",
+                maintain_order="left",
+            )
         )
 
 
@@ -220,7 +224,7 @@ class ContextRecall(Metric):
     def tasks(self) -> list[Task]:
         return [RECALL]
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.LazyFrame:
         judged = await ask_about_contexts(
             ctx,
             RECALL,
@@ -231,11 +235,11 @@ class ContextRecall(Metric):
                 fence("ground_truth", pl.col("ground_truth")),
             ),
         )
-        ok = judged.filter(pl.col(ERROR).is_null())
+        ok = judged.lazy().filter(pl.col(ERROR).is_null())
         fact = pl.col("fact")
         per_fact = numbered_items(
             ok.with_columns(pl.col("answer").struct.field("facts")), "facts", "fact"
-        ).join(judged.select(ROW_ID, CONTEXT_POSITIONS), on=ROW_ID)
+        ).join(judged.lazy().select(ROW_ID, CONTEXT_POSITIONS), on=ROW_ID)
         per_row = per_fact.group_by(ROW_ID).agg(
             pl.struct(
                 fact.struct.field("fact"),
@@ -252,7 +256,8 @@ class ContextRecall(Metric):
         answered = pl.col(ERROR).is_null()
         cap = effective_cap(ctx, MAX_FACTS)
         return (
-            judged.select(ROW_ID, ERROR)
+            judged.lazy()
+            .select(ROW_ID, ERROR)
             .join(per_row, on=ROW_ID, how="left", maintain_order="left")
             .with_columns(
                 pl.when(answered).then(pl.col("facts").fill_null([])).alias("facts"),

@@ -195,8 +195,10 @@ class AnswerCorrectness(Metric):
             frame, "statements", "g_verdicts", "ground_truth_statements", ("covered", "reason")
         )
         return _counted(
-            frame.join(answer_items, on=ROW_ID, how="left").join(truth_items, on=ROW_ID, how="left")
-        )
+            frame.lazy()
+            .join(answer_items, on=ROW_ID, how="left")
+            .join(truth_items, on=ROW_ID, how="left")
+        ).collect()
 
 
 async def _classify(sides: pl.DataFrame, ctx: Context) -> pl.DataFrame:
@@ -269,16 +271,16 @@ def _fixed_verdicts(items: str, reason: str | None, verdict: pl.Expr, dtype: Any
 
 def _matched(
     frame: pl.DataFrame, items: str, verdicts: str, name: str, fields: tuple[str, ...]
-) -> pl.DataFrame:
+) -> pl.LazyFrame:
     """ROW_ID and `name`: each item of the `items` list with the fields of the verdict whose
     `index` is its number (1-based), in the items' order."""
-    judged = verdicts_by_index(frame, pl.col(verdicts))
+    judged = verdicts_by_index(frame.lazy(), pl.col(verdicts))
     return matched_items(
-        numbered_items(frame, items, "statement"), judged, "statement", fields, name
+        numbered_items(frame.lazy(), items, "statement"), judged, "statement", fields, name
     )
 
 
-def _counted(frame: pl.DataFrame) -> pl.DataFrame:
+def _counted(frame: pl.LazyFrame) -> pl.LazyFrame:
     """The factual detail of each row from its matched statements: tp, fp, fn, f1, error."""
     # Both verdict arrays are pinned to their counts and their indices checked (1..n, each
     # once), so the judge has already re-asked any answer that leaves a statement unjudged.

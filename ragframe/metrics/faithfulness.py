@@ -141,7 +141,7 @@ class Faithfulness(Metric):
         max_tokens = min(VERIFY.max_tokens, cap) if cap else VERIFY.max_tokens
         return max(1, (max_tokens - ANSWER_OVERHEAD_TOKENS) // VERDICT_TOKENS)
 
-    def _batched(self, claims: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    def _batched(self, claims: pl.LazyFrame, ctx: Context) -> pl.LazyFrame:
         """`claims` (ROW_ID, claim, `k`: its 0-based place among the row's judged claims)
         with `batch` (which request of the row) and `index` (the claim's 1-based number in
         that request's prompt)."""
@@ -160,18 +160,24 @@ class Faithfulness(Metric):
             (pl.col("k") - pl.col("k").min().over(ROW_ID, "batch") + 1).alias("index")
         )
 
-    async def _verify(self, claims: pl.DataFrame, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    async def _verify(self, claims: pl.LazyFrame, rows: pl.DataFrame, ctx: Context) -> pl.LazyFrame:
         """Per row with claims: `claims` (each claim with its verdict, matched by index, in
         list order; a blank given claim is not sent and gets no verdict), `score` and
-        `verify_error`, the first error of its requests. `claims` is `numbered_items`."""
-        judged = claims.filter(
-            pl.col("claim").str.strip_chars(WHITESPACE).str.len_chars() > 0
-        ).with_columns(pl.int_range(pl.len()).over(ROW_ID).alias("k"))
-        judged = self._batched(judged, ctx)
+        `verify_error`, the first error of its requests. `claims` is `numbered_items`.
+        Two queries (the judged claims, the prompts); what follows the answers stays lazy."""
+        judged = self._batched(
+            claims.filter(
+                pl.col("claim").str.strip_chars(WHITESPACE).str.len_chars() > 0
+            ).with_columns(pl.int_range(pl.len()).over(ROW_ID).alias("k")),
+            ctx,
+        ).collect()
         batches = (
-            judged.group_by(ROW_ID, "batch", maintain_order=True)
+            judged.lazy()
+            .group_by(ROW_ID, "batch", maintain_order=True)
             .agg(pl.col("claim").sort_by("index"))
-            .join(rows.select(ROW_ID, "contexts"), on=ROW_ID, how="left")
+            .join(
+                rows.lazy().select(ROW_ID, "contexts"), on=ROW_ID, how="left", maintain_order="left"
+            )
             .with_columns(
                 prompt(
                     fence_items("context", pl.col("contexts")),
@@ -181,13 +187,13 @@ class Faithfulness(Metric):
             )
         )
         answers = await ctx.ask(
-            VERIFY, batches.select(ROW_ID, "batch", "prompt", "n"), count_col="n"
+            VERIFY, batches.select(ROW_ID, "batch", "prompt", "n").collect(), count_col="n"
         )
         verdicts = verdicts_by_index(
-            answers, pl.col("answer").struct.field("verdicts"), keys=(ROW_ID, "batch")
+            answers.lazy(), pl.col("answer").struct.field("verdicts"), keys=(ROW_ID, "batch")
         )
         placed = claims.drop("index").join(
-            judged.select(ROW_ID, "pos", "batch", "index"), on=(ROW_ID, "pos"), how="left"
+            judged.lazy().select(ROW_ID, "pos", "batch", "index"), on=(ROW_ID, "pos"), how="left"
         )
         supported = pl.element().struct.field("supported").cast(pl.Float64)
         return (
@@ -196,9 +202,9 @@ class Faithfulness(Metric):
             )
             .with_columns(pl.col("claims").list.eval(supported).list.mean().alias("score"))
             .join(
-                answers.group_by(ROW_ID).agg(
-                    pl.col("error").drop_nulls().first().alias("verify_error")
-                ),
+                answers.lazy()
+                .group_by(ROW_ID)
+                .agg(pl.col("error").drop_nulls().first().alias("verify_error")),
                 on=ROW_ID,
                 how="left",
             )
@@ -208,20 +214,21 @@ class Faithfulness(Metric):
         """Per row: ROW_ID, `claims`, `truncated`, `error` (extraction's, or "no claims
         given") and `claims_given`: the `claims` column's list where it is not null (when
         `given_claims`), else the claims the judge extracts from the answer."""
-        given = rows.filter(pl.col("claims").is_not_null()) if "claims" in rows.columns else None
-        if given is None or not self.given_claims:
-            given = rows.clear()
-        extract = rows.join(given.select(ROW_ID), on=ROW_ID, how="anti", maintain_order="left")
-        parts = []
+        if "claims" in rows.columns and self.given_claims:
+            has = pl.col("claims").is_not_null()
+            given, extract = rows.filter(has), rows.filter(~has)
+        else:
+            given, extract = rows.clear(), rows
+        parts: list[pl.LazyFrame] = []
         if extract.height:
             extracted = await answer_claims(ctx, extract, self.max_claims)
-            parts.append(extracted.with_columns(pl.lit(False).alias("claims_given")))
+            parts.append(extracted.lazy().with_columns(pl.lit(False).alias("claims_given")))
         if given.height:
             blank = pl.col("claims").list.eval(
                 pl.element().str.strip_chars(WHITESPACE).str.len_chars() == 0
             )
             parts.append(
-                given.select(
+                given.lazy().select(
                     ROW_ID,
                     pl.col("claims").cast(pl.List(pl.String)),
                     pl.lit(False).alias("truncated"),
@@ -232,16 +239,15 @@ class Faithfulness(Metric):
                     pl.lit(True).alias("claims_given"),
                 )
             )
-        return pl.concat(parts, how="vertical_relaxed")
+        return pl.concat(parts, how="vertical_relaxed").collect()
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.LazyFrame:
         stated = await self._stated(rows, ctx)
-        ok = stated.filter(pl.col("error").is_null() & (pl.col("claims").list.len() > 0))
+        ok = stated.lazy().filter(pl.col("error").is_null() & (pl.col("claims").list.len() > 0))
         per_row = await self._verify(numbered_items(ok, "claims", "claim"), rows, ctx)
         return (
-            stated.select(
-                ROW_ID, "truncated", "claims_given", pl.col("error").alias("extract_error")
-            )
+            stated.lazy()
+            .select(ROW_ID, "truncated", "claims_given", pl.col("error").alias("extract_error"))
             .join(per_row, on=ROW_ID, how="left")
             .select(
                 ROW_ID,

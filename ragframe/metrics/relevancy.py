@@ -92,7 +92,7 @@ class ContextualRelevancy(Metric):
     def tasks(self) -> list[Task]:
         return [RELEVANCY]
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.LazyFrame:
         judged = await ask_about_contexts(
             ctx,
             RELEVANCY,
@@ -103,7 +103,7 @@ class ContextualRelevancy(Metric):
         )
         statements = pl.col("verdict").struct.field("statements")
         contexts = pl.col("answer").struct.field("contexts")
-        per_context = judged_contexts(judged, contexts).with_columns(
+        per_context = judged_contexts(judged.lazy(), contexts).with_columns(
             statements.list.eval(
                 pl.struct(
                     pl.element().struct.field("statement"),
@@ -125,7 +125,8 @@ class ContextualRelevancy(Metric):
             ),
         )
         return (
-            judged.select(ROW_ID, "error")
+            judged.lazy()
+            .select(ROW_ID, "error")
             .join(per_row, on=ROW_ID, how="left", maintain_order="left")
             .select(
                 ROW_ID,
@@ -200,7 +201,7 @@ class AnswerRelevancyLLM(Metric):
     def config(self) -> dict[str, Any]:
         return {"max_claims": self.max_claims}
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.LazyFrame:
         stated = await answer_claims(ctx, rows, self.max_claims)
         ok = stated.filter(pl.col("error").is_null() & (pl.col("claims").list.len() > 0))
         judged = await ctx.ask(
@@ -217,16 +218,20 @@ class AnswerRelevancyLLM(Metric):
         )
         # Each verdict names the statement it judges (`index`, 1-based): matched by it.
         verdicts = verdicts_by_index(
-            judged.filter(pl.col(ERROR).is_null()), pl.col("answer").struct.field("verdicts")
+            judged.lazy().filter(pl.col(ERROR).is_null()),
+            pl.col("answer").struct.field("verdicts"),
         )
-        statements = numbered_items(ok, "claims", "statement")
+        statements = numbered_items(ok.lazy(), "claims", "statement")
         relevant = (pl.element().struct.field("verdict") != "no").cast(pl.Float64)
         per_row = matched_items(
             statements, verdicts, "statement", ("verdict", "reason"), "statements", how="inner"
         ).with_columns(pl.col("statements").list.eval(relevant).list.mean().alias("score"))
         return (
-            stated.select(ROW_ID, pl.col("error").alias("extract_error"), "truncated")
-            .join(judged.select(ROW_ID, "error"), on=ROW_ID, how="left", maintain_order="left")
+            stated.lazy()
+            .select(ROW_ID, pl.col("error").alias("extract_error"), "truncated")
+            .join(
+                judged.lazy().select(ROW_ID, "error"), on=ROW_ID, how="left", maintain_order="left"
+            )
             .join(per_row, on=ROW_ID, how="left", maintain_order="left")
             .select(
                 ROW_ID,
@@ -291,7 +296,7 @@ class Hallucination(Metric):
     def tasks(self) -> list[Task]:
         return [HALLUCINATION]
 
-    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.DataFrame:
+    async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.LazyFrame:
         judged = await ask_about_contexts(
             ctx,
             HALLUCINATION,
@@ -300,9 +305,11 @@ class Hallucination(Metric):
             prompt(fence_items("context", pl.col("contexts")), fence("answer", pl.col("answer"))),
         )
         contradicted = pl.element().struct.field("contradicted").cast(pl.Float64)
-        per_row = per_context(judged, ("contradicted", "reason"), "contexts").with_columns(
+        per_row = per_context(judged.lazy(), ("contradicted", "reason"), "contexts").with_columns(
             pl.col("contexts").list.eval(contradicted).list.mean().alias("score")
         )
-        return judged.select(ROW_ID, "error").join(
-            per_row, on=ROW_ID, how="left", maintain_order="left"
+        return (
+            judged.lazy()
+            .select(ROW_ID, "error")
+            .join(per_row, on=ROW_ID, how="left", maintain_order="left")
         )
