@@ -89,7 +89,17 @@ def fits_exactly(value: Any, schema: dict[str, Any]) -> bool:
     (anyOf, $ref, enums of non-strings...) answers False and goes through `coerce`.
     """
     kind = schema.get("type")
-    if not isinstance(kind, str) or len(schema.keys() - _EXACT_KEYS) > 0:
+    if len(schema.keys() - _EXACT_KEYS) > 0:
+        return False
+    if isinstance(kind, list):  # ["integer", "null"]: a nullable field (an optional index)
+        if value is None:
+            return "null" in kind  # what `coerce` returns for a nullable field's null
+        concrete = [t for t in kind if t != "null"]
+        # One type besides null, and not "number" (`coerce` makes an int of it a float).
+        if len(concrete) != 1 or not isinstance(concrete[0], str) or concrete[0] == "number":
+            return False
+        kind = concrete[0]
+    elif not isinstance(kind, str):
         return False
     if kind == "integer":
         ok = type(value) is int
