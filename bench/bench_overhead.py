@@ -35,6 +35,8 @@ that this one stays small and the reruns' wait4 peaks are their own (`common.in_
     python bench/bench_overhead.py --rows 20000 --fill http --json out.json
     python bench/bench_overhead.py --rerun-chunk-rows 500 2000 10000    # memory vs chunk size
     python bench/bench_overhead.py --rows 5000 --metrics core --repeat 3 --profile-out warm.prof
+    git worktree add /tmp/before <commit>        # then, before and after in the same rounds:
+    python bench/bench_overhead.py --rows 5000 --metrics core --repeat 3 --baseline /tmp/before
 """
 
 from __future__ import annotations
@@ -146,6 +148,12 @@ def main() -> int:
     parser.add_argument(
         "--repeat", type=int, default=1, help="warm reruns and floors, alternating (median)"
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also rerun `ragframe score` from this source tree (a checkout of the commit "
+        "before a change) in every round, on the same cache: before/after side by side",
+    )
     args = parser.parse_args()
     metrics = CORE if args.metrics == "core" else [m for m in args.metrics.split(",") if m]
     out: dict[str, Any] = {"machine": machine(), "rows": args.rows, "metrics": metrics}
@@ -172,8 +180,12 @@ def main() -> int:
                 [sys.executable, "-c", "import ragframe.cli, ragframe.stream, openai"]
             )
             imports = run_measured([sys.executable, "-c", "import ragframe.cli"])
-            reruns, floors = [], []
+            reruns, floors, baselines = [], [], []
             copy = work / "floor.parquet"
+            # The baseline's ragframe from its tree: -P keeps the working directory (this
+            # repository) off sys.path, so PYTHONPATH decides which ragframe runs.
+            before = [sys.executable, "-P", *command[1:]]
+            before_env = {**child_env(), "PYTHONPATH": str(args.baseline)}
             for _ in range(max(1, args.repeat)):
                 rerun = run_measured(command, env=child_env())
                 assert rerun.returncode == 0, rerun.stderr[-2000:]
@@ -181,6 +193,14 @@ def main() -> int:
                 assert not sent.get("/v1/chat/completions"), sent
                 assert not sent.get("/v1/embeddings"), sent
                 reruns.append(rerun)
+                if args.baseline is not None:
+                    # The same cache must answer it all: request keys did not change.
+                    baseline = run_measured(before, env=before_env)
+                    assert baseline.returncode == 0, baseline.stderr[-2000:]
+                    sent = server.stats()["requests"]
+                    assert not sent.get("/v1/chat/completions"), sent
+                    assert not sent.get("/v1/embeddings"), sent
+                    baselines.append(baseline)
                 floor = run_measured(
                     [sys.executable, "-c", FLOOR, str(source), str(output), str(copy)]
                 )
@@ -218,6 +238,18 @@ def main() -> int:
                 "wall_ratio": round(wall / floor_wall, 2),
                 "cpu_ratio": round(cpu / floor_cpu, 2),
             }
+            if baselines:
+                out["baseline"] = {
+                    "tree": str(args.baseline),
+                    "wall_s": median_of(baselines, "wall"),
+                    "wall_s_each": [round(b.wall, 2) for b in baselines],
+                    "cpu_s": median_of(baselines, "cpu_seconds"),
+                    "peak_rss_mib": median_of(baselines, "peak_rss_mib", 1),
+                    "vs_floor_wall": round(median_of(baselines, "wall") / floor_wall, 2),
+                    "vs_floor_cpu": round(median_of(baselines, "cpu_seconds") / floor_cpu, 2),
+                    "after_over_before_wall": round(wall / median_of(baselines, "wall"), 3),
+                    "after_over_before_cpu": round(cpu / median_of(baselines, "cpu_seconds"), 3),
+                }
             out["import_time"] = {
                 "import_ragframe_cli_wall_s": round(imports.wall, 2),
                 "import_ragframe_cli_cpu_s": round(imports.cpu_seconds, 2),
