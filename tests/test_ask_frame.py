@@ -121,3 +121,23 @@ async def both_tuples(judge: Judge, task: Task, counts: pl.Series) -> tuple[list
         answers = await session.ask(task, PROMPTS, tuples)
         frame = await session.ask_frame(task, pl.Series(PROMPTS), counts)
     return answers, frame
+
+
+def test_ask_frame_sends_each_distinct_prompt_of_a_series_once(tmp_path: Path) -> None:
+    """Cold, from a Series: each request carries its own prompt and its count's schema."""
+    seen: list[tuple[str, int]] = []
+
+    def record(body: dict[str, Any]) -> Any:
+        schema = body["response_format"]["json_schema"]["schema"]
+        seen.append((body["messages"][-1]["content"], schema["properties"]["verdicts"]["maxItems"]))
+        return auto_answer(body)
+
+    async def main(judge: Judge) -> tuple[pl.DataFrame, list[Any]]:
+        async with judge.session() as session:
+            frame = await session.ask_frame(TASK, pl.Series(PROMPTS), pl.Series(COUNTS))
+            return frame, await session.ask(TASK, PROMPTS, COUNTS)
+
+    with FakeServer(handler=record) as server:
+        frame, answers = asyncio.run(main(judge_for(server, tmp_path)))
+    assert sorted(seen) == sorted(set(zip(PROMPTS, COUNTS, strict=True)))
+    assert frame.to_dict(as_series=False) == as_columns(answers)
