@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-import polars.selectors as cs
 
 from ragframe.engine.spec import RunSpec, metric_names
 from ragframe.errors import ConfigError
@@ -137,12 +136,13 @@ def failed_metrics(
     }
 
 
-def aggregate_columns(frame: pl.DataFrame, aggregate: RagasScore) -> pl.DataFrame:
-    """The aggregate's score and detail (which inputs were null), computed without requests."""
+def aggregate_exprs(aggregate: RagasScore) -> list[pl.Expr]:
+    """The aggregate's score and detail (which inputs were null), computed without requests:
+    expressions, added to the scored frame in the plan that finishes it."""
     missing = pl.concat_list(
         [pl.when(pl.col(c).is_null()).then(pl.lit(c)) for c in aggregate.of]
     ).list.drop_nulls()
-    return frame.select(
+    return [
         aggregate.expression(),
         pl.struct(
             pl.lit(list(aggregate.of), dtype=pl.List(pl.String)).alias("of"),
@@ -150,7 +150,7 @@ def aggregate_columns(frame: pl.DataFrame, aggregate: RagasScore) -> pl.DataFram
             .then(pl.lit("null input score: ") + missing.list.join(", "))
             .alias("error"),
         ).alias(f"{aggregate.name}_detail"),
-    )
+    ]
 
 
 async def score_frame(
@@ -172,15 +172,18 @@ async def score_frame(
         optional={m.name: m.optional for m in scorers if m.optional},
         flag_cuts=True,
     )
-    flags = selected.select(cs.starts_with(CUT_FLAG))
-    inputs = selected.drop(flags.columns)
+    # Columns moved between frames without a query; what follows the metrics is one plan.
+    flags = pl.DataFrame([c for c in selected.get_columns() if c.name.startswith(CUT_FLAG)])
+    inputs = pl.DataFrame([c for c in selected.get_columns() if c.name not in flags.columns])
     ctx = Context(session, {})
     results = await asyncio.gather(*(m.run(inputs, ctx.view()) for m in scorers))
-    scored = frame.hstack([col for result in results for col in result.drop(ROW_ID).get_columns()])
-    scored = mark_cut(scored, scorers, flags)
+    scored = frame.hstack(
+        [col for result in results for col in result.get_columns() if col.name != ROW_ID]
+    )
+    plan = mark_cut(scored, scorers, flags)
     for aggregate in (m for m in metrics if isinstance(m, RagasScore)):
-        scored = scored.hstack(aggregate_columns(scored, aggregate).get_columns())
-    return out_of_range(scored, metrics)
+        plan = plan.with_columns(aggregate_exprs(aggregate))
+    return out_of_range(plan, metrics).collect()
 
 
 #: The detail field (List(String)) naming the metric's inputs that were cut to
@@ -190,10 +193,10 @@ async def score_frame(
 CUT_FIELD = "inputs_cut"
 
 
-def mark_cut(scored: pl.DataFrame, scorers: Iterable[Metric], flags: pl.DataFrame) -> pl.DataFrame:
+def mark_cut(scored: pl.DataFrame, scorers: Iterable[Metric], flags: pl.DataFrame) -> pl.LazyFrame:
     """Each metric's detail with CUT_FIELD: the names of its inputs that `flags`
     (`select_inputs(flag_cuts=True)`'s columns) say were cut in the row (every metric has the
-    field, so every chunk has one schema)."""
+    field, so every chunk has one schema). A plan, collected with what follows it."""
     marked = scored.hstack(flags.get_columns())
     exprs = []
     for metric in scorers:
@@ -207,21 +210,22 @@ def mark_cut(scored: pl.DataFrame, scorers: Iterable[Metric], flags: pl.DataFram
         )
         detail = pl.col(f"{metric.name}_detail")
         exprs.append(detail.struct.with_fields(names.alias(CUT_FIELD)))
-    return marked.with_columns(exprs).drop(flags.columns)
+    return marked.lazy().with_columns(exprs).drop(flags.columns)
 
 
-def out_of_range(scored: pl.DataFrame, metrics: Iterable[Metric | RagasScore]) -> pl.DataFrame:
+def out_of_range(scored: pl.LazyFrame, metrics: Iterable[Metric | RagasScore]) -> pl.LazyFrame:
     """A score outside [0, 1] is a metric's bug, surfaced, not clipped: the score becomes null
     (its pass too) and the detail's error says which value it was, so the run summary, the
     written file, `summarize` and the gates all read the same column on every path (the
     summary counts the row as failed). Rounding past a bound (SCORE_SLACK) is clipped."""
+    schema = scored.collect_schema()
     exprs: list[pl.Expr] = []
     for metric in metrics:
         name, detail = metric.name, f"{metric.name}_detail"
         score = pl.col(name)
         bad = outside_unit(score)
         exprs.append(pl.when(bad).then(None).otherwise(score.clip(0.0, 1.0)).alias(name))
-        dtype = scored.schema.get(detail)
+        dtype = schema.get(detail)
         if isinstance(dtype, pl.Struct) and "error" in {f.name for f in dtype.fields}:
             why = pl.format(
                 "score {} outside [0, 1]: a bug in metric '{}' (its formula or how it reads "
@@ -232,7 +236,7 @@ def out_of_range(scored: pl.DataFrame, metrics: Iterable[Metric | RagasScore]) -
             error = pl.when(bad).then(why).otherwise(pl.col(detail).struct.field("error"))
             exprs.append(pl.col(detail).struct.with_fields(error.alias("error")))
         passed = name + PASS_SUFFIX
-        if passed in scored.columns:
+        if passed in schema:
             exprs.append(pl.when(bad).then(None).otherwise(pl.col(passed)).alias(passed))
     return scored.with_columns(exprs) if exprs else scored
 

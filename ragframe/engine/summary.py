@@ -111,7 +111,9 @@ class Tally:
     kept: list[np.ndarray] = field(default_factory=list)
 
     def add(self, scores: pl.Series) -> None:
-        values = scores.drop_nulls().to_numpy().astype(np.float64, copy=False)
+        # A Float64 score column reads nulls as NaN, dropped below with no Polars query.
+        kept = scores if scores.dtype == pl.Float64 else scores.drop_nulls()
+        values = kept.to_numpy().astype(np.float64, copy=False)
         values = values[~np.isnan(values)]
         # As mean_interval reads them: NaN dropped, rounding past a bound clipped, -0.0 is 0.0,
         # and a score further outside [0, 1] refused (never clipped into a mean it is not).
