@@ -1,6 +1,7 @@
-"""Cached prompt tokens in the totals that add runs up (issue 29): a jury of runs scored
-apart sums them with the other counts, and its cost and saving are the runs' own, their
-Batch API lines' included (each billed at its cached rate)."""
+"""Cached prompt tokens in the totals that add runs up (issue 29): a Batch API job sums its
+result lines' cached tokens in its manifest (across restarts) and bills them at the cached
+rate; a jury of runs scored apart sums them with the other counts, and its cost and saving
+are the runs' own, their Batch API lines' included."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from typing import Any
 import polars as pl
 import pytest
 from conftest import judge_for
+from test_batch import drive, frame
 from test_jury import rows, scripted
 
 import ragframe
 from ragframe.decide.jury_of_runs import _summary, combine_runs
-from ragframe.testing.server import FakeServer, Reply
+from ragframe.engine.batch import BatchJob
+from ragframe.testing.server import FakeServer, Reply, auto_answer
 
 #: Prompt and cached tokens every answer reports: an easy sum.
 PROMPT, CACHED = 2000, 1280
@@ -85,3 +88,33 @@ def test_batch_lines_count_their_cached_tokens_and_their_own_cost():
     older = {k: v for k, v in batch.items() if k not in ("cost_usd", "cached_saving_usd")}
     summary = _summary(pl.DataFrame({"x": [1]}), [], [_Run({**live, "batch": older})], {})
     assert summary["cost_usd"] is None and summary["prompt_tokens"] == 8000
+
+
+def test_a_batch_job_counts_its_lines_cached_tokens_and_bills_them_at_half_the_cached_rate(
+    tmp_path,
+):
+    def handler(body: dict[str, Any]) -> Reply:
+        return Reply(auto_answer(body), prompt_tokens=1000, completion_tokens=10, cached_tokens=400)
+
+    manifest = tmp_path / "job.json"
+    with FakeServer(handler=handler) as server:
+
+        def job() -> BatchJob:  # a new one per call: the counts live in the manifest
+            judge = judge_for(server, tmp_path, cache=True, price=(1.0, 2.0, 0.5))
+            return BatchJob(manifest, judge)
+
+        job().submit(frame(4), ["faithfulness", "context_recall"])
+        done = drive(job())
+    batch = done.result.summary()["batch"]
+    lines = batch["requests_submitted"]
+    assert lines == 12 and batch["stages"] == 2  # one restart at least, between the stages
+    assert (batch["prompt_tokens"], batch["cached_prompt_tokens"]) == (1000 * lines, 400 * lines)
+    # 600 prompt tokens at $1, 400 cached at $0.5, 10 completion at $2 a line; half of it.
+    assert batch["cost_usd"] == pytest.approx(lines * (600 + 200 + 20) / 1e6 / 2)
+    assert batch["cached_saving_usd"] == pytest.approx(lines * 400 * 0.5 / 1e6 / 2)
+    # A jury of this run and itself: the batch's lines are paid for, twice.
+    out = tmp_path / "out.parquet"
+    done.result.write_parquet(out)
+    summary = combine_runs([out, out]).summary
+    assert summary["cached_prompt_tokens"] == 2 * 400 * lines
+    assert summary["cost_usd"] == pytest.approx(2 * batch["cost_usd"])

@@ -105,8 +105,9 @@ def _store(
     """Cache a usable answer (True), or count the attempt as failed with its repair."""
     choice = completion["choices"][0]
     content = secrets.scrub_answer((choice.get("message") or {}).get("content") or "")
-    usage = completion.get("usage") or {}
-    tokens = (int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+    tokens, cached = _usage(completion)
+    # Paid for whether the answer is usable or not, as the prompt and completion are.
+    m.totals.cached_prompt_tokens = (m.totals.cached_prompt_tokens or 0) + cached
     try:
         _check(choice, content, body, tasks)
     except AnswerError as err:
@@ -138,6 +139,17 @@ def _store(
     totals.prompt_tokens += tokens[0]
     totals.completion_tokens += tokens[1]
     return True
+
+
+def _usage(completion: dict[str, Any]) -> tuple[tuple[int, int], int]:
+    """(prompt, completion) tokens of a result line's answer, and of its prompt tokens those
+    the provider took from its prompt cache (`usage.prompt_tokens_details.cached_tokens`:
+    0 when it does not say, never more than the prompt), as a live answer's are read."""
+    usage = completion.get("usage") or {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    details = usage.get("prompt_tokens_details")
+    cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    return (prompt, int(usage.get("completion_tokens") or 0)), min(max(cached, 0), prompt)
 
 
 def _check(

@@ -47,8 +47,12 @@ from ragframe.judge.batch.manifest import (
 )
 from ragframe.judge.batch.report import describe, waiting_note
 from ragframe.judge.client import REPAIR_PROMPT, Answer, Judge, JudgeSession, RunStats
+from ragframe.judge.pricing import cost, with_cached_rate
 from ragframe.judge.task import Task
 from ragframe.judge.transport import Secrets
+
+#: The share of the listed price the Batch API bills (OpenAI: half, cached prompt included).
+BATCH_API_SHARE = 0.5
 
 
 @dataclass
@@ -540,6 +544,8 @@ class BatchJob:
                 "given_up_requests": len(given_up),
                 "prompt_tokens": m.totals.prompt_tokens,
                 "completion_tokens": m.totals.completion_tokens,
+                "cached_prompt_tokens": m.totals.cached_prompt_tokens or 0,
+                **self._batch_cost(m),
             }
         }
         progress.result = RunResult(
@@ -554,6 +560,25 @@ class BatchJob:
         )
         progress.state, progress.given_up, progress.stage = JobState.DONE, len(given_up), m.stage
         m.state = JobState.DONE
+
+    def _batch_cost(self, m: Manifest) -> dict[str, float | None]:
+        """What the job's lines cost (`cost_usd`) and what the provider's cached-prompt rate
+        saved (`cached_saving_usd`), None without a price (or a cached rate, for the saving):
+        the judge's price, the cached prompt tokens at its cached rate, halved for lines sent
+        to the Batch API (OpenAI bills them at half its listed rates); lines run as files
+        (`vllm run-batch`) at the price as it is."""
+        price = with_cached_rate(self.judge.price, self.judge.model)
+        t = m.totals
+        cached = t.cached_prompt_tokens or 0
+        dollars = cost(price, t.prompt_tokens, t.completion_tokens, cached)
+        saving = None
+        if price is not None and len(price) > 2:
+            saving = min(cached, t.prompt_tokens) * (price[0] - price[2]) / 1e6
+        share = BATCH_API_SHARE if m.mode is Mode.API else 1.0
+        return {
+            "cost_usd": None if dollars is None else round(dollars * share, 6),
+            "cached_saving_usd": None if saving is None else round(saving * share, 6),
+        }
 
     def _write_output(self, m: Manifest, progress: BatchProgress, *, overwrite: bool) -> None:
         """Write the result where the job was told to, and say what was given up."""

@@ -207,6 +207,10 @@ class Totals:
     #: Tokens paid for, failed answers included.
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: Of `prompt_tokens`, those the provider took from its prompt cache (billed at its
+    #: cached rate), as its result lines report them; None (and left out of the file) until
+    #: a line is read by a ragframe that counts them, so manifests written before read as is.
+    cached_prompt_tokens: int | None = field(default=None, metadata={OMIT_NONE: True})
 
 
 # ------------------------------------------------------------------------------ the manifest
