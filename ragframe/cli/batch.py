@@ -260,11 +260,20 @@ def _print_done(progress: Any) -> int:
         f"batches {len(info['batch_ids'])} over {info['stages']} stage(s): "
         f"{info['requests_submitted']} requests submitted, {info['failed_lines']} failed lines, "
         f"{info['given_up_requests']} given up; batch tokens {info['prompt_tokens']} prompt + "
-        f"{info['completion_tokens']} completion"
+        f"{info['completion_tokens']} completion{_batch_cost(info)}"
     )
     result = progress.result
     failed = failed_metrics(result.frame, result.metrics, result.stats)
     return common.report_failed_metrics(failed, str(progress.output) if progress.output else None)
+
+
+def _batch_cost(info: dict[str, Any]) -> str:
+    """ ", 5120 of the prompt cached; cost $0.0123": what the batch section records of the
+    provider's prompt cache and of what the lines cost (a summary written before says none)."""
+    cached = info.get("cached_prompt_tokens") or 0
+    part = f", {cached} of the prompt cached" if cached else ""
+    dollars = info.get("cost_usd")
+    return part + ("" if dollars is None else f"; cost ${dollars:.4f}")
 
 
 def _print_notes(progress: Any) -> None:
