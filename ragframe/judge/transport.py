@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import errno
-import functools
 import html
 import json
 import random
@@ -90,7 +89,7 @@ async def _read_capped(response: Any, limit: int) -> bytes:
     while reading are the SDK's own (`APITimeoutError`, `APIConnectionError`), as they are
     when the SDK reads a body itself."""
     openai = _openai()
-    http = _http_library()
+    http = openai_http_library()
     declared = response.headers.get("content-length")
     try:
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -595,12 +594,6 @@ def _read_completion(raw: bytes) -> Completion:
         return content, logprobs, tokens, choice.get("finish_reason")
     except (ValueError, LookupError, TypeError, AttributeError):
         raise _BadReply(raw) from None
-
-
-@functools.cache
-def _http_library() -> Any:
-    """`local.openai_http_library`, looked up once: the lookup costs 37 us, paid per reply."""
-    return openai_http_library()
 
 
 def _openai() -> Any:
