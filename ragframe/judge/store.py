@@ -362,9 +362,9 @@ def _utf8(prompts: Prompts) -> Iterator[bytes | memoryview]:
         for text in prompts:
             yield text.encode()
         return
-    if prompts.null_count():
-        raise TypeError("a prompt column must not hold nulls")
-    array = prompts.cast(pl.String).to_arrow(compat_level=pl.CompatLevel.oldest())
+    if prompts.dtype != pl.String or prompts.null_count():
+        raise TypeError(f"prompts must be strings, none null; got {prompts.dtype}")
+    array = prompts.to_arrow(compat_level=pl.CompatLevel.oldest())
     if not len(array):
         return
     _, offsets, data = array.buffers()  # a large_string array: validity, int64 offsets, data
