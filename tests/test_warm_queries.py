@@ -21,7 +21,7 @@ import ragframe
 from ragframe.judge.client import Judge
 from ragframe.metrics import CORE
 
-#: Queries a warm run of one chunk with the core 4 may cost: 43 once the stages were folded
+#: Queries a warm run of one chunk with the core 4 may cost: 40 once the stages were folded
 #: into one plan each, 171 before. Headroom for a stage or two, not for per-helper queries.
 MAX_QUERIES = 60
 

@@ -156,6 +156,12 @@ def prompt(*parts: pl.Expr | str) -> pl.Expr:
     return pl.concat_str(exprs, separator="\n\n")
 
 
+#: Context's shared key for the cleaned contexts of the frame being scored.
+_CLEANED = "__ragframe_cleaned_contexts"
+#: Metric.run's column: why a row misses an input (null when it has them all).
+_MISSING = "__ragframe_missing"
+
+
 class Context:
     """One run's shared services, seen from one metric: ask, embed, share a stage.
 
@@ -246,6 +252,21 @@ class Context:
         errors = self.embedding_errors(texts)
         reasons = [errors[index[a]] or errors[index[b]] for a, b in zip(left, right, strict=True)]
         return cosine, reasons
+
+    def cleaned_contexts(self, inputs: pl.DataFrame) -> list[pl.Series]:
+        """`clean_contexts` of `inputs`, as its CONTEXT_POSITIONS and `contexts` columns
+        (aligned with `inputs`): computed once per frame for every metric of the run that
+        reads contexts (they all see the same frame), not once per metric."""
+        future = self._shared.get(_CLEANED)
+        if future is None or future.result()[0] is not inputs:
+            future = asyncio.get_running_loop().create_future()
+            cleaned = inputs.select(
+                context_positions().alias(CONTEXT_POSITIONS), kept_contexts().alias("contexts")
+            )
+            future.set_result((inputs, cleaned.get_columns()))
+            self._shared[_CLEANED] = future
+        columns: list[pl.Series] = future.result()[1]
+        return columns
 
     async def once(self, key: str, make: Callable[[], Awaitable[pl.DataFrame]]) -> pl.DataFrame:
         """Compute a stage once per run, whichever metric asks first; charge its usage here.
@@ -371,16 +392,18 @@ class Metric:
     async def run(self, inputs: pl.DataFrame, ctx: Context) -> pl.DataFrame:
         """Score every row of `inputs`: ROW_ID, `{name}`, `{name}_detail`, in row order."""
         ctx = ctx.view(reasons=self.reasons_asked)
-        # Two queries in all: the valid rows before `compute`, the output after it.
-        missing = missing_input_reason(self.requires)
+        # Three queries: why rows are missing input (once: the filter and the output read
+        # it), the valid rows before `compute`, the output after it.
+        checked = inputs.with_columns(missing_input_reason(self.requires).alias(_MISSING))
         columns = [ROW_ID, *self.requires, *(c for c in self.optional if c in inputs.columns)]
-        valid = inputs.lazy().filter(missing.is_null())
+        valid = checked
         if "contexts" in self.requires:
-            valid = valid.with_columns(
-                context_positions().alias(CONTEXT_POSITIONS), kept_contexts().alias("contexts")
+            cleaned = ctx.cleaned_contexts(inputs)
+            valid = pl.DataFrame(
+                [*(c for c in checked.get_columns() if c.name != "contexts"), *cleaned]
             )
             columns.append(CONTEXT_POSITIONS)
-        rows = valid.select(columns).collect()
+        rows = valid.lazy().filter(pl.col(_MISSING).is_null()).select(columns).collect()
         if rows.height:
             scored = (await self.compute(rows, ctx)).lazy()
         else:
@@ -393,8 +416,8 @@ class Metric:
         )
         rule = self.pass_rule
         return (
-            inputs.lazy()
-            .select(ROW_ID, missing.alias("missing"))
+            checked.lazy()
+            .select(ROW_ID, pl.col(_MISSING).alias("missing"))
             .join(scored, on=ROW_ID, how="left", maintain_order="left")
             .join(ctx.usage_by_row(), on=ROW_ID, how="left", maintain_order="left")
             .with_columns(pl.coalesce("missing", ERROR).alias(ERROR))
