@@ -35,7 +35,7 @@ from ragframe.metrics import (
     with_reasons,
     with_thresholds,
 )
-from ragframe.metrics.base import null_by_design
+from ragframe.metrics.base import collect_chunk, null_by_design
 from ragframe.metrics.thresholds import PASS_SUFFIX
 from ragframe.stats import outside_unit
 
@@ -183,7 +183,7 @@ async def score_frame(
     plan = mark_cut(scored, scorers, flags)
     for aggregate in (m for m in metrics if isinstance(m, RagasScore)):
         plan = plan.with_columns(aggregate_exprs(aggregate))
-    return out_of_range(plan, metrics).collect()
+    return collect_chunk(out_of_range(plan, metrics))
 
 
 #: The detail field (List(String)) naming the metric's inputs that were cut to

@@ -10,7 +10,7 @@ from ragframe.errors import ConfigError
 from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import array, boolean, obj, string
 from ragframe.judge.task import Task
-from ragframe.metrics.base import Context, Metric, MetricInfo, fence, prompt
+from ragframe.metrics.base import Context, Metric, MetricInfo, collect_chunk, fence, prompt
 from ragframe.metrics.sources import LLM4S, RAGAS, RAGAS_PAPER
 from ragframe.metrics.verdicts import numbered_items
 from ragframe.prompts import load
@@ -104,7 +104,7 @@ class AnswerRelevancy(Metric):
             .join(
                 generated.select(ROW_ID, "question"), on=ROW_ID, how="left", maintain_order="left"
             )
-            .collect()
+            .pipe(collect_chunk)
         )
         similarity, reasons = await ctx.cosine(
             items.get_column("question").to_list(), items.get_column("generated").to_list()

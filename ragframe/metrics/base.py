@@ -96,6 +96,13 @@ FENCE_TAGS = (
 _FENCE_ESCAPE = r"(?i)<(/?)\s*(" + "|".join(FENCE_TAGS) + r")\b"
 
 
+def collect_chunk(plan: pl.LazyFrame) -> pl.DataFrame:
+    """Run a plan over one chunk's rows on Polars' in-memory engine: the engine the eager
+    steps these plans replace ran on (the same results), and for frames of a few thousand
+    rows a third cheaper than the streaming engine `collect` defaults to in Polars 2."""
+    return plan.collect(engine="in-memory")
+
+
 def escape(expr: pl.Expr) -> pl.Expr:
     """Neutralise fence tags inside judged text (`</answer>` becomes `&lt;/answer>`)."""
     return expr.str.replace_all(_FENCE_ESCAPE, "&lt;$1$2")
@@ -403,7 +410,7 @@ class Metric:
                 [*(c for c in checked.get_columns() if c.name != "contexts"), *cleaned]
             )
             columns.append(CONTEXT_POSITIONS)
-        rows = valid.lazy().filter(pl.col(_MISSING).is_null()).select(columns).collect()
+        rows = collect_chunk(valid.lazy().filter(pl.col(_MISSING).is_null()).select(columns))
         if rows.height:
             scored = (await self.compute(rows, ctx)).lazy()
         else:
@@ -415,7 +422,7 @@ class Metric:
             for field, dtype in fields.items()
         )
         rule = self.pass_rule
-        return (
+        return collect_chunk(
             checked.lazy()
             .select(ROW_ID, pl.col(_MISSING).alias("missing"))
             .join(scored, on=ROW_ID, how="left", maintain_order="left")
@@ -435,7 +442,6 @@ class Metric:
                 pl.struct(*self.detail_fields, ERROR, *USAGE_FIELDS).alias(f"{self.name}_detail"),
                 *([rule.passes(pl.col(SCORE)).alias(self.name + PASS_SUFFIX)] if rule else []),
             )
-            .collect()
         )
 
 

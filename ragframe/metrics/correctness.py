@@ -13,7 +13,15 @@ from ragframe.errors import ConfigError
 from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import array, boolean, indexed_verdict, obj, string
 from ragframe.judge.task import Task
-from ragframe.metrics.base import Context, Metric, MetricInfo, fence, fence_items, prompt
+from ragframe.metrics.base import (
+    Context,
+    Metric,
+    MetricInfo,
+    collect_chunk,
+    fence,
+    fence_items,
+    prompt,
+)
 from ragframe.metrics.sources import RAGAS
 from ragframe.metrics.statements import (
     MAX_CLAIMS,
@@ -198,7 +206,7 @@ class AnswerCorrectness(Metric):
             frame.lazy()
             .join(answer_items, on=ROW_ID, how="left")
             .join(truth_items, on=ROW_ID, how="left")
-        ).collect()
+        ).pipe(collect_chunk)
 
 
 async def _classify(sides: pl.DataFrame, ctx: Context) -> pl.DataFrame:

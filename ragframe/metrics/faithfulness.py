@@ -16,6 +16,7 @@ from ragframe.metrics.base import (
     Context,
     Metric,
     MetricInfo,
+    collect_chunk,
     fence_items,
     prompt,
 )
@@ -170,7 +171,7 @@ class Faithfulness(Metric):
                 pl.col("claim").str.strip_chars(WHITESPACE).str.len_chars() > 0
             ).with_columns(pl.int_range(pl.len()).over(ROW_ID).alias("k")),
             ctx,
-        ).collect()
+        ).pipe(collect_chunk)
         batches = (
             judged.lazy()
             .group_by(ROW_ID, "batch", maintain_order=True)
@@ -187,7 +188,9 @@ class Faithfulness(Metric):
             )
         )
         answers = await ctx.ask(
-            VERIFY, batches.select(ROW_ID, "batch", "prompt", "n").collect(), count_col="n"
+            VERIFY,
+            batches.select(ROW_ID, "batch", "prompt", "n").pipe(collect_chunk),
+            count_col="n",
         )
         verdicts = verdicts_by_index(
             answers.lazy(), pl.col("answer").struct.field("verdicts"), keys=(ROW_ID, "batch")
@@ -239,7 +242,7 @@ class Faithfulness(Metric):
                     pl.lit(True).alias("claims_given"),
                 )
             )
-        return pl.concat(parts, how="vertical_relaxed").collect()
+        return pl.concat(parts, how="vertical_relaxed").pipe(collect_chunk)
 
     async def compute(self, rows: pl.DataFrame, ctx: Context) -> pl.LazyFrame:
         stated = await self._stated(rows, ctx)

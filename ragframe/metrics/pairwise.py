@@ -56,6 +56,7 @@ from ragframe.metrics.base import (
     Metric,
     MetricInfo,
     clean_contexts,
+    collect_chunk,
     escape,
     fence,
     fence_items,
@@ -367,7 +368,7 @@ class Pairwise(Metric):
             ROW_ID,
             pl.col(SCORE).alias(self.name),
             pl.struct(*self.detail_fields, ERROR, *USAGE_FIELDS).alias(f"{self.name}_detail"),
-        ).collect()
+        ).pipe(collect_chunk)
 
 
 def _typed(scored: pl.DataFrame, fields: dict[str, pl.DataType]) -> pl.DataFrame:

@@ -28,7 +28,7 @@ import polars as pl
 from ragframe.inputs.columns import ROW_ID
 from ragframe.judge.schema import Spec, array, obj
 from ragframe.judge.task import Task
-from ragframe.metrics.base import CONTEXT_POSITIONS, ERROR, Context
+from ragframe.metrics.base import CONTEXT_POSITIONS, ERROR, Context, collect_chunk
 
 #: A DataFrame or a LazyFrame: each helper returns the kind it is given.
 F = TypeVar("F", pl.DataFrame, pl.LazyFrame)
@@ -36,7 +36,7 @@ F = TypeVar("F", pl.DataFrame, pl.LazyFrame)
 
 def _like(given: F, plan: pl.LazyFrame) -> F:
     """`plan` as the kind of frame `given` is: collected for a DataFrame, else lazy."""
-    return plan.collect() if isinstance(given, pl.DataFrame) else plan
+    return collect_chunk(plan) if isinstance(given, pl.DataFrame) else plan
 
 
 def verdict_task(name: str, system: str, verdict: Spec, *, max_tokens: int) -> Task:
