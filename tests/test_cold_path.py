@@ -3,11 +3,13 @@ ones do (issue 29)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from ragframe.judge.coerce import coerce, fits_exactly
+from ragframe.judge.limits import AdaptiveLimiter
 from ragframe.judge.parse import parse_answer
 from ragframe.judge.transport import _BadReply, _read_embeddings
 
@@ -68,3 +70,47 @@ def test_an_embeddings_reply_is_read_as_plain_json() -> None:
     for garbled in (b"<html>busy</html>", b'{"data": [{"embedding": []}]}', b"[]"):
         with pytest.raises(_BadReply):
             _read_embeddings(garbled)
+
+
+async def _order_of_slots(limiter: AdaptiveLimiter, names: str, again: str = "") -> list[str]:
+    """Queue one request per letter of `names` (in that order) on `limiter`, then release
+    the slots two at a time, both in one step of the loop; the order the slots were taken
+    in. `again` queues one more request, sent again, once the others wait."""
+    order: list[str] = []
+    done = asyncio.Event()
+
+    async def one(name: str, resend: bool = False) -> None:
+        await limiter.acquire(again=resend)
+        order.append(name)
+        await done.wait()
+
+    tasks = [asyncio.create_task(one(name)) for name in names]
+    await asyncio.sleep(0)
+    if again:
+        tasks.append(asyncio.create_task(one(again, resend=True)))
+        await asyncio.sleep(0)
+    for _ in range(len(tasks)):  # bounded: a limiter that loses a request must not hang
+        if len(order) == len(tasks) or any(task.done() for task in tasks):
+            break
+        held = limiter.in_flight
+        for _ in range(held):  # every slot freed in the same step of the loop
+            await limiter.release()
+        for _ in range(5):
+            await asyncio.sleep(0)
+    done.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return order
+
+
+def test_the_pool_sends_in_order_of_arrival() -> None:
+    """Slots go to the requests queued longest, however many free at once: a column asked
+    first is sent first, so the stage that waits for it starts while the pool is full (a
+    woken request used to lose its place when two slots freed in one step)."""
+    order = asyncio.run(_order_of_slots(AdaptiveLimiter(2), "abcdefgh"))
+    assert order == list("abcdefgh")
+
+
+def test_a_request_sent_again_goes_first() -> None:
+    """A retry or a repair (its row half done) takes the next free slot."""
+    order = asyncio.run(_order_of_slots(AdaptiveLimiter(2), "abcdef", again="R"))
+    assert order == ["a", "b", "R", "c", "d", "e", "f"]

@@ -463,7 +463,9 @@ class LiveBackend(RemoteEmbeddings):
         answer = Answer()
         for repair in range(judge.repair_attempts + 1):
             try:
-                content, logprobs, usage, finish = await self.transport.chat(task, messages, schema)
+                content, logprobs, usage, finish = await self.transport.chat(
+                    task, messages, schema, again=repair > 0
+                )
             except Failure as failure:
                 self.stats.failures[failure.cause] += 1
                 raise_for_run(failure, judge.fail_fast)

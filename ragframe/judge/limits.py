@@ -19,6 +19,7 @@ import asyncio
 import math
 import random
 import time
+from collections import deque
 
 
 class PauseTooLong(Exception):
@@ -64,19 +65,24 @@ class AdaptiveLimiter:
         self._resume = 0.0  # time.monotonic() at which the current pause ends
         self._strikes = 0  # pauses since the last success: the next pause doubles
         self._probing = False  # after a pause, one request at a time until one succeeds
-        self._cond = asyncio.Condition()
+        #: Requests queued for a slot, longest first (see `_hand_over`).
+        self._waiters: deque[asyncio.Future[bool]] = deque()
+        self._handing_over = False  # a `_hand_over` is scheduled
         self._last_decrease = 0.0
 
     def _allowed(self) -> int:
         return 1 if self._probing else max(1, int(self.limit))
 
-    async def acquire(self, budget: float = math.inf) -> tuple[float, int]:
+    async def acquire(self, budget: float = math.inf, again: bool = False) -> tuple[float, int]:
         """Wait until the pool is not paused and a slot is free; take the slot.
 
         Returns the seconds spent waiting out pauses (rate-limit waiting, which the caller
         counts against its own budget) and the pause epoch the request is sent in. Raises
         `PauseTooLong` instead of sleeping through a pause longer than `budget` seconds
         minus what it already waited here.
+
+        Requests queue in order of arrival, except a request sent `again` (a retry, a repair,
+        a weaker structured mode: its row is half done), which goes first.
         """
         paused = 0.0
         while True:
@@ -88,26 +94,69 @@ class AdaptiveLimiter:
                 await asyncio.sleep(wait)
                 paused += time.monotonic() - start
                 continue
-            async with self._cond:
-                try:
-                    await self._cond.wait_for(lambda: self.in_flight < self._allowed())
-                except asyncio.CancelledError:
-                    # Python < 3.13 drops a wake-up that reaches a waiter being cancelled; with
-                    # notify(n) that could leave a free slot unused while others wait: pass it on.
-                    self._cond.notify(1)
-                    raise
-                if self._resume <= time.monotonic():
-                    self.in_flight += 1
-                    return paused, self.epoch
-            # A pause began while this request queued for a slot: wait it out, then queue again
-            # (the slot stays free; the request that ends the pause takes it).
+            if again and self.in_flight < self._allowed():
+                self.in_flight += 1
+                return paused, self.epoch
+            self._hand_over()  # slots freed while nobody released (a pause ended): queued first
+            if not self._waiters and self.in_flight < self._allowed():
+                self.in_flight += 1
+                return paused, self.epoch
+            waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            if again:
+                self._waiters.appendleft(waiter)
+            else:
+                self._waiters.append(waiter)
+            try:
+                slot = await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled() and waiter.result():
+                    self.in_flight -= 1  # handed a slot as it was cancelled: pass it on
+                    self._hand_over_soon()
+                raise
+            if slot and self._resume <= time.monotonic():
+                return paused, self.epoch
+            if slot:  # a pause began after the hand-over: the slot goes back
+                self.in_flight -= 1
+                self._hand_over_soon()
+            # Paused: wait it out, then queue again.
 
     async def release(self) -> None:
-        async with self._cond:
-            self.in_flight -= 1
-            # Wake only as many waiters as there are free slots: waking every queued request
-            # on each release costs O(queue) per request, O(n^2) for a column.
-            self._cond.notify(max(1, self._allowed() - self.in_flight))
+        self.in_flight -= 1
+        self._hand_over_soon()
+
+    def _hand_over_soon(self) -> None:
+        """Hand the free slots over once the releasing request has gone on: one that sends
+        again at once (a retry, a weaker structured mode) takes its slot back first."""
+        if self._waiters and not self._handing_over:
+            self._handing_over = True
+            asyncio.get_running_loop().call_soon(self._hand_over)
+
+    def _hand_over(self) -> None:
+        """Give the free slots to the requests queued longest, in their order (FIFO).
+
+        A slot goes straight to its waiter (counted in `in_flight` at once), so that no
+        request arriving meanwhile takes it, and a woken request never goes back to the end
+        of the queue: a column asked first is sent first, and the stage waiting for it
+        starts while the pool is still full. While the pool is paused, as many waiters as
+        there are free slots (at least one) wake without a slot, to wait the pause out.
+        """
+        self._handing_over = False
+        waiters = self._waiters
+        if not waiters:
+            return
+        if self._resume > time.monotonic():
+            wake = max(1, self._allowed() - self.in_flight)
+            while waiters and wake > 0:
+                waiter = waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(False)
+                    wake -= 1
+            return
+        while waiters and self.in_flight < self._allowed():
+            waiter = waiters.popleft()
+            if not waiter.done():
+                self.in_flight += 1
+                waiter.set_result(True)
 
     async def __aenter__(self) -> None:
         await self.acquire()

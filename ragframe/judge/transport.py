@@ -226,10 +226,15 @@ class Transport:
 
     # ----------------------------------------------------------------- chat
     async def chat(
-        self, task: Task, messages: list[dict[str, Any]], schema: dict[str, Any]
+        self,
+        task: Task,
+        messages: list[dict[str, Any]],
+        schema: dict[str, Any],
+        again: bool = False,
     ) -> Completion:
         """One chat completion with retries, in the run's structured mode or, after a 400
-        about structured output, a weaker one (see `Modes.weaker`)."""
+        about structured output, a weaker one (see `Modes.weaker`). `again`: the request
+        re-asks an answer (a repair), so it goes ahead of the queue (`AdaptiveLimiter`)."""
         floor: StructuredMode = "json_schema"  # this request's own fallback, if it had one
         sent: list[StructuredMode] = []
         planned = self.modes.mode
@@ -250,7 +255,9 @@ class Transport:
 
         while True:
             try:
-                content, logprobs, tokens, finish = await self.send(post, estimate, task.name)
+                content, logprobs, tokens, finish = await self.send(
+                    post, estimate, task.name, again=again or bool(sent)
+                )
             except Failure as failure:
                 if not sent:  # stopped before anything went out (max_cost, a fatal error)
                     raise
@@ -293,7 +300,12 @@ class Transport:
             raise self._fatal
 
     async def send(
-        self, call: Callable[[], Awaitable[T]], tokens: int, label: str, model: str | None = None
+        self,
+        call: Callable[[], Awaitable[T]],
+        tokens: int,
+        label: str,
+        model: str | None = None,
+        again: bool = False,
     ) -> T:
         """Send one request through the pool, retrying what another attempt may fix.
 
@@ -304,16 +316,24 @@ class Transport:
 
         Every request's failure leaves the judge's talk with the endpoint here: its message
         is scrubbed of every credential (`Secrets`) on the way out, whoever wrote it.
+
+        Requests take the pool's slots in order of arrival; a retry, and a request sent
+        `again`, go first (see `AdaptiveLimiter.acquire`).
         """
         try:
-            return await self._send(call, tokens, label, model)
+            return await self._send(call, tokens, label, model, again)
         except Failure as failure:
             failure.message = self.secrets.scrub(failure.message)
             failure.args = (failure.message,)
             raise
 
     async def _send(
-        self, call: Callable[[], Awaitable[T]], tokens: int, label: str, model: str | None
+        self,
+        call: Callable[[], Awaitable[T]],
+        tokens: int,
+        label: str,
+        model: str | None,
+        again: bool,
     ) -> T:
         assert self._limiter is not None and self._rate is not None
         judge = self.judge
@@ -323,7 +343,9 @@ class Transport:
         while True:
             await self._rate.acquire(tokens)
             try:
-                paused, epoch = await self._limiter.acquire(judge.rate_limit_wait - throttled)
+                paused, epoch = await self._limiter.acquire(
+                    judge.rate_limit_wait - throttled, again=again or tries > 0
+                )
             except PauseTooLong as pause:
                 waited = throttled + pause.paused
                 why = self._too_long(label, waited, pause.wait, pause.asked)
@@ -532,6 +554,7 @@ class Transport:
                 sum(len(t) for t in inputs) // 4,
                 "embeddings",
                 model,
+                again=repair > 0,
             )
             ordered = sorted(data, key=lambda d: d[0])
             sizes = {len(vector) for _, vector in ordered}
