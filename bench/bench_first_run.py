@@ -1,14 +1,16 @@
 """The README's first run on the embedded judge: how long a new user waits, and what for.
 
-The README's main command, `ragframe score data/sample.parquet -o out/sample_scored.parquet
---overwrite` (20 rows, the four core metrics, SmolLM2-135M through xllamacpp, local MiniLM
-embeddings), run with an empty cache. Every measurement is a fresh Python process, so server
-start, model load and the embedder are paid as a user pays them. Printed per run: wall
-seconds, requests, prompt and completion tokens, failures, scored rows per metric, and the
+The README's main command, `ragframe score data/first_run.parquet -o out/first_run.parquet
+--overwrite` (10 short ExpertQA rows, the four core metrics, SmolLM2-135M through xllamacpp,
+local MiniLM embeddings), run with an empty cache; `--input data/sample.parquet` runs it on
+the 20-row sample, the README's first run before issue 29. Every measurement is a fresh Python
+process, so server start, model load and the embedder are paid as a user pays them. Printed per
+run: wall seconds, requests, prompt and completion tokens, failures, scored rows per metric, and the
 machine's 1-minute load average before and after (other work on a 2-core machine slows
 llama.cpp a lot: say how busy it was beside every figure).
 
     python bench/bench_first_run.py --cli                # the README command, verbatim
+    python bench/bench_first_run.py --cli --input data/sample.parquet   # on the 20-row sample
     python bench/bench_first_run.py --rows 4             # the same through the Python API
     python bench/bench_first_run.py --rows 4 --servers 1 --threads 2 --bounds 4,120
     python bench/bench_first_run.py --rows 3 --repeat 2  # determinism: same scores twice?
@@ -16,6 +18,8 @@ llama.cpp a lot: say how busy it was beside every figure).
     python bench/bench_first_run.py --rows 4 --judge repair_attempts=0
     python bench/bench_first_run.py --rates                   # llama.cpp's own speed here
     python bench/bench_first_run.py --replay trace.jsonl --servers 1 --threads 2
+    python bench/bench_first_run.py --replay trace.jsonl --limit 20 --order stage \
+        --set cache_prompt=true --repeat 2                # prompt cache: same answers?
     python bench/bench_first_run.py --rates --quant q4_1      # the weights as shipped
 
 `--cli` runs `ragframe score` itself (with `--cache` pointed at a fresh file and
@@ -44,6 +48,7 @@ import polars as pl
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample.parquet"
+FIRST_RUN = ROOT / "data" / "first_run.parquet"
 CORE = ["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
 
 
@@ -56,11 +61,11 @@ def load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def rows_file(rows: int, folder: Path) -> Path:
-    """The sample itself for all of it, else its first `rows` rows in a file of their own."""
-    sample = pl.read_parquet(SAMPLE)
-    if rows >= sample.height:
-        return SAMPLE
+def rows_file(source: Path, rows: int | None, folder: Path) -> Path:
+    """The input itself for all of it, else its first `rows` rows in a file of their own."""
+    sample = pl.read_parquet(source)
+    if rows is None or rows >= sample.height:
+        return source
     path = folder / f"sample_{rows}.parquet"
     sample.head(rows).write_parquet(path)
     return path
@@ -201,12 +206,15 @@ def replay(settings: dict[str, Any], started: float) -> None:
     send = sender()
     lines = [json.loads(x) for x in Path(settings["replay"]).read_text().splitlines()]
     bodies = [x["body"] for x in sorted(lines, key=lambda x: x["t"])][: settings.get("limit")]
+    order = ordered(bodies, settings.get("order") or "trace")
     workers = local.LOCAL_DEFAULTS["concurrency"]
     for attempt in range(settings["repeat"]):
         t0 = time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            replies = list(pool.map(send, bodies))
+            sent = list(pool.map(send, [bodies[i] for i in order]))
         wall = time.perf_counter() - t0
+        replies = [reply for _, reply in sorted(zip(order, sent, strict=True))]
+        # In the trace's order whatever the order sent: digests compare across --order.
         contents = [r["choices"][0]["message"]["content"] for r in replies]
         line = {
             "attempt": attempt,
@@ -220,6 +228,36 @@ def replay(settings: dict[str, Any], started: float) -> None:
             "length_cut": sum(r["choices"][0]["finish_reason"] == "length" for r in replies),
         }
         print(json.dumps(line), flush=True)
+
+
+ORDERS = ("trace", "reverse", "stage", "stage-reverse", "shuffle")
+
+
+def ordered(bodies: list[dict[str, Any]], order: str) -> list[int]:
+    """The replayed requests' positions in another arrival order, to see whether answers
+    depend on it: `trace` as recorded, `reverse`, `stage` (grouped by schema, i.e. by shared
+    instructions, stable within a stage), `stage-reverse` (the stages in reverse, each stage
+    reversed), `shuffle` (stages mixed, a fixed seed)."""
+    import random
+
+    positions = list(range(len(bodies)))
+
+    def stage(i: int) -> str:
+        fmt = bodies[i].get("response_format") or {}
+        return str((fmt.get("json_schema") or {}).get("name") or "")
+
+    if order == "trace":
+        return positions
+    if order == "reverse":
+        return positions[::-1]
+    if order == "stage":
+        return sorted(positions, key=stage)
+    if order == "stage-reverse":
+        return sorted(positions, key=stage)[::-1]
+    if order == "shuffle":
+        random.Random(29).shuffle(positions)
+        return positions
+    raise SystemExit(f"unknown --order {order!r}: {', '.join(ORDERS)}")
 
 
 def rates(settings: dict[str, Any]) -> None:
@@ -329,6 +367,12 @@ def run_api(settings: dict[str, Any]) -> list[dict[str, Any]]:
 _CPU = [0.0]
 
 
+def _children_cpu() -> float:
+    """User and system CPU seconds of every child process waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _cpu_spent() -> float:
     """CPU seconds of the children measured before this one (RUSAGE_CHILDREN accumulates)."""
     spent = _CPU[0]
@@ -337,19 +381,22 @@ def _cpu_spent() -> float:
     return spent
 
 
-def run_cli(rows: int, folder: Path) -> dict[str, Any]:
+def run_cli(input_file: Path, rows: int | None, folder: Path) -> dict[str, Any]:
     """The README command as a user types it, plus a fresh --cache file and --no-progress."""
     from ragframe.inputs.io import read_metadata
 
-    source = rows_file(rows, folder)
-    output = folder / "sample_scored.parquet"
-    args = ["ragframe", "score", str(source.relative_to(ROOT) if source == SAMPLE else source)]
+    source = rows_file(input_file, rows, folder)
+    output = folder / "scored.parquet"
+    shown = source.relative_to(ROOT) if source.is_relative_to(ROOT) else source
+    args = ["ragframe", "score", str(shown)]
     args += ["-o", str(output), "--overwrite", "--cache", str(folder / "cache.sqlite")]
     args += ["--no-progress"]
     before = load()
+    cpu0 = _children_cpu()
     t0 = time.perf_counter()
     proc = subprocess.run(args, capture_output=True, text=True, env=clean_env(), cwd=ROOT)
     wall = time.perf_counter() - t0
+    cpu = round(_children_cpu() - cpu0, 1)  # the servers' threads included
     if proc.returncode not in (0, 4):
         raise SystemExit(f"ragframe score failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     meta = read_metadata(output)
@@ -359,6 +406,7 @@ def run_cli(rows: int, folder: Path) -> dict[str, Any]:
         "command": " ".join(args),
         "exit": proc.returncode,
         "process_wall_s": round(wall, 1),
+        "process_cpu_s": cpu,
         "load_before": before,
         "load_after": load(),
         "run_s": stats.get("seconds"),
@@ -384,13 +432,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--cli", action="store_true", help="run the README command itself")
-    parser.add_argument("--rows", type=int, default=20, help="first N rows of the sample")
+    parser.add_argument(
+        "--input",
+        type=Path,
+        default=FIRST_RUN,
+        help="the rows to score (default: data/first_run.parquet, the README's first run)",
+    )
+    parser.add_argument("--rows", type=int, help="only the first N rows of --input")
     parser.add_argument("--metrics", default=",".join(CORE))
     parser.add_argument("--servers", type=int, help="llama.cpp servers (default: one per CPU)")
     parser.add_argument(
         "--quant", type=str.upper, help="weights: Q4_0 (default), Q4_1 (as shipped), Q8_0, F16..."
     )
     parser.add_argument("--limit", type=int, help="--replay: only the first N requests")
+    parser.add_argument(
+        "--order", default="trace", choices=ORDERS, help="--replay: the order requests are sent in"
+    )
     parser.add_argument("--slots", type=int, help="llama.cpp slots per server (n_parallel)")
     parser.add_argument("--threads", type=int, help="llama.cpp threads per server")
     parser.add_argument("--ctx", type=int, help="context tokens per slot")
@@ -411,15 +468,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         if args.cli:
-            results = [run_cli(args.rows, folder)]
+            results = [run_cli(args.input.resolve(), args.rows, folder)]
         else:
             settings = {
-                "input": str(rows_file(args.rows, folder)),
+                "input": str(rows_file(args.input.resolve(), args.rows, folder)),
                 "metrics": args.metrics.split(","),
                 "slots": args.slots,
                 "servers": args.servers,
                 "quant": args.quant,
                 "limit": args.limit,
+                "order": args.order,
                 "threads": args.threads,
                 "ctx": args.ctx,
                 "max_tokens": args.max_tokens,
@@ -433,7 +491,7 @@ def main() -> None:
             processes = args.repeat if args.restart else 1
             settings["repeat"] = 1 if args.restart else args.repeat
             results = [line for _ in range(processes) for line in run_api(settings)]
-    label = {"rows": args.rows, "argv": sys.argv[1:]}
+    label = {"rows": args.rows, "input": str(args.input), "argv": sys.argv[1:]}
     for result in results:
         print(json.dumps(label | result, default=str))
     if len(results) > 1:
