@@ -226,6 +226,11 @@ def _deterministic(params: Any, xllamacpp: Any) -> None:
     on any machine with the same CPU kernels, however many servers run and whatever order
     requests come in. Flash attention is then safe; it doubled prompt speed in an exploratory
     run (bench/RESULTS.md section 8).
+
+    The prompt cache stays off even with requests sent stage by stage (a stage's requests share
+    its instructions): on the 50 requests of data/first_run.parquet it reused 24% of prompt
+    tokens, and the same requests gave different answers with it off, sent stage by stage,
+    stages reversed and shuffled (four digests; `bench/bench_first_run.py --replay --order`).
     """
     params.flash_attn_type = xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_ENABLED
     params.cache_prompt = False  # the default for requests that do not say
