@@ -279,3 +279,28 @@ def test_the_config_files_price_takes_a_cached_rate(server, tmp_path, monkeypatc
         (tmp_path / "ragframe.toml").write_text(table + f"price = {bad}\n")
         with pytest.raises(ragframe.ConfigError, match=r"\[prompt, completion, cached prompt\]"):
             cfg.apply(parser, parser.parse_args(line), line)
+
+
+def test_a_rows_later_verify_requests_find_its_first_one_cached(tmp_path: Path):
+    """Faithfulness sends a row's first verification before its others, which repeat its
+    contexts: at a provider they then start with a prefix it has answered. Sent all at once
+    (as before), each of them missed. Every row's contexts differ from the first token, so
+    no row shares a prefix with another."""
+    rows = pl.DataFrame(
+        {
+            "question": ["What do the words list?"] * 3,
+            "answer": ["a"] * 3,
+            "contexts": [[f"row {i}: {SHARED}"] for i in range(3)],
+            "ground_truth": ["t"] * 3,
+            "claims": [[f"claim {k} of row {i}" for k in range(6)] for i in range(3)],
+        }
+    )
+    with FakeServer(latency=0.05) as server:
+        judge = judge_for(server, tmp_path, concurrency=32)
+        metric = ragframe.Faithfulness(batch_size=2, given_claims=True)
+        result = ragframe.run(rows, [metric], judge=judge)
+        assert result.frame["faithfulness"].null_count() == 0
+        assert result.stats.requests == 9  # three verifications a row, nothing else
+        # The six later requests each reuse their row's first, answered, prefix.
+        assert result.stats.cached_prompt_tokens == server.stats()["cached_tokens"]
+        assert result.stats.cached_prompt_tokens >= 6 * 1024

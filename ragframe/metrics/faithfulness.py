@@ -187,11 +187,23 @@ class Faithfulness(Metric):
                 pl.col("claim").list.len().alias("n"),
             )
         )
-        answers = await ctx.ask(
-            VERIFY,
-            batches.select(ROW_ID, "batch", "prompt", "n").pipe(collect_chunk),
-            count_col="n",
-        )
+        asked = batches.select(ROW_ID, "batch", "prompt", "n").pipe(collect_chunk)
+        # A row's first request goes out before its others, which share its contexts: a
+        # provider's prompt cache knows a prefix only once it has answered it.
+        answers = await ctx.ask(VERIFY, asked.filter(pl.col("batch") == 0), count_col="n")
+        rest = asked.filter(pl.col("batch") > 0)
+        if rest.height:
+            later = await ctx.ask(VERIFY, rest, count_col="n")
+            answers = (
+                pl.concat([answers, later], how="vertical_relaxed")
+                .join(
+                    asked.select(ROW_ID, "batch").with_row_index("\0at"),
+                    on=(ROW_ID, "batch"),
+                    how="left",
+                )
+                .sort("\0at")
+                .drop("\0at")
+            )
         verdicts = verdicts_by_index(
             answers.lazy(), pl.col("answer").struct.field("verdicts"), keys=(ROW_ID, "batch")
         )
