@@ -170,6 +170,7 @@ class Transport:
         #: all of them from its errors, the secret-like ones from its answers).
         self.secrets = Secrets.of(judge)
         self._client: Any = None
+        self._client_options: dict[str, Any] = {}
         self._base_url: str | None = judge.base_url
         # Whether any request of this session has been answered: until one has, refused
         # connections mean a wrong or dead endpoint, and the run stops (_REFUSALS_TO_STOP).
@@ -184,8 +185,6 @@ class Transport:
 
         A judge with no embedding model named and no embedder given embeds with the local
         MiniLM embedder when it is installed, whatever its chat endpoint (see `Judge`)."""
-        from openai import AsyncOpenAI
-
         judge = self.judge
         http_client = None
         if judge.local:
@@ -197,7 +196,7 @@ class Transport:
             judge.embedder = _local_embedder_or_none()
         # A user:password@ goes as its Basic header, never in the URL the HTTP library logs.
         base_url, headers = client_endpoint(self._base_url)
-        self._client = AsyncOpenAI(
+        self._client_options = dict(
             base_url=base_url,
             api_key=judge._api_key or "not-needed",
             max_retries=0,
@@ -214,6 +213,16 @@ class Transport:
         )
         self._rate = RateLimiter(judge.requests_per_minute, judge.tokens_per_minute)
         self.stats.lowest_concurrency = judge.concurrency
+
+    @property
+    def client(self) -> Any:
+        """The SDK client, made at the first request: a run the cache answers never imports
+        openai (0.6 s of a warm rerun's start-up)."""
+        if self._client is None:
+            from openai import AsyncOpenAI
+
+            self._client = AsyncOpenAI(**self._client_options)
+        return self._client
 
     async def close(self) -> None:
         if self._client is not None:
@@ -278,7 +287,7 @@ class Transport:
         # The SDK's streamed raw response (what `with_streaming_response` asks for), whichever
         # HTTP library it is built on (httpx, httpx2): no response model is built, and the
         # body is read chunk by chunk, no further than `reply_limit` (see `_read_capped`).
-        response = await self._client.post(
+        response = await self.client.post(
             "/chat/completions", body=body, cast_to=bytes, options={"headers": dict([_STREAMED])}
         )
         return _read_completion(await _read_capped(response, reply_limit(body)))
@@ -574,7 +583,7 @@ class Transport:
         (as `_post_chat` does): the SDK's response models cost a Python object per number,
         768 to 3,072 of them per text, more CPU than all of a run's chat replies."""
         body = {"model": model, "input": inputs, "encoding_format": "float"}
-        return _read_embeddings(await self._client.post("/embeddings", body=body, cast_to=bytes))
+        return _read_embeddings(await self.client.post("/embeddings", body=body, cast_to=bytes))
 
 
 # ------------------------------------------------------------------ replies and errors
