@@ -106,11 +106,15 @@ def fill_direct(source: Path, output: Path, metrics: list[str], cache: Path, url
     Everything else (prompts, keys, validation, the cache write) is the engine's own code.
     """
     params = list(inspect.signature(Transport.chat).parameters)
-    if params != ["self", "task", "messages", "schema"]:
+    if params[:4] != ["self", "task", "messages", "schema"]:
         sys.exit(f"Transport.chat changed ({params}); fill the cache with --fill http")
 
     async def answer(
-        self: Transport, task: Any, messages: list[dict[str, Any]], schema: dict[str, Any]
+        self: Transport,
+        task: Any,
+        messages: list[dict[str, Any]],
+        schema: dict[str, Any],
+        again: bool = False,
     ) -> tuple[str, None, tuple[int, int], str]:
         fmt = {"type": "json_schema", "json_schema": {"name": task.name, "schema": schema}}
         body = {"messages": messages, "response_format": fmt}
