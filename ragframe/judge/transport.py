@@ -127,22 +127,24 @@ class _TooLong(Exception):
 
 
 class _BadReply(Exception):
-    """A 200 reply that is not a chat completion (a proxy's HTML page, a cut-off body).
+    """A 200 reply that is not a chat completion, or not an embeddings reply (a proxy's HTML
+    page, a cut-off body); `what` names the kind of reply expected.
 
     It keeps the raw body: the text shown to the user is cut from it only once the API key
     is scrubbed out (`describe`), so a key echoed across the cut cannot leak in part.
     """
 
-    def __init__(self, raw: bytes) -> None:
-        super().__init__("the endpoint's reply is not a chat completion")
+    def __init__(self, raw: bytes, what: str = "a chat completion") -> None:
+        super().__init__(f"the endpoint's reply is not {what}")
         self.raw = raw
+        self.what = what
 
     def describe(self, secrets: Secrets) -> str:
         # Enough bytes that a credential starting inside the 200 characters shown is whole
         # (and so scrubbed) before the cut; every form of it is under 4 KiB.
         head = self.raw[: 200 + 4096].decode("utf-8", "replace")
         text = secrets.scrub(head)[:200]
-        return f"the endpoint's reply is not a chat completion: {text!r}"
+        return f"the endpoint's reply is not {self.what}: {text!r}"
 
 
 def raise_for_run(failure: Failure, fail_fast: bool) -> None:
@@ -588,11 +590,14 @@ class Transport:
 
 # ------------------------------------------------------------------ replies and errors
 def _read_embeddings(raw: bytes) -> list[Embedded]:
-    """(index, vector) of each embedding in an embeddings reply, in the reply's order."""
+    """(index, vector) of each embedding in an embeddings reply, in the reply's order.
+
+    The index is kept as sent (as the SDK's reply model did): one that is not the input's
+    position (a string "0", say) fails `_embed_remote`'s order check and is asked again."""
     try:
-        return [(int(item["index"]), item["embedding"]) for item in json.loads(raw)["data"]]
+        return [(item["index"], item["embedding"]) for item in json.loads(raw)["data"]]
     except (ValueError, LookupError, TypeError, AttributeError):
-        raise _BadReply(raw) from None
+        raise _BadReply(raw, "an embeddings reply") from None
 
 
 def _read_completion(raw: bytes) -> Completion:
