@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 
 from ragframe.judge.client import Judge
+from ragframe.judge.task import Task
+from ragframe.metrics import faithfulness
+from ragframe.testing import FakeServer
 
 Reply = Callable[[dict[str, Any]], Any]
 
@@ -104,3 +107,95 @@ def test_an_embeddings_reply_without_its_fields_is_retried_as_not_an_embeddings_
     assert set(errors) == {"a", "b"}
     assert "the endpoint's reply is not an embeddings reply" in errors["a"]
     assert "chat completion" not in errors["a"]
+
+
+def _a_task() -> Task:
+    return next(t for t in vars(faithfulness).values() if isinstance(t, Task))
+
+
+def test_a_session_entered_again_sends_again() -> None:
+    """`close` forgets the client it closed: the session entered a second time, on the same
+    loop or on another, builds a new one ("the client has been closed" before)."""
+    task = _a_task()
+    with FakeServer() as server:
+        judge = Judge(
+            model="m", base_url=server.base_url, api_key="sk-x", cache=False, progress=False,
+            max_attempts=1,
+        )  # fmt: skip
+        session = judge.session()
+
+        async def ask(prompt: str) -> str | None:
+            async with session:
+                return (await session.ask(task, [prompt]))[0].error
+
+        async def twice() -> list[str | None]:
+            return [await ask("p1"), await ask("p2")]
+
+        assert asyncio.run(twice()) == [None, None]  # one loop
+        assert asyncio.run(ask("p3")) is None  # another loop
+    assert session.stats.requests == 3
+
+
+class _HttpClient:
+    """Stands in for the embedded judge's HTTP client: remembers being closed."""
+
+    closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def test_the_embedded_judges_http_client_is_closed_when_nothing_was_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A session of the embedded judge that sends nothing (a cached run) never builds the SDK
+    client, which would close the HTTP client it was given: `close` closes it itself."""
+    from ragframe.judge import local
+
+    made: list[_HttpClient] = []
+
+    def http_client(timeout: float) -> _HttpClient:
+        made.append(_HttpClient())
+        return made[-1]
+
+    monkeypatch.setattr(local, "start_local_judge", lambda: "http://127.0.0.1:9/v1")
+    monkeypatch.setattr(local, "local_http_client", http_client)
+    judge = Judge(model="local", embedding_model="e", cache=False, progress=False)
+    assert judge.local
+
+    async def enter() -> None:
+        async with judge.session():
+            pass
+
+    asyncio.run(enter())
+    assert len(made) == 1 and made[0].closed
+
+
+def test_a_client_that_cannot_be_built_sends_no_counted_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK client is built before a request is counted: one that fails to build sent
+    nothing, and the stats say so."""
+    import openai
+
+    def refuse(**options: Any) -> Any:
+        raise RuntimeError("no client")
+
+    monkeypatch.setattr(openai, "AsyncOpenAI", refuse)
+    task = _a_task()
+    with FakeServer() as server:
+        judge = Judge(
+            model="m", base_url=server.base_url, api_key="sk-x", cache=False, progress=False,
+            max_attempts=1,
+        )  # fmt: skip
+        session = judge.session()
+
+        async def ask() -> None:
+            async with session:
+                await session.ask(task, ["p1"])
+
+        with pytest.raises(RuntimeError, match="no client"):
+            asyncio.run(ask())
+        assert server.requests == []
+    assert session.stats.requests == 0
+    assert sum(session.stats.by_task.values()) == 0

@@ -173,6 +173,9 @@ class Transport:
         self.secrets = Secrets.of(judge)
         self._client: Any = None
         self._client_options: dict[str, Any] = {}
+        # The embedded judge's HTTP client, made in `open`: the SDK client closes it when it
+        # was built; `close` does when it was not.
+        self._http_client: Any = None
         self._base_url: str | None = judge.base_url
         # Whether any request of this session has been answered: until one has, refused
         # connections mean a wrong or dead endpoint, and the run stops (_REFUSALS_TO_STOP).
@@ -194,6 +197,7 @@ class Transport:
 
             self._base_url = await asyncio.to_thread(start_local_judge)
             http_client = local_http_client(judge.timeout)  # spread over its servers
+            self._http_client = http_client
         if judge.embedder is None and judge.embedding_model is None:
             judge.embedder = _local_embedder_or_none()
         # A user:password@ goes as its Basic header, never in the URL the HTTP library logs.
@@ -227,8 +231,14 @@ class Transport:
         return self._client
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
+        """Close the HTTP clients and forget them: a session entered again (on this loop or
+        another) builds new ones from what `open` sets up again."""
+        client, http_client = self._client, self._http_client
+        self._client = self._http_client = None
+        if client is not None:
+            await client.close()  # and the http_client it was given
+        elif http_client is not None:
+            await http_client.aclose()
         if self._limiter is not None:
             self.stats.lowest_concurrency = self._limiter.lowest
             self.stats.rate_limit_pauses = self._limiter.pauses
@@ -366,6 +376,9 @@ class Transport:
                 # Checked once a slot is ours: requests queued behind the limit must not
                 # slip past a budget that the requests before them used up.
                 self._check_stop()
+                # Built before the request is counted: a client that cannot be built sent
+                # nothing.
+                self.client  # noqa: B018
                 self.stats.requests += 1
                 self.stats.by_task[label] += 1
                 tries += 1
