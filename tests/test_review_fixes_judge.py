@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ragframe.judge.client import Judge
+from ragframe.judge.limits import AdaptiveLimiter
 from ragframe.judge.task import Task
 from ragframe.metrics import faithfulness
 from ragframe.testing import FakeServer
@@ -199,3 +200,60 @@ def test_a_client_that_cannot_be_built_sends_no_counted_request(
         assert server.requests == []
     assert session.stats.requests == 0
     assert sum(session.stats.by_task.values()) == 0
+
+
+async def _pause_and_release(limiter: AdaptiveLimiter) -> None:
+    """With one slot held and requests queued for it: a 429 pauses the pool (0.1 s), then the
+    holder releases its slot."""
+    await asyncio.sleep(0.01)  # every request queued, in order
+    limiter.on_throttle(limiter.epoch, retry_after=0.1)
+    await limiter.release()
+
+
+def test_the_queue_keeps_its_order_through_a_pause() -> None:
+    """The requests woken to wait out a pause keep their places: after it, the slots go in
+    order of arrival (the front one used to queue again behind the others: CDEB)."""
+
+    async def main() -> str:
+        limiter = AdaptiveLimiter(1, adaptive=False)
+        await limiter.acquire()
+        order: list[str] = []
+
+        async def one(name: str) -> None:
+            await limiter.acquire()
+            order.append(name)
+            await asyncio.sleep(0)
+            await limiter.release()
+
+        tasks = [asyncio.create_task(one(name)) for name in "BCDE"]
+        await _pause_and_release(limiter)
+        await asyncio.wait_for(asyncio.gather(*tasks), 2)
+        return "".join(order)
+
+    assert asyncio.run(main()) == "BCDE"
+
+
+@pytest.mark.parametrize("leave", ["cancelled", "gives_up"])
+def test_a_request_that_leaves_while_it_waits_out_a_pause_passes_the_wake_up_on(
+    leave: str,
+) -> None:
+    """B, woken to wait out the pause, leaves (cancelled as it sleeps, or its rate_limit_wait
+    is shorter than the pause): C, queued behind it, still gets the slot (it waited forever)."""
+
+    async def main() -> tuple[int, str]:
+        limiter = AdaptiveLimiter(1, adaptive=False)
+        await limiter.acquire()
+        b = asyncio.create_task(limiter.acquire(0.05 if leave == "gives_up" else 10))
+        c = asyncio.create_task(limiter.acquire(10))
+        await _pause_and_release(limiter)
+        if leave == "cancelled":
+            for _ in range(3):  # B runs: woken, it sleeps out the pause
+                await asyncio.sleep(0)
+            b.cancel()
+        await asyncio.wait_for(c, 2)  # a TimeoutError here: C was never woken
+        outcome = await asyncio.gather(b, return_exceptions=True)
+        return limiter.in_flight, type(outcome[0]).__name__
+
+    in_flight, b_ended = asyncio.run(main())
+    assert in_flight == 1  # C's slot, and only it
+    assert b_ended == ("CancelledError" if leave == "cancelled" else "PauseTooLong")

@@ -33,6 +33,21 @@ class PauseTooLong(Exception):
         self.paused = paused  # seconds this request had already waited in this acquire
 
 
+class _Place:
+    """A request's place in the pool's queue, kept while it sleeps out a pause.
+
+    `future` is what the request awaits: True hands it a slot (counted in `in_flight`),
+    False wakes it to wait out a pause (it stays queued, in its place, meanwhile). `gone`:
+    the request left the queue (cancelled, or it gave up on a pause); its place is skipped.
+    """
+
+    __slots__ = ("future", "gone")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.future: asyncio.Future[bool] = loop.create_future()
+        self.gone = False
+
+
 class AdaptiveLimiter:
     """An asyncio semaphore whose size moves between 1 and `ceiling` (AIMD), and that a 429
     pauses for every request (see the module docstring)."""
@@ -66,7 +81,7 @@ class AdaptiveLimiter:
         self._strikes = 0  # pauses since the last success: the next pause doubles
         self._probing = False  # after a pause, one request at a time until one succeeds
         #: Requests queued for a slot, longest first (see `_hand_over`).
-        self._waiters: deque[asyncio.Future[bool]] = deque()
+        self._waiters: deque[_Place] = deque()
         self._handing_over = False  # a `_hand_over` is scheduled
         self._last_decrease = 0.0
 
@@ -85,40 +100,65 @@ class AdaptiveLimiter:
         a weaker structured mode: its row is half done), which goes first.
         """
         paused = 0.0
+        place: _Place | None = None  # this request's place in the queue, once it has one
+        loop = asyncio.get_running_loop()
         while True:
             wait = self._resume - time.monotonic()
             if wait > 0:
                 if wait > budget - paused:
+                    self._leave(place)
                     raise PauseTooLong(wait, self.asked, paused)
                 start = time.monotonic()
-                await asyncio.sleep(wait)
+                try:
+                    await asyncio.sleep(wait)
+                except asyncio.CancelledError:
+                    self._leave(place)
+                    raise
                 paused += time.monotonic() - start
                 continue
-            if again and self.in_flight < self._allowed():
-                self.in_flight += 1
-                return paused, self.epoch
-            self._hand_over()  # slots freed while nobody released (a pause ended): queued first
-            if not self._waiters and self.in_flight < self._allowed():
-                self.in_flight += 1
-                return paused, self.epoch
-            waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            if again:
-                self._waiters.appendleft(waiter)
-            else:
-                self._waiters.append(waiter)
+            if place is None:
+                if again and self.in_flight < self._allowed():
+                    self.in_flight += 1
+                    return paused, self.epoch
+                self._hand_over()  # slots freed while nobody released (a pause ended)
+                if not self._waiters and self.in_flight < self._allowed():
+                    self.in_flight += 1
+                    return paused, self.epoch
+                place = _Place(loop)
+                if again:
+                    self._waiters.appendleft(place)
+                else:
+                    self._waiters.append(place)
+            elif not place.future.result():
+                # Woken for a pause, now over, and still queued in its place: wait there.
+                place.future = loop.create_future()
+                self._hand_over()  # slots freed while nobody released: queued first
             try:
-                slot = await waiter
+                slot = await place.future
             except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled() and waiter.result():
-                    self.in_flight -= 1  # handed a slot as it was cancelled: pass it on
-                    self._hand_over_soon()
+                self._leave(place)
                 raise
             if slot and self._resume <= time.monotonic():
                 return paused, self.epoch
-            if slot:  # a pause began after the hand-over: the slot goes back
+            if slot:  # a pause began after the hand-over: the slot goes back, the place stays
                 self.in_flight -= 1
+                place.future = loop.create_future()
+                place.future.set_result(False)
+                self._waiters.appendleft(place)
                 self._hand_over_soon()
-            # Paused: wait it out, then queue again.
+            # Paused: wait it out in place, then take the next free slot in turn.
+
+    def _leave(self, place: _Place | None) -> None:
+        """A queued request leaves (cancelled, or it gave up on a pause): a slot handed to it
+        goes back, and the hand-over goes on, so no request queued behind it waits for a
+        wake-up that was its."""
+        if place is None:
+            return
+        place.gone = True
+        future = place.future
+        if future.done() and not future.cancelled() and future.result():
+            self.in_flight -= 1  # handed a slot as it left: pass it on
+        self._hand_over_soon()
 
     async def release(self) -> None:
         self.in_flight -= 1
@@ -138,25 +178,34 @@ class AdaptiveLimiter:
         request arriving meanwhile takes it, and a woken request never goes back to the end
         of the queue: a column asked first is sent first, and the stage waiting for it
         starts while the pool is still full. While the pool is paused, as many waiters as
-        there are free slots (at least one) wake without a slot, to wait the pause out.
+        there are free slots (at least one) wake without a slot, to wait the pause out (or
+        give up on it) in their places: after it, the slots go to the queue's front as before.
         """
         self._handing_over = False
         waiters = self._waiters
+        while waiters and waiters[0].gone:
+            waiters.popleft()
         if not waiters:
             return
         if self._resume > time.monotonic():
             wake = max(1, self._allowed() - self.in_flight)
-            while waiters and wake > 0:
-                waiter = waiters.popleft()
-                if not waiter.done():
-                    waiter.set_result(False)
-                    wake -= 1
+            for place in waiters:
+                if wake <= 0:
+                    break
+                if place.gone:
+                    continue
+                if not place.future.done():
+                    place.future.set_result(False)
+                wake -= 1
             return
         while waiters and self.in_flight < self._allowed():
-            waiter = waiters.popleft()
-            if not waiter.done():
-                self.in_flight += 1
-                waiter.set_result(True)
+            place = waiters.popleft()
+            if place.gone:
+                continue
+            self.in_flight += 1
+            if place.future.done():  # asleep through the pause that just ended: its slot waits
+                place.future = asyncio.get_running_loop().create_future()
+            place.future.set_result(True)
 
     async def __aenter__(self) -> None:
         await self.acquire()
