@@ -9,8 +9,10 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import numpy as np
 import pytest
 
+from ragframe.errors import ConfigError
 from ragframe.judge.client import Judge
 from ragframe.judge.limits import AdaptiveLimiter
 from ragframe.judge.task import Task
@@ -257,3 +259,12 @@ def test_a_request_that_leaves_while_it_waits_out_a_pause_passes_the_wake_up_on(
     in_flight, b_ended = asyncio.run(main())
     assert in_flight == 1  # C's slot, and only it
     assert b_ended == ("CancelledError" if leave == "cancelled" else "PauseTooLong")
+
+
+def test_a_price_given_as_a_numpy_array_is_accepted() -> None:
+    """Any sized iterable of numbers is a price, as before issue 29 (a Sequence was asked
+    for, and a numpy array is none); it is kept as a tuple."""
+    judge = Judge(model="m", base_url="http://h/v1", price=np.array([0.15, 0.6]), cache=False)
+    assert judge.price == (0.15, 0.6) and isinstance(judge.price, tuple)
+    with pytest.raises(ConfigError, match="price must be"):
+        Judge(model="m", base_url="http://h/v1", price=np.array(0.15), cache=False)

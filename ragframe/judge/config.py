@@ -10,9 +10,9 @@ import copy
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlparse
 
 from ragframe.errors import ConfigError
@@ -224,7 +224,7 @@ class JudgeConfig:
         if self.max_cost is not None:
             _check_number("max_cost", self.max_cost, "dollars, or None (no limit)")
         if self.price is not None:
-            _check_price(self.price)
+            self.price = _check_price(self.price)
         if self.structured not in ("auto", *MODES):
             raise ConfigError(
                 f"structured must be auto, {', '.join(MODES)}; got {self.structured!r}"
@@ -451,27 +451,31 @@ def _check_number(name: str, value: Any, unit: str, *, positive: bool = False) -
         raise ConfigError(f"{name} must be {rule}, a finite number{rest}; got {value!r}")
 
 
-def _check_price(price: Any) -> None:
-    """ConfigError unless `price` is (prompt, completion) or (prompt, completion, cached
-    prompt) dollars per million tokens, each a finite number >= 0, the cached rate at most
-    the prompt rate (a provider's discount; a larger one is most likely the order mixed up)."""
+def _check_price(given: Any) -> Price:
+    """`given` as a tuple; ConfigError unless it is (prompt, completion) or (prompt,
+    completion, cached prompt) dollars per million tokens, each a finite number >= 0, the
+    cached rate at most the prompt rate (a provider's discount; a larger one is most likely
+    the order mixed up). Any sized iterable will do (a list, a numpy array), not a string."""
     say = (
         "price must be (prompt, completion) or (prompt, completion, cached prompt) dollars "
         "per million tokens, like (0.15, 0.6) or (0.15, 0.6, 0.075)"
     )
-    if (
-        isinstance(price, str | bytes)
-        or not isinstance(price, Sequence)
-        or len(price) not in (2, 3)
-    ):
-        raise ConfigError(f"{say}; got {price!r}")
+    try:  # a 0-d numpy array is Sized, and len() of it raises
+        sized = not isinstance(given, str | bytes) and isinstance(given, Iterable)
+        ok = sized and len(given) in (2, 3)
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"{say}; got {given!r}")
+    price = tuple(given)
     for part in price:
         _check_number("price", part, "dollars per million tokens")
     if len(price) == 3 and price[2] > price[0]:
         raise ConfigError(
             f"{say}: the cached prompt rate (third) is a discount on the prompt rate (first), "
-            f"not more; got {tuple(price)!r}"
+            f"not more; got {price!r}"
         )
+    return cast(Price, price)  # its parts checked above
 
 
 def _cache_path(cache: bool | str | Path | None) -> Path | None:
