@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pytest
 
 from ragframe.errors import ConfigError
@@ -268,3 +269,17 @@ def test_a_price_given_as_a_numpy_array_is_accepted() -> None:
     assert judge.price == (0.15, 0.6) and isinstance(judge.price, tuple)
     with pytest.raises(ConfigError, match="price must be"):
         Judge(model="m", base_url="http://h/v1", price=np.array(0.15), cache=False)
+
+
+def test_null_prompts_are_counted_in_the_error() -> None:
+    """A String Series with nulls is refused saying how many are null (it said "got String",
+    the very dtype asked for)."""
+    task = _a_task()
+    judge = Judge(model="m", base_url="http://127.0.0.1:9/v1", cache=False, progress=False)
+
+    async def main() -> None:
+        async with judge.session() as session:
+            await session.ask_frame(task, pl.Series(["p1", None, "p3", None], dtype=pl.String))
+
+    with pytest.raises(TypeError, match="got 2 null of 4 prompts"):
+        asyncio.run(main())

@@ -362,8 +362,12 @@ def _utf8(prompts: Prompts) -> Iterator[bytes | memoryview]:
         for text in prompts:
             yield text.encode()
         return
-    if prompts.dtype != pl.String or prompts.null_count():
+    if prompts.dtype != pl.String:
         raise TypeError(f"prompts must be strings, none null; got {prompts.dtype}")
+    if nulls := prompts.null_count():
+        raise TypeError(
+            f"prompts must be strings, none null; got {nulls} null of {len(prompts)} prompts"
+        )
     array = prompts.to_arrow(compat_level=pl.CompatLevel.oldest())
     if not len(array):
         return
