@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from conftest import judge_for
 import ragframe
 from ragframe.judge.pricing import cached_rate_of, cost, with_cached_rate
 from ragframe.judge.transport import _read_completion
-from ragframe.testing.server import FakeServer, Reply
+from ragframe.testing.server import FakeServer, Reply, auto_answer
 
 #: A long shared text: 1,200 words of about 7 characters, some 2,100 tokens at 4 characters.
 SHARED = " ".join(f"word{i}" for i in range(1200))
@@ -304,3 +305,35 @@ def test_a_rows_later_verify_requests_find_its_first_one_cached(tmp_path: Path):
         # The six later requests each reuse their row's first, answered, prefix.
         assert result.stats.cached_prompt_tokens == server.stats()["cached_tokens"]
         assert result.stats.cached_prompt_tokens >= 6 * 1024
+
+
+def test_a_later_verification_equal_to_a_first_one_is_not_asked_again(tmp_path: Path):
+    """Sending a row's first verification before its others must not undo deduplication: a
+    later prompt equal to another row's first (same contexts, same claim) takes its answer,
+    failure included, as one ask of the whole column gave it (found by review: a failed
+    first answer was asked again, with its repairs)."""
+    asked = Counter()
+
+    def handler(body: dict[str, Any]) -> Any:
+        text = json.dumps(body["messages"])
+        if "XCLAIM" in text:
+            asked["x"] += 1
+            return "not json at all"
+        return auto_answer(body)
+
+    rows = pl.DataFrame(
+        {
+            "question": ["q", "q"],
+            "answer": ["a", "b"],
+            "contexts": [["C ctx"], ["C ctx"]],
+            "claims": [["XCLAIM"], ["YCLAIM", "XCLAIM"]],
+        }
+    )
+    with FakeServer(handler) as server:
+        judge = judge_for(server, tmp_path)
+        result = ragframe.run(rows, [ragframe.Faithfulness(batch_size=1)], judge=judge)
+        # XCLAIM's request and its one repair, sent once for both rows; YCLAIM's once.
+        assert (server.count(), asked["x"]) == (3, 2)
+        assert result.stats.deduplicated == 1
+        errors = result.frame["faithfulness_detail"].struct.field("error")
+        assert errors.str.contains("unusable answer").all()
