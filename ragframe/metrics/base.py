@@ -220,7 +220,10 @@ class Context:
         elif count_col:
             columns = [frame.get_column(c).to_list() for c in count_col]
             counts = list(zip(*columns, strict=True))
-        answers = await self.session.ask_frame(task, frame.get_column(prompt_col), counts)
+        prompts = frame.get_column(prompt_col)
+        if prompts.dtype != pl.String:  # a Categorical or Enum column is text too
+            prompts = prompts.cast(pl.String)
+        answers = await self.session.ask_frame(task, prompts, counts)
         # The answers decoded as one column (one query), set beside the frame (none).
         decoded = answers.get_column("json").str.json_decode(task.dtype).alias("answer")
         result = frame.hstack([decoded, *(c for c in answers.get_columns() if c.name != "json")])
@@ -415,8 +418,16 @@ class Metric:
             scored = (await self.compute(rows, ctx)).lazy()
         else:
             scored = pl.LazyFrame(schema={ROW_ID: pl.UInt32})
-        have = scored.collect_schema().names()
+        have = scored.collect_schema()
         fields = {SCORE: pl.Float64(), ERROR: pl.String(), **self.detail_fields}
+        recast = [f for f, dtype in fields.items() if f in have and have[f] != dtype]
+        if len(recast) > 1:
+            # Cast one field at a time, in order: Polars runs one plan's casts in parallel, so
+            # a metric returning two uncastable fields would fail on either, at random.
+            done = scored.collect()
+            for field in recast:
+                done = done.with_columns(pl.col(field).cast(fields[field]))
+            scored = done.lazy()
         scored = scored.with_columns(
             pl.col(field).cast(dtype) if field in have else pl.lit(None, dtype=dtype).alias(field)
             for field, dtype in fields.items()
