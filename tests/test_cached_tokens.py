@@ -135,14 +135,15 @@ def test_a_run_counts_cached_tokens_in_stats_summary_and_metadata(server, make_j
     assert ragframe.read_metadata(path)["summary"]["cached_prompt_tokens"] == cached
 
 
+def _billed(summary: dict[str, Any]) -> tuple[int, int, int]:
+    """A run summary's prompt, completion and cached prompt tokens."""
+    return summary["prompt_tokens"], summary["completion_tokens"], summary["cached_prompt_tokens"]
+
+
 def test_cost_bills_cached_tokens_at_the_cached_rate(server, make_judge):
     result = ragframe.run(_rows(3), METRICS, judge=make_judge(model="gpt-4o-mini"))
     s = result.summary()
-    prompt, completion, cached = (
-        s["prompt_tokens"],
-        s["completion_tokens"],
-        s["cached_prompt_tokens"],
-    )
+    prompt, completion, cached = _billed(s)
     assert cached > 0
     expected = ((prompt - cached) * 0.15 + cached * 0.075 + completion * 0.60) / 1e6
     assert s["cost_usd"] == pytest.approx(expected, abs=1e-6)
@@ -219,11 +220,7 @@ def test_a_price_of_ones_own_with_a_cached_rate_bills_cached_tokens_at_it(server
     """`Judge(price=(in, out, cached))`: refused before; now the cached part at its rate."""
     result = ragframe.run(_rows(3), METRICS, judge=make_judge(price=(1.0, 2.0, 0.25)))
     s = result.summary()
-    prompt, completion, cached = (
-        s["prompt_tokens"],
-        s["completion_tokens"],
-        s["cached_prompt_tokens"],
-    )
+    prompt, completion, cached = _billed(s)
     assert cached > 0
     expected = ((prompt - cached) * 1.0 + cached * 0.25 + completion * 2.0) / 1e6
     assert s["cost_usd"] == pytest.approx(expected, abs=1e-6)

@@ -117,16 +117,20 @@ def _a_task() -> Task:
     return next(t for t in vars(faithfulness).values() if isinstance(t, Task))
 
 
+def _judge(server: FakeServer) -> Judge:
+    """A judge of one attempt a request, no cache, on `server`."""
+    return Judge(
+        model="m", base_url=server.base_url, api_key="sk-x", cache=False, progress=False,
+        max_attempts=1,
+    )  # fmt: skip
+
+
 def test_a_session_entered_again_sends_again() -> None:
     """`close` forgets the client it closed: the session entered a second time, on the same
     loop or on another, builds a new one ("the client has been closed" before)."""
     task = _a_task()
     with FakeServer() as server:
-        judge = Judge(
-            model="m", base_url=server.base_url, api_key="sk-x", cache=False, progress=False,
-            max_attempts=1,
-        )  # fmt: skip
-        session = judge.session()
+        session = _judge(server).session()
 
         async def ask(prompt: str) -> str | None:
             async with session:
@@ -188,11 +192,7 @@ def test_a_client_that_cannot_be_built_sends_no_counted_request(
     monkeypatch.setattr(openai, "AsyncOpenAI", refuse)
     task = _a_task()
     with FakeServer() as server:
-        judge = Judge(
-            model="m", base_url=server.base_url, api_key="sk-x", cache=False, progress=False,
-            max_attempts=1,
-        )  # fmt: skip
-        session = judge.session()
+        session = _judge(server).session()
 
         async def ask() -> None:
             async with session:
