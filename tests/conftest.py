@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,19 @@ import pytest
 
 from ragframe import Judge
 from ragframe.testing.server import FakeServer
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give SIGINT back to Python's handler when the runner was started ignoring it.
+
+    A shell script that starts a command in the background (`python -m pytest &`, as a CI
+    wrapper may) starts it with SIGINT ignored, and every process it spawns inherits that: the
+    Ctrl-C tests' `ragframe score` processes then never see their signal and the tests wait
+    out their timeouts (or hang). A terminal's runner has Python's handler; so do these.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
