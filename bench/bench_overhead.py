@@ -37,6 +37,10 @@ that this one stays small and the reruns' wait4 peaks are their own (`common.in_
     python bench/bench_overhead.py --rows 5000 --metrics core --repeat 3 --profile-out warm.prof
     git worktree add /tmp/before <commit>        # then, before and after in the same rounds:
     python bench/bench_overhead.py --rows 5000 --metrics core --repeat 3 --baseline /tmp/before
+    python bench/bench_overhead.py --rows 5000 --metrics core --repeat 3 --without-reuse
+
+A rerun reuses each metric's kept columns (`ragframe.engine.reuse`: the fill scored every chunk
+whole); `--without-reuse` also times the rerun that looks every answer up (RAGFRAME_NO_REUSE=1).
 """
 
 from __future__ import annotations
@@ -158,6 +162,12 @@ def main() -> int:
         help="also rerun `ragframe score` from this source tree (a checkout of the commit "
         "before a change) in every round, on the same cache: before/after side by side",
     )
+    parser.add_argument(
+        "--without-reuse",
+        action="store_true",
+        help="also rerun with RAGFRAME_NO_REUSE=1 in every round: every answer looked up, "
+        "as a cache without kept columns (an older ragframe's) is read",
+    )
     args = parser.parse_args()
     metrics = CORE if args.metrics == "core" else [m for m in args.metrics.split(",") if m]
     out: dict[str, Any] = {"machine": machine(), "rows": args.rows, "metrics": metrics}
@@ -184,7 +194,7 @@ def main() -> int:
                 [sys.executable, "-c", "import ragframe.cli, ragframe.stream, openai"]
             )
             imports = run_measured([sys.executable, "-c", "import ragframe.cli"])
-            reruns, floors, baselines = [], [], []
+            reruns, floors, baselines, lookups = [], [], [], []
             copy = work / "floor.parquet"
             # The baseline's ragframe from its tree: -P keeps the working directory (this
             # repository) off sys.path, so PYTHONPATH decides which ragframe runs.
@@ -205,6 +215,11 @@ def main() -> int:
                     assert not sent.get("/v1/chat/completions"), sent
                     assert not sent.get("/v1/embeddings"), sent
                     baselines.append(baseline)
+                if args.without_reuse:
+                    lookup = run_measured(command, env={**child_env(), "RAGFRAME_NO_REUSE": "1"})
+                    assert lookup.returncode == 0, lookup.stderr[-2000:]
+                    assert not server.stats()["requests"].get("/v1/chat/completions")
+                    lookups.append(lookup)
                 floor = run_measured(
                     [sys.executable, "-c", FLOOR, str(source), str(output), str(copy)]
                 )
@@ -253,6 +268,15 @@ def main() -> int:
                     "vs_floor_cpu": round(median_of(baselines, "cpu_seconds") / floor_cpu, 2),
                     "after_over_before_wall": round(wall / median_of(baselines, "wall"), 3),
                     "after_over_before_cpu": round(cpu / median_of(baselines, "cpu_seconds"), 3),
+                }
+            if lookups:
+                out["without_reuse"] = {
+                    "wall_s": median_of(lookups, "wall"),
+                    "wall_s_each": [round(r.wall, 2) for r in lookups],
+                    "cpu_s": median_of(lookups, "cpu_seconds"),
+                    "peak_rss_mib": median_of(lookups, "peak_rss_mib", 1),
+                    "vs_floor_wall": round(median_of(lookups, "wall") / floor_wall, 2),
+                    "vs_floor_cpu": round(median_of(lookups, "cpu_seconds") / floor_cpu, 2),
                 }
             out["import_time"] = {
                 "import_ragframe_cli_wall_s": round(imports.wall, 2),

@@ -469,7 +469,7 @@ def test_all_metrics_share_one_pool_and_concurrency_limit(make_judge):
         assert slow.max_in_flight == 4
 
 
-def test_second_run_is_served_from_cache(server, make_judge, tmp_path):
+def test_second_run_is_served_from_cache(server, make_judge, tmp_path, monkeypatch):
     metrics = ["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
     first = ragframe.run(frame(5), metrics, judge=make_judge(cache=True))
     sent = server.count() + server.count("/embeddings")
@@ -477,8 +477,13 @@ def test_second_run_is_served_from_cache(server, make_judge, tmp_path):
     second = ragframe.run(frame(5), metrics, judge=make_judge(cache=True))
     assert server.count() + server.count("/embeddings") == sent  # zero new requests
     assert second.stats.requests == 0
-    assert second.stats.cache_hits > 0
+    assert second.stats.reused == 5 * len(metrics)  # the columns kept whole (engine.reuse)
     assert second.frame.equals(first.frame)
+    monkeypatch.setenv("RAGFRAME_NO_REUSE", "1")  # every answer from the cache instead
+    third = ragframe.run(frame(5), metrics, judge=make_judge(cache=True))
+    assert server.count() + server.count("/embeddings") == sent
+    assert third.stats.requests == 0 and third.stats.cache_hits > 0
+    assert third.frame.equals(first.frame)
 
 
 def test_cache_key_includes_model(server, make_judge):

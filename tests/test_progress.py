@@ -329,8 +329,8 @@ def test_a_real_run_in_a_terminal(server, tmp_path, monkeypatch, sample) -> None
     """The default metrics over 12 rows, 4 of them repeats; then 16 rows whose first 12 the
     cache holds; then the same again, all cached. Each run's text bar shows one total from
     the first frame to the last, the run's prompts (rows x stages), and ends at 100% saying
-    how many prompts took a request, came from the cache or were duplicates; the cached
-    rerun sends nothing, full."""
+    how many prompts took a request, came from the cache or were duplicates; the rerun sends
+    nothing and reuses every metric's columns, full."""
     out = text_bar(monkeypatch)
     judge = judge_for(server, tmp_path, progress=True, cache=True)
     rows = sample.head(8)
@@ -352,7 +352,8 @@ def test_a_real_run_in_a_terminal(server, tmp_path, monkeypatch, sample) -> None
         shown.append(postfix)
     assert shown[0] == f"{8 * stages} requests, {4 * stages} duplicates"  # 4 rows repeated
     assert re.fullmatch(r"\d+ requests, \d+ cached(, \d+ duplicates?)?", shown[1]), shown[1]
-    assert shown[2].startswith("no requests, ") and "cached" in shown[2]
+    # The same 16 rows again: each metric's columns are reused whole (engine.reuse).
+    assert shown[2] == f"no requests, {16 * stages} reused", shown[2]
     # No request, no rate: cached prompts and duplicates are not counted as speed.
     assert re.search(r", \?req/s, no requests, ", out.getvalue().split("\r")[-1])
 

@@ -156,7 +156,8 @@ def test_rerunning_the_same_repeats_sends_nothing(scripted, make_judge):
     assert sent == 24
     again = repeats(make_judge(seed=BASE_SEED, cache=True), 2)
     assert scripted.count() == sent
-    assert again.stats.cache_hits == 24 and again.stats.requests == 0
+    # Each repeat's columns were kept (6 rows x 2 repeats): reused whole (engine.reuse).
+    assert again.stats.reused == 12 and again.stats.requests == 0
     assert again.frame.equals(first.frame)
     # A third repeat reuses the first two and sends only its new seed.
     repeats(make_judge(seed=BASE_SEED, cache=True), 3)

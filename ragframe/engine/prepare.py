@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from ragframe.engine.reuse import Reuse, reuse_enabled
 from ragframe.engine.spec import RunSpec, metric_names
 from ragframe.errors import ConfigError
 from ragframe.inputs.columns import (
@@ -176,7 +177,15 @@ async def score_frame(
     flags = pl.DataFrame([c for c in selected.get_columns() if c.name.startswith(CUT_FLAG)])
     inputs = pl.DataFrame([c for c in selected.get_columns() if c.name not in flags.columns])
     ctx = Context(session, {})
-    results = await asyncio.gather(*(m.run(inputs, ctx.view()) for m in scorers))
+    reuse = Reuse(session, inputs) if reuse_enabled(session) else None
+    judged = [m for m in scorers if m.uses_llm or m.uses_embeddings]
+    kept = await reuse.found(judged) if reuse else {}
+    fresh = [m for m in scorers if m.name not in kept]
+    ran = await asyncio.gather(*(m.run(inputs, ctx.view()) for m in fresh))
+    if reuse is not None:
+        await reuse.keep(list(zip(fresh, ran, strict=True)), failed=bool(ctx.failures))
+    by_name = {**kept, **{m.name: frame for m, frame in zip(fresh, ran, strict=True)}}
+    results = [by_name[m.name] for m in scorers]
     scored = frame.hstack(
         [col for result in results for col in result.get_columns() if col.name != ROW_ID]
     )

@@ -358,6 +358,12 @@ def _metric_table(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 _NUMBERS = {"scored", "failed", "mean", "pass rate"}
 
 
+def _reused_part(summary: dict[str, Any]) -> str:
+    """The metric rows whose columns came whole from an earlier run (`engine.reuse`), if any."""
+    reused = summary.get("reused") or 0
+    return f", {reused} metric rows reused as scored before" if reused else ""
+
+
 def _footer(summary: dict[str, Any], local: bool, sep: str) -> list[str]:
     """The lines under both tables: the sample, the run's rows, requests, tokens and time
     (joined by `sep`), what went wrong or cost something, and the local judge's warning."""
@@ -366,7 +372,7 @@ def _footer(summary: dict[str, Any], local: bool, sep: str) -> list[str]:
         (
             f"rows {summary['rows']}",
             f"requests {summary['requests']} (cache hits {summary['cache_hits']}, "
-            f"deduplicated {summary['deduplicated']})",
+            f"deduplicated {summary['deduplicated']}{_reused_part(summary)})",
             f"tokens {summary['prompt_tokens']} prompt + {summary['completion_tokens']} completion"
             + _cached_part(summary),
             f"{summary['seconds']:.1f} s",

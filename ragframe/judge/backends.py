@@ -116,13 +116,15 @@ class Progress:
         #: Prompts answered without a request of their own: from the cache, or duplicates.
         self.cached = 0
         self.duplicates = 0
+        #: Prompts a metric's reused columns stand for (`ragframe.engine.reuse`): not asked.
+        self.reused = 0
         #: Requests sent that failed for good; keys of the failures the cache remembered.
         self.failed_sent = 0
         self._remembered: set[str] = set()
         #: Prompts with a usable answer, from a request or the cache (duplicates aside).
         self.usable = 0
         self._total = 0  # the total on the bar: only raised while the run goes
-        self._filled = 0  # cached + duplicates already on the bar
+        self._filled = 0  # cached + duplicates + reused already on the bar
         self._postfix = ""
         self._handle: Any = None  # Jupyter: the display handle of the widget's output
 
@@ -135,7 +137,7 @@ class Progress:
     @property
     def done(self) -> int:
         """The prompts that have their answer."""
-        return self.cached + self.duplicates + self.answered
+        return self.cached + self.duplicates + self.reused + self.answered
 
     @property
     def failed(self) -> int:
@@ -150,6 +152,8 @@ class Progress:
         parts = [
             f"{self.sent} request{'s' if self.sent > 1 else ''}" if self.sent else "no requests"
         ]
+        if self.reused:
+            parts.append(f"{self.reused} reused")
         if self.cached:
             parts.append(f"{self.cached} cached")
         if self.duplicates:
@@ -187,6 +191,14 @@ class Progress:
         if not waiting:
             self.show()
 
+    def reuse(self, task: str, prompts: int) -> None:
+        """`prompts` prompts of `task` that a metric's reused columns stand for: done, with
+        a usable answer, and never asked (`ragframe.engine.reuse`)."""
+        self.asked_of[task] += prompts
+        self.reused += prompts
+        self.usable += prompts
+        self.show()
+
     def add(self, sent: int, joined: int = 0) -> None:
         """Of the prompts waiting, `sent` requests are sent now and `joined` wait for one
         another stage sent (duplicates: done at once, answered with it)."""
@@ -223,7 +235,7 @@ class Progress:
         if changed:
             self._total = total
             _set_total(bar, total)
-        jump = self.cached + self.duplicates - self._filled
+        jump = self.cached + self.duplicates + self.reused - self._filled
         if jump:
             self._filled += jump
             bar.n += jump

@@ -46,6 +46,7 @@ from ragframe.judge.cache_tables import (
     select_answer_rows,
     select_answers,
     select_failures,
+    select_scored,
     select_vectors,
 )
 from ragframe.judge.private_files import create_private_file, make_private_dirs
@@ -75,6 +76,7 @@ _ANSWERS_INSERT_ROWS = "INSERT OR IGNORE INTO answers VALUES (?,?,?,?,?,?,?,?)"
 _VECTOR_INSERT = "INSERT OR IGNORE INTO embeddings (key, model, vector) VALUES (?,?,?)"
 #: A failure replaces an earlier one of its key (sent again, it failed again: the newer reason).
 _FAILURE_INSERT = "INSERT OR REPLACE INTO failures VALUES (?,?,?,?,?,?,?,?)"
+_SCORED_INSERT = "INSERT OR REPLACE INTO scored (key, frame, created) VALUES (?,?,?)"
 _FAILURE_DELETE = "DELETE FROM failures WHERE key = ?"
 
 
@@ -105,6 +107,8 @@ class _Write:
     failures: list[tuple[Any, ...]] = field(default_factory=list)
     #: Keys whose remembered failure an answer in this write replaces.
     cleared: list[str] = field(default_factory=list)
+    #: (key, Arrow IPC bytes, created): a metric's scored columns for one chunk.
+    scored: list[tuple[str, bytes, float]] = field(default_factory=list)
     loop: asyncio.AbstractEventLoop | None = None
     future: asyncio.Future[None] | concurrent.futures.Future[None] | None = None
 
@@ -206,6 +210,11 @@ class AnswerCache:
         with self._lock:
             return select_vectors(self._db, keys)
 
+    def get_scored(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """A metric's scored columns kept for reuse, by key (`ragframe.engine.reuse`)."""
+        with self._lock:
+            return select_scored(self._db, keys)
+
     async def aget_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """`get_many` on the reader thread: the loop goes on serving requests meanwhile."""
         return await self._off_loop(self.get_many, keys)
@@ -221,6 +230,10 @@ class AnswerCache:
     async def aget_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
         """`get_vectors` on the reader thread."""
         return await self._off_loop(self.get_vectors, keys)
+
+    async def aget_scored(self, keys: Sequence[str]) -> dict[str, bytes]:
+        """`get_scored` on the reader thread."""
+        return await self._off_loop(self.get_scored, keys)
 
     async def _off_loop(self, read: Callable[[Sequence[str]], Any], keys: Sequence[str]) -> Any:
         if not keys:
@@ -273,6 +286,11 @@ class AnswerCache:
     async def aput_vectors(self, model: str, items: Iterable[tuple[str, bytes]]) -> None:
         """`put_vectors` for the event loop: returns once the vectors are committed."""
         await self._awrite(_Write(vectors=[(key, model, blob) for key, blob in items]))
+
+    async def aput_scored(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """Keep scored columns for reuse (key, Arrow IPC bytes); returns once committed."""
+        now = time.time()
+        await self._awrite(_Write(scored=[(key, frame, now) for key, frame in items]))
 
     def _write_and_wait(self, write: _Write) -> None:
         """Queue `write` for the writer thread and block until it is committed."""
@@ -409,8 +427,9 @@ def _insert(db: sqlite3.Connection, batch: list[_Write], bulk: bool) -> Exceptio
     vectors = [row for write in batch for row in write.vectors]
     failures = [row for write in batch for row in write.failures]
     cleared = [(key,) for write in batch for key in write.cleared]
+    scored = [row for write in batch for row in write.scored]
     try:
-        if not (vectors or failures or cleared) and bulk:
+        if not (vectors or failures or cleared or scored) and bulk:
             if answers:
                 db.execute(_ANSWERS_INSERT, (json.dumps(answers),))
             return None
@@ -425,6 +444,7 @@ def _insert(db: sqlite3.Connection, batch: list[_Write], bulk: bool) -> Exceptio
         db.executemany(_VECTOR_INSERT, vectors)
         db.executemany(_FAILURE_DELETE, cleared)
         db.executemany(_FAILURE_INSERT, failures)
+        db.executemany(_SCORED_INSERT, scored)
         db.execute("COMMIT")
     except Exception as exc:
         with contextlib.suppress(sqlite3.Error):
@@ -520,6 +540,9 @@ class SharedAnswerCache(AnswerCache):
 
     def get_vectors(self, keys: Sequence[str]) -> dict[str, bytes]:
         return self._read_all(keys, select_vectors)
+
+    def get_scored(self, keys: Sequence[str]) -> dict[str, bytes]:
+        return self._read_all(keys, select_scored)
 
     def close(self) -> None:
         super().close()

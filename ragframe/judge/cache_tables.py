@@ -35,6 +35,11 @@ CREATE TABLE IF NOT EXISTS embeddings (
     model TEXT NOT NULL,
     vector BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS scored (
+    key TEXT PRIMARY KEY,
+    frame BLOB NOT NULL,
+    created REAL NOT NULL
+);
 """
 
 #: Keys looked up in one query at most.
@@ -145,3 +150,14 @@ def select_failures(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, di
 def select_vectors(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, bytes]:
     """The embedding vectors among `keys` in one file."""
     return dict(_rows(db, keys, "SELECT key, vector FROM embeddings WHERE key IN ({marks})"))
+
+
+def select_scored(db: sqlite3.Connection, keys: Sequence[str]) -> dict[str, bytes]:
+    """The scored columns among `keys` in one file (Arrow IPC bytes; see
+    `ragframe.engine.reuse`); none from a file written before the table existed."""
+    try:
+        return dict(_rows(db, keys, "SELECT key, frame FROM scored WHERE key IN ({marks})"))
+    except sqlite3.OperationalError as err:  # a read-only older file: no such table
+        if "no such table" in str(err):
+            return {}
+        raise

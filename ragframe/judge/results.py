@@ -51,6 +51,9 @@ class RunStats:
     # Requests not sent: answered from the cache or this run, or asked twice in one column.
     cache_hits: int = 0
     deduplicated: int = 0
+    #: Metric rows whose columns were reused from an earlier run of the same chunk, inputs,
+    #: metric, judge and code (`ragframe.engine.reuse`): nothing asked, nothing looked up.
+    reused: int = 0
     #: Requests the cache remembers as failed for good (at temperature 0): their rows get
     #: the same error again, unsent (`Judge(retry_failed=True)` sends them).
     remembered_failures: int = 0
@@ -104,6 +107,7 @@ class RunStats:
             "answered": self.answered,
             "cache_hits": self.cache_hits,
             "deduplicated": self.deduplicated,
+            "reused": self.reused,
             "remembered_failures": self.remembered_failures,
             "kept_failures": self.kept_failures,
             "embedding_requests": self.embedding_requests,

@@ -182,19 +182,22 @@ class Context:
         shared: dict[str, asyncio.Future[Any]],
         *,
         reasons: bool = True,
+        failures: list[int] | None = None,
     ) -> None:
         self.session = session
         self._shared = shared
         self.reasons = reasons
+        #: Answers that came back as failures, one count per ask, shared by every view of the
+        #: chunk: a chunk with any is not kept for reuse (`ragframe.engine.reuse`).
+        self.failures = [] if failures is None else failures
         #: Lazy: the usage is summed per row once, in the plan that assembles the metric's output.
         self.usage: list[pl.LazyFrame] = []
 
     def view(self, *, reasons: bool | None = None) -> Context:
         """A fresh view for one metric (its own usage), sharing the run's stages; asking for
         reasons as `reasons` says (as this view does when None)."""
-        return Context(
-            self.session, self._shared, reasons=self.reasons if reasons is None else reasons
-        )
+        reasons = self.reasons if reasons is None else reasons
+        return Context(self.session, self._shared, reasons=reasons, failures=self.failures)
 
     async def ask(
         self,
@@ -224,6 +227,9 @@ class Context:
         if prompts.dtype != pl.String:  # a Categorical or Enum column is text too
             prompts = prompts.cast(pl.String)
         answers = await self.session.ask_frame(task, prompts, counts)
+        failed = answers.height - answers.get_column("error").null_count()
+        if failed:
+            self.failures.append(failed)
         # The answers decoded as one column (one query), set beside the frame (none).
         decoded = answers.get_column("json").str.json_decode(task.dtype).alias("answer")
         result = frame.hstack([decoded, *(c for c in answers.get_columns() if c.name != "json")])

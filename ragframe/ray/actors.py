@@ -186,7 +186,8 @@ def stats_counts(stats: RunStats) -> dict[str, float]:
     batch cost is the difference of two of these."""
     flat: dict[str, float] = {}
     for name in (
-        "requests", "answered", "repairs", "cache_hits", "deduplicated", "remembered_failures",
+        "requests", "answered", "repairs", "cache_hits", "deduplicated", "reused",
+        "remembered_failures",
         "kept_failures", "prompt_tokens", "cached_prompt_tokens", "completion_tokens",
         "embedding_requests", "embedding_texts_cut",
     ):  # fmt: skip

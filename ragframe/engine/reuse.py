@@ -1,0 +1,201 @@
+"""Reuse what a metric scored before: a chunk whose inputs, metric, judge and code are all the
+same as when it was last scored gets that metric's columns back from the cache file, instead
+of rebuilding every prompt, hashing every request and decoding every cached answer again.
+
+Why it is safe: the answer cache already makes a rerun send nothing, and a metric's columns
+are a function of its input columns, its settings, the judge's answer-shaping settings, the
+code, and the answers. The key is sha256 of all of these but the answers:
+
+- each input column the metric reads (ROW_ID, `requires`, the `optional` ones present), as
+  Arrow IPC bytes, after `select_inputs` has mapped and cut them;
+- the metric: its class (module and name), its instance settings (`vars`: reasons, threshold,
+  params), the prompt hashes of its tasks, and, for a class defined outside ragframe, the
+  source files of every class it inherits from outside ragframe;
+- the judge: model, endpoint host, embedder, sampling, token caps, text cut, structured mode
+  (`judge_part`); not the pool's limits, retries, price or key, which shape no answer;
+- ragframe's own source and prompts, and the Polars and numpy versions (`code_part`).
+
+The answers are covered by keeping columns only when none failed: a chunk in which any answer
+the metrics asked for (or any text to embed) came back as a failure keeps nothing, so that a
+rerun sends those requests again (or, with `retry_failed`, sends the remembered ones), as
+before. A metric whose settings cannot be told apart between processes (an object shown as
+"<... at 0x...>", a class with no source file, as in a notebook cell) is never reused.
+
+Only a live session with a cache file reuses (a dry run or a Batch API pass still looks each
+answer up); `Judge(cache=False)` turns it off with the cache, and RAGFRAME_NO_REUSE=1 alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import inspect
+import io
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from ragframe.judge.cache import CacheWriteError
+from ragframe.judge.client import JudgeSession
+from ragframe.metrics import Metric
+from ragframe.metrics.base import ROW_ID
+
+#: Bumped when what is kept changes shape, so older entries are passed over.
+FORMAT = 1
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def reuse_enabled(session: JudgeSession) -> bool:
+    """Whether `session` may reuse and keep scored columns (see the module docstring)."""
+    if os.environ.get("RAGFRAME_NO_REUSE", "").strip().lower() not in ("", "0", "false", "no"):
+        return False
+    return session.backend == "live" and session.judge.cache_path is not None
+
+
+@functools.cache
+def code_part() -> str:
+    """ragframe's source and prompt files, and the versions of what computes the scores."""
+    import numpy as np
+
+    digest = hashlib.sha256(f"{FORMAT} {pl.__version__} {np.__version__}".encode())
+    for path in sorted(_PACKAGE.rglob("*")):
+        if path.is_file() and (path.suffix == ".py" or "prompts" in path.parts):
+            digest.update(str(path.relative_to(_PACKAGE)).encode() + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def judge_part(session: JudgeSession) -> str:
+    """The judge settings that shape an answer or what a metric makes of it."""
+    judge = session.judge
+    shaping = {
+        "model": judge.model,
+        "endpoint": judge.endpoint_host,
+        "embedding": judge.embedding_choice(),
+        "temperature": judge.temperature,
+        "seed": judge.seed,
+        "logprobs": judge.logprobs,
+        "max_tokens": judge.max_tokens_cap,
+        "output_bounds": judge.output_bounds,
+        "max_text_chars": judge.max_text_chars,
+        "embedding_max_tokens": judge.embedding_max_tokens,
+        "structured": judge.structured,
+        "reasons": judge.reasons,
+    }
+    return json.dumps(shaping, sort_keys=True, default=repr)
+
+
+def metric_part(metric: Metric) -> str | None:
+    """The metric's identity and settings; None when they cannot be told apart between
+    processes (then it is never reused)."""
+    cls = type(metric)
+    sources = []
+    for base in cls.__mro__:
+        if base is object or base.__module__.startswith("ragframe."):
+            continue
+        try:
+            path = inspect.getsourcefile(base)
+        except TypeError:  # made by exec or type(): no file holds it
+            return None
+        if path is None or not Path(path).is_file():
+            return None  # defined in a notebook cell or a string: no source to tell it by
+        sources.append(hashlib.sha256(Path(path).read_bytes()).hexdigest())
+    state = repr(sorted(vars(metric).items()))
+    if " at 0x" in state:
+        return None
+    prompts = [task.prompt_hash for task in metric.tasks()]
+    return json.dumps([cls.__module__, cls.__qualname__, state, prompts, sources])
+
+
+def column_digest(series: pl.Series) -> bytes:
+    """sha256 of a column as Arrow IPC (its name, type, validity and values)."""
+    buffer = io.BytesIO()
+    pl.DataFrame([series]).write_ipc(buffer, compression="uncompressed")
+    return hashlib.sha256(buffer.getbuffer()).digest()
+
+
+class Reuse:
+    """One chunk's reuse: the keys of its metrics, the columns found, and what to keep."""
+
+    def __init__(self, session: JudgeSession, inputs: pl.DataFrame) -> None:
+        self.session = session
+        self.inputs = inputs
+        self._digests: dict[str, bytes] = {}
+        self._common = hashlib.sha256(f"{code_part()}\n{judge_part(session)}\n".encode())
+        self.keys: dict[str, str] = {}  # metric name -> key (metrics that may be reused)
+
+    def _key(self, metric: Metric) -> str | None:
+        part = metric_part(metric)
+        if part is None:
+            return None
+        digest = self._common.copy()
+        digest.update(part.encode())
+        optional = [c for c in metric.optional if c in self.inputs.columns]
+        for name in (ROW_ID, *metric.requires, *optional):
+            if name not in self._digests:
+                self._digests[name] = column_digest(self.inputs.get_column(name))
+            digest.update(name.encode() + b"\0" + self._digests[name])
+        return digest.hexdigest()
+
+    async def found(self, metrics: Sequence[Metric]) -> dict[str, pl.DataFrame]:
+        """The kept columns of each metric that has them, by metric name; each is counted in
+        the stats (`reused`) and on the progress bar (its tasks' prompts, done unsent)."""
+        for metric in metrics:
+            key = self._key(metric)
+            if key is not None:
+                self.keys[metric.name] = key
+        cache = self.session.judge.cache
+        if cache is None or not self.keys:
+            return {}
+        blobs = await cache.aget_scored(list(self.keys.values()))
+        found: dict[str, pl.DataFrame] = {}
+        for metric in metrics:
+            blob = blobs.get(self.keys.get(metric.name, ""))
+            frame = _read(blob, metric, self.inputs.height) if blob is not None else None
+            if frame is None:
+                continue
+            found[metric.name] = frame
+            self.session.stats.reused += frame.height
+            for task in metric.tasks():
+                self.session.progress.reuse(task.name, frame.height)
+        return found
+
+    async def keep(self, scored: Sequence[tuple[Metric, pl.DataFrame]], *, failed: bool) -> None:
+        """Keep each metric's freshly scored columns, unless an answer of the chunk `failed`
+        (a rerun must ask those again) or an embedding did."""
+        if failed or self.session.embedding_errors:
+            return
+        cache = self.session.judge.cache
+        items = [
+            (self.keys[metric.name], _write(frame))
+            for metric, frame in scored
+            if metric.name in self.keys
+        ]
+        if cache is None or not items:
+            return
+        # A failed write is reported by the answers' own writes; a rerun scores again.
+        with contextlib.suppress(CacheWriteError):
+            await cache.aput_scored(items)
+
+
+def _write(frame: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.write_ipc(buffer, compression="lz4")
+    return buffer.getvalue()
+
+
+def _read(blob: bytes, metric: Metric, height: int) -> pl.DataFrame | None:
+    """The kept frame, if it is what `metric.run` gives for `height` rows (else None: score
+    again)."""
+    try:
+        frame = pl.read_ipc(io.BytesIO(blob))
+    except Exception:  # a damaged entry costs a rescore, never a wrong score
+        return None
+    expected = {ROW_ID, metric.name, f"{metric.name}_detail"}
+    if frame.height != height or not expected <= set(frame.columns):
+        return None
+    return frame
