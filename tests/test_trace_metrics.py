@@ -283,6 +283,36 @@ def test_a_log_is_read_only_until_every_input_is_found(
     assert sum(read) == 12  # the value in the last row is found by reading to it
 
 
+def test_a_parquet_log_is_read_from_its_first_rows_then_in_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PRESENCE_FIRST_ROWS first (a log with its inputs stops there), then the rest in
+    batches, never a row twice: 600 rows, ground truth only in row 500."""
+    import ragframe.engine.prepare as prepare
+
+    read: list[int] = []
+    batches = prepare._batches
+
+    def counted(source: object, names: list[str]) -> object:
+        for batch in batches(source, names):
+            read.append(batch.height)
+            yield batch
+
+    monkeypatch.setattr(prepare, "_batches", counted)
+    monkeypatch.setattr(prepare, "PRESENCE_BATCH_ROWS", 300)
+    rows = pl.concat([logged_rows([None, None, None])] * 200)
+    needed = {"question", "answer", "contexts", "ground_truth"}
+    path = tmp_path / "rows.parquet"
+    rows.with_columns(pl.lit("t").alias("ground_truth")).write_parquet(path)
+    assert inputs_with_values(path, needed) == needed and read == [prepare.PRESENCE_FIRST_ROWS]
+    read.clear()
+    late = pl.when(pl.int_range(pl.len()) == 500).then(pl.lit("t")).alias("ground_truth")
+    rows.with_columns(late).write_parquet(path)
+    assert inputs_with_values(path, needed) == needed
+    first = prepare.PRESENCE_FIRST_ROWS
+    assert read == [first, 300 - first, 300]  # row 500 is in the last batch
+
+
 def test_prepare_run_chooses_from_the_rows_it_is_given_not_the_schema(tmp_path: Path) -> None:
     """A path that validates on a file's schema (the streamed one) hands prepare_run the file
     (`rows=`), or the command line's measurement (`MeasuredAll`): both choose as the rows say."""

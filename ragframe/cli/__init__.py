@@ -15,6 +15,7 @@ nothing of it).
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import signal
@@ -185,6 +186,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return EXIT_ERROR
             status = int(handler(args))
             sys.stdout.flush()  # a closed stdout is found here, not at exit with a traceback
+            if program:
+                # The process ends now: spare its exit the garbage collector's passes over
+                # every object (70 ms of a 0.6 s warm rerun). Files and caches are closed
+                # already; whatever is left is freed by refcount, or with the process.
+                gc.freeze()
             return status
         except BaseException as err:  # every way out gets its status
             if isinstance(err, SystemExit):

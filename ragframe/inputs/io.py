@@ -70,9 +70,12 @@ class AtomicParquetWriter:
 
     def write(self, frame: pl.DataFrame) -> None:
         table = frame.to_arrow()
+        schema = self._schema.remove_metadata()
+        if not table.schema.equals(schema):  # (a cast, even to the same schema, costs ~20 ms)
+            table = table.cast(schema)
         # Row groups of a streamed chunk's size, also for a frame written at once, so that a
         # reader after a few rows of a big file (the report's worst rows) decodes few groups.
-        self._writer.write_table(table.cast(self._schema.remove_metadata()), ROW_GROUP_ROWS)
+        self._writer.write_table(table, ROW_GROUP_ROWS)
 
     def update_metadata(self, metadata: dict[str, Any]) -> None:
         """Metadata known only at the end (the run's totals) replaces what was given at start."""
