@@ -257,27 +257,26 @@ def main() -> int:
                 "wall_ratio": round(wall / floor_wall, 2),
                 "cpu_ratio": round(cpu / floor_cpu, 2),
             }
+
+            def against_floor(runs: list[Any]) -> dict[str, Any]:
+                return {
+                    "wall_s": median_of(runs, "wall"),
+                    "wall_s_each": [round(r.wall, 2) for r in runs],
+                    "cpu_s": median_of(runs, "cpu_seconds"),
+                    "peak_rss_mib": median_of(runs, "peak_rss_mib", 1),
+                    "vs_floor_wall": round(median_of(runs, "wall") / floor_wall, 2),
+                    "vs_floor_cpu": round(median_of(runs, "cpu_seconds") / floor_cpu, 2),
+                }
+
             if baselines:
                 out["baseline"] = {
                     "tree": str(args.baseline),
-                    "wall_s": median_of(baselines, "wall"),
-                    "wall_s_each": [round(b.wall, 2) for b in baselines],
-                    "cpu_s": median_of(baselines, "cpu_seconds"),
-                    "peak_rss_mib": median_of(baselines, "peak_rss_mib", 1),
-                    "vs_floor_wall": round(median_of(baselines, "wall") / floor_wall, 2),
-                    "vs_floor_cpu": round(median_of(baselines, "cpu_seconds") / floor_cpu, 2),
+                    **against_floor(baselines),
                     "after_over_before_wall": round(wall / median_of(baselines, "wall"), 3),
                     "after_over_before_cpu": round(cpu / median_of(baselines, "cpu_seconds"), 3),
                 }
             if lookups:
-                out["without_reuse"] = {
-                    "wall_s": median_of(lookups, "wall"),
-                    "wall_s_each": [round(r.wall, 2) for r in lookups],
-                    "cpu_s": median_of(lookups, "cpu_seconds"),
-                    "peak_rss_mib": median_of(lookups, "peak_rss_mib", 1),
-                    "vs_floor_wall": round(median_of(lookups, "wall") / floor_wall, 2),
-                    "vs_floor_cpu": round(median_of(lookups, "cpu_seconds") / floor_cpu, 2),
-                }
+                out["without_reuse"] = against_floor(lookups)
             out["import_time"] = {
                 "import_ragframe_cli_wall_s": round(imports.wall, 2),
                 "import_ragframe_cli_cpu_s": round(imports.cpu_seconds, 2),

@@ -251,13 +251,10 @@ def test_what_counts_as_a_value(tmp_path: Path) -> None:
     assert inputs_with_values(renamed, needed, {"question": "my_q"}) == expected
 
 
-@pytest.mark.parametrize("suffix", ["parquet", "jsonl"])
-def test_a_log_is_read_only_until_every_input_is_found(
-    suffix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def batches_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The heights of the batches the presence check reads, as it reads them."""
     import ragframe.engine.prepare as prepare
 
-    monkeypatch.setattr(prepare, "PRESENCE_BATCH_ROWS", 2)
     read: list[int] = []
     batches = prepare._batches
 
@@ -267,6 +264,17 @@ def test_a_log_is_read_only_until_every_input_is_found(
             yield batch
 
     monkeypatch.setattr(prepare, "_batches", counted)
+    return read
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "jsonl"])
+def test_a_log_is_read_only_until_every_input_is_found(
+    suffix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ragframe.engine.prepare as prepare
+
+    monkeypatch.setattr(prepare, "PRESENCE_BATCH_ROWS", 2)
+    read = batches_read(monkeypatch)
     rows = pl.concat([logged_rows([None, None, None])] * 4)  # 12 rows, no ground truth
     path = tmp_path / f"rows.{suffix}"
     rows.write_parquet(path) if suffix == "parquet" else rows.write_ndjson(path)
@@ -290,15 +298,7 @@ def test_a_parquet_log_is_read_from_its_first_rows_then_in_batches(
     batches, never a row twice: 600 rows, ground truth only in row 500."""
     import ragframe.engine.prepare as prepare
 
-    read: list[int] = []
-    batches = prepare._batches
-
-    def counted(source: object, names: list[str]) -> object:
-        for batch in batches(source, names):
-            read.append(batch.height)
-            yield batch
-
-    monkeypatch.setattr(prepare, "_batches", counted)
+    read = batches_read(monkeypatch)
     monkeypatch.setattr(prepare, "PRESENCE_BATCH_ROWS", 300)
     rows = pl.concat([logged_rows([None, None, None])] * 200)
     needed = {"question", "answer", "contexts", "ground_truth"}
