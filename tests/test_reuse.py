@@ -149,6 +149,29 @@ def test_a_metric_class_without_a_source_file_is_never_reused(
     assert again.stats.reused == 0 and again.stats.cache_hits > 0
 
 
+class TunedPrecision(ContextPrecision):
+    """A user's metric: defined in a file (this one), its settings on the instance."""
+
+    def __init__(self, setting: object) -> None:
+        super().__init__()
+        self.setting = setting
+
+
+def test_a_metric_of_ones_own_is_reused_only_with_plain_settings(
+    server: FakeServer, cached_judge: Callable[..., Judge]
+) -> None:
+    """Plain settings (here a dict of sets) are written out the same way in every process;
+    an object is not, so a metric holding one is scored again each time."""
+    plain = TunedPrecision({"weights": {"b", "a"}, "cut": 0.5})
+    ragframe.run(rows(), [plain], judge=cached_judge())
+    assert ragframe.run(rows(), [plain], judge=cached_judge()).stats.reused == rows().height
+    other = TunedPrecision({"weights": {"b", "c"}, "cut": 0.5})  # another setting: not reused
+    assert ragframe.run(rows(), [other], judge=cached_judge()).stats.reused == 0
+    opaque = TunedPrecision(object())
+    ragframe.run(rows(), [opaque], judge=cached_judge())
+    assert ragframe.run(rows(), [opaque], judge=cached_judge()).stats.reused == 0
+
+
 def test_a_damaged_or_foreign_entry_is_scored_again(
     server: FakeServer, cached_judge: Callable[..., Judge], tmp_path: Path
 ) -> None:

@@ -6,11 +6,12 @@ Why it is safe: the answer cache already makes a rerun send nothing, and a metri
 are a function of its input columns, its settings, the judge's answer-shaping settings, the
 code, and the answers. The key is sha256 of all of these but the answers:
 
-- each input column the metric reads (ROW_ID, `requires`, the `optional` ones present), as
-  Arrow IPC bytes, after `select_inputs` has mapped and cut them;
+- each input column the metric reads (ROW_ID, `requires`, the `optional` ones present), after
+  `select_inputs` has mapped and cut them (`column_digest`);
 - the metric: its class (module and name), its instance settings (`vars`: reasons, threshold,
-  params), the prompt hashes of its tasks, and, for a class defined outside ragframe, the
-  source files of every class it inherits from outside ragframe;
+  params, written out by `_canonical`), the prompt hashes of its tasks, and, for a class or
+  function defined outside ragframe, the source file that holds it (and those of every class
+  it inherits from outside ragframe);
 - the judge: model, endpoint host, embedder, sampling, token caps, text cut, structured mode
   (`judge_part`); not the pool's limits, retries, price or key, which shape no answer;
 - ragframe's own source and prompts, and the Polars and numpy versions (`code_part`).
@@ -18,8 +19,10 @@ code, and the answers. The key is sha256 of all of these but the answers:
 The answers are covered by keeping columns only when none failed: a chunk in which any answer
 the metrics asked for (or any text to embed) came back as a failure keeps nothing, so that a
 rerun sends those requests again (or, with `retry_failed`, sends the remembered ones), as
-before. A metric whose settings cannot be told apart between processes (an object shown as
-"<... at 0x...>", a class with no source file, as in a notebook cell) is never reused.
+before. A metric is never reused when its settings cannot be written out in full and the same
+way in every process (an object that is not plain data, a lambda or a closure, a class made by
+`exec` or `type()`, which no file holds). Code that a metric of your own calls in other files
+is not seen: while you edit such code, set RAGFRAME_NO_REUSE=1 (or change a setting).
 
 Only a live session with a cache file reuses (a dry run or a Batch API pass still looks each
 answer up); `Judge(cache=False)` turns it off with the cache, and RAGFRAME_NO_REUSE=1 alone.
@@ -28,6 +31,7 @@ answer up); `Judge(cache=False)` turns it off with the cache, and RAGFRAME_NO_RE
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -35,7 +39,9 @@ import io
 import json
 import os
 from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -89,26 +95,63 @@ def judge_part(session: JudgeSession) -> str:
     return json.dumps(shaping, sort_keys=True, default=repr)
 
 
+class _NotPlain(Exception):
+    """A setting that cannot be written out the same way in every process."""
+
+
 def metric_part(metric: Metric) -> str | None:
-    """The metric's identity and settings; None when they cannot be told apart between
-    processes (then it is never reused)."""
+    """The metric's identity and settings; None when they cannot be written out in full and
+    the same way in every process (then it is never reused)."""
     cls = type(metric)
-    sources = []
-    for base in cls.__mro__:
-        if base is object or base.__module__.startswith("ragframe."):
-            continue
-        try:
-            path = inspect.getsourcefile(base)
-        except TypeError:  # made by exec or type(): no file holds it
-            return None
-        if path is None or not Path(path).is_file():
-            return None  # defined in a notebook cell or a string: no source to tell it by
-        sources.append(hashlib.sha256(Path(path).read_bytes()).hexdigest())
-    state = repr(sorted(vars(metric).items()))
-    if " at 0x" in state:
+    try:
+        sources = [_source(base) for base in cls.__mro__ if _outside(base)]
+        state = _canonical(vars(metric))
+    except _NotPlain:
         return None
     prompts = [task.prompt_hash for task in metric.tasks()]
     return json.dumps([cls.__module__, cls.__qualname__, state, prompts, sources])
+
+
+def _outside(thing: Any) -> bool:
+    """Defined outside ragframe (whose own source is in `code_part`)."""
+    return thing is not object and not getattr(thing, "__module__", "").startswith("ragframe.")
+
+
+def _source(thing: Any) -> str:
+    """sha256 of the file that holds a class's or function's source."""
+    try:
+        path = inspect.getsourcefile(thing)
+    except TypeError:  # made by exec or type(), or built in: no file holds it
+        raise _NotPlain from None
+    if path is None or not Path(path).is_file():
+        raise _NotPlain
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _canonical(value: Any) -> Any:
+    """`value` as JSON-able data, the same in every process (sets sorted, dicts by key), or
+    _NotPlain: plain data, enums, paths, data types, dataclasses of those, and named
+    functions (a function outside ragframe by its file)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Enum):
+        return f"{type(value).__qualname__}.{value.name}"
+    if isinstance(value, Path | pl.DataType):
+        return [type(value).__name__, str(value)]
+    if isinstance(value, list | tuple):
+        return [type(value).__name__, [_canonical(item) for item in value]]
+    if isinstance(value, set | frozenset):
+        return ["set", sorted(json.dumps(_canonical(item)) for item in value)]
+    if isinstance(value, dict):
+        pairs = [(json.dumps(_canonical(k)), _canonical(v)) for k, v in value.items()]
+        return ["dict", sorted(pairs, key=lambda pair: pair[0])]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: _canonical(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return [type(value).__module__, type(value).__qualname__, fields]
+    if inspect.isfunction(value) and "<" not in value.__qualname__:  # not a lambda or closure
+        named = [value.__module__, value.__qualname__]
+        return [*named, _source(value)] if _outside(value) else named
+    raise _NotPlain
 
 
 #: Seeds of the two 64-bit row hashes a column digest is made of (128 bits a row).
