@@ -1,0 +1,813 @@
+"""Test sets from documents: questions and ground truths proposed by the judge, then checked
+by it, each rejected candidate kept with the check that failed and why (issue 30).
+
+The pipeline, one judge session for all of it (so every stage is batched per column,
+deduplicated, cached on disk and limited by one pool, as scoring is):
+
+1. Chunks. `read_corpus` + `split_documents` (`ragframe.inputs.corpus`): each chunk's `text`
+   is an exact span `document[start:end]`. Chunks under `MIN_SOURCE_TOKENS` (a lone heading)
+   are not used as sources while longer ones exist.
+2. Plan. `ceil(n × oversample)` candidates are split over the question types by their
+   weights (largest remainder), and each type sends `ceil(candidates / questions_per_request)`
+   generation requests; one request proposes `questions_per_request` pairs (the schema pins
+   the array's length). A corpus with fewer distinct sources than requests sends fewer (the
+   summary says so).
+3. Sources, seeded (`seed`) and spread over documents: the documents in a seeded order, each
+   document's chunks in a seeded order, then one chunk per document in turn. Single-chunk
+   types take the next chunks of that order. `multi_hop` takes the next chunks as anchors and
+   pairs each with its nearest neighbour by embedding (`session.embed` of the chunk texts,
+   cosine), from a different document when the corpus has more than one, else a chunk of the
+   same document whose span does not overlap the anchor's; a pair is used once.
+4. Generation, one request per source (chunk or pair), per type (its prompt below).
+5. Checks, run at once through the same session:
+   - grounded (`single_hop`, `multi_hop`): ragframe's own `Faithfulness` metric, through
+     `score_frame`, with question = the question, answer = the ground truth, contexts = the
+     reference contexts. Passes only at 1.0 (every claim supported); the unsupported claims
+     and their verdicts' reasons (or the metric's error) are the rejection reason.
+     `unanswerable` rows are not checked for this (their ground truth states an absence).
+   - `generate.check` (prompt `generate_check`): one request per generation request judges
+     all its questions against its contexts: `self_contained` (no "according to the
+     passage", nothing the reader cannot resolve) must be true, and `answerable` must be true
+     for `single_hop` / `multi_hop` and false for `unanswerable`. Verdicts with a reason.
+   - near-duplicates: the questions are embedded (`session.embed`); in a seeded order, a
+     candidate that passed the checks above is rejected when its cosine with an
+     earlier-kept candidate is at least `duplicate_threshold` (0.92 by default), naming it.
+   A failed generation request, a blank question or ground truth, a failed check request and
+   a question that cannot be embedded are rejections too: nothing is dropped silently.
+6. Selection: from the survivors, in the seeded order, `n` rows with the type mix following
+   the weights (largest remainder); when a type has too few survivors the others fill in, by
+   their weights, and the summary says so. Survivors beyond `n` are `surplus`.
+
+Question types (add one: a prompt file `generate_<name>.md` and a `QuestionType` entry):
+
+- `single_hop` (`generate_single_hop`): one chunk, a specific question it answers.
+  E.g. "How much power can the Aster 3 charger deliver on a single-phase supply?" /
+  "Up to 7 kW."
+- `multi_hop` (`generate_multi_hop`): two neighbouring chunks; a question neither answers
+  alone, a ground truth using a fact from each.
+- `unanswerable` (`generate_unanswerable`): one chunk; a question on its topic that it does
+  not answer; the ground truth says the documents do not say. Checked against that chunk
+  only, not the whole corpus: another document may still answer it.
+
+Requests per kept row, on the default mix (equal weights, 3 questions per request,
+oversample 1.5) with every check passing: per candidate, 1/3 of a generation request, 1/3 of
+a check request, and for the two grounded types the 2 requests of `Faithfulness` (claims,
+then verification): 2 × 2/3 + 2/3 = 2 requests per candidate, 3 per kept row at 1.5
+candidates per row, plus the embedding requests (128 texts each: the chunks for `multi_hop`,
+then the questions). The test measures 20 requests (18 chat, 2 embeddings) for 6 kept rows
+at the stand-in server, 3.3 per row. A rerun with the same cache sends nothing.
+
+Output columns (kept rows, and `rejected` with `rejected_by` and `reason` added):
+`question`, `ground_truth`, `reference_contexts` (List(String), exact spans of their
+documents), `reference_context_ids` (their chunk ids, for `context_recall_ids`), `doc_ids`,
+`question_type`, `generation_detail` (`DETAIL`: every check's verdict and reason), then the
+corpus's metadata columns of the first source chunk.
+
+What the stand-in server (`ragframe.testing`) cannot show: whether the questions are good.
+Its answers are scripted or random words; the tests show the plumbing (spans, pairs, every
+check rejecting what it should with its reason, the mix, the counts, reproducibility). The
+quality of generated questions, and how often each check fires, need a real judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ragframe._sync import run_sync
+from ragframe.engine.prepare import score_frame
+from ragframe.errors import ConfigError
+from ragframe.inputs.corpus import CHUNK_COLUMNS, read_corpus, split_documents
+from ragframe.judge.client import Judge, JudgeSession, RunStats
+from ragframe.judge.schema import array, boolean, indexed_verdict, obj, string
+from ragframe.judge.task import Task
+from ragframe.metrics.base import fence_items, prompt
+from ragframe.metrics.faithfulness import Faithfulness
+from ragframe.metrics.verdicts import verdict_task
+from ragframe.prompts import load
+
+__all__ = [
+    "CHECKS",
+    "DEFAULT_TYPES",
+    "DETAIL",
+    "QUESTION_TYPES",
+    "GenerateResult",
+    "QuestionType",
+    "agenerate",
+    "agenerate_run",
+    "generate",
+    "generate_run",
+]
+
+DEFAULT_TYPES = "single_hop,multi_hop,unanswerable"
+#: Chunks shorter than this (in estimated tokens) are not used as sources while longer ones
+#: exist: a lone heading gives no question.
+MIN_SOURCE_TOKENS = 16
+#: The checks, in the order a candidate's first failure is named (`rejected_by`).
+CHECKS = ("generation", "grounded", "check", "self_contained", "answerable", "duplicate")
+#: Completion tokens one proposed pair may take.
+PAIR_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class QuestionType:
+    """One kind of question: its prompt (`prompts/generate_<name>.md`), how many chunks a
+    request reads (1, or 2 nearest neighbours), whether its ground truth is checked for
+    support, and what the answerability check must find."""
+
+    name: str
+    sources: int
+    grounded: bool
+    answerable: bool
+
+    def task(self, per_request: int) -> Task:
+        pair = obj(question=string(), ground_truth=string())
+        return Task(
+            name=f"generate.{self.name}",
+            system=load(f"generate_{self.name}"),
+            schema=obj(questions=array(pair)),
+            counted="questions",
+            max_tokens=PAIR_TOKENS * per_request + 64,
+        )
+
+
+QUESTION_TYPES: dict[str, QuestionType] = {
+    t.name: t
+    for t in (
+        QuestionType("single_hop", sources=1, grounded=True, answerable=True),
+        QuestionType("multi_hop", sources=2, grounded=True, answerable=True),
+        QuestionType("unanswerable", sources=1, grounded=False, answerable=False),
+    )
+}
+
+CHECK = verdict_task(
+    "generate.check",
+    load("generate_check"),
+    indexed_verdict(self_contained=boolean(), answerable=boolean()),
+    max_tokens=1024,
+)
+
+#: `generation_detail`: every check's verdict and reason (null where a check did not run).
+DETAIL = pl.Struct(
+    {
+        "candidate": pl.String,
+        "request_chunk_ids": pl.List(pl.String),
+        "grounded": pl.Boolean,
+        "faithfulness": pl.Float64,
+        "grounded_reason": pl.String,
+        "self_contained": pl.Boolean,
+        "answerable": pl.Boolean,
+        "check_reason": pl.String,
+        "duplicate_of": pl.String,
+        "duplicate_cosine": pl.Float64,
+    }
+)
+_ROW_SCHEMA: dict[str, pl.DataType] = {
+    "question": pl.String(),
+    "ground_truth": pl.String(),
+    "reference_contexts": pl.List(pl.String),
+    "reference_context_ids": pl.List(pl.String),
+    "doc_ids": pl.List(pl.String),
+    "question_type": pl.String(),
+    "generation_detail": DETAIL,
+}
+
+
+# ------------------------------------------------------------------------------ options
+
+
+@dataclass(frozen=True)
+class _Options:
+    n: int
+    weights: dict[str, float]
+    seed: int
+    per_request: int
+    oversample: float
+    threshold: float
+
+
+def _check_options(
+    n: Any,
+    types: Any,
+    seed: Any,
+    per_request: Any,
+    oversample: Any,
+    threshold: Any,
+) -> _Options:
+    """Every option checked before anything is read or sent (ConfigError saying the fix)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ConfigError(f"n must be a whole number of rows, at least 1, not {n!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed must be a whole number, 0 or more, not {seed!r}")
+    if isinstance(per_request, bool) or not isinstance(per_request, int) or per_request < 1:
+        raise ConfigError(
+            f"questions_per_request must be a whole number, at least 1, not {per_request!r}"
+        )
+    if (
+        isinstance(oversample, bool)
+        or not isinstance(oversample, int | float)
+        or not math.isfinite(oversample)
+        or oversample < 1
+    ):
+        raise ConfigError(
+            f"oversample must be a number of at least 1 (candidates proposed per row asked "
+            f"for), not {oversample!r}"
+        )
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, int | float)
+        or not 0 < threshold <= 1
+    ):
+        raise ConfigError(
+            f"duplicate_threshold must be a cosine in (0, 1], not {threshold!r}; 1 rejects "
+            "only identical questions"
+        )
+    return _Options(n, _weights(types), seed, per_request, float(oversample), float(threshold))
+
+
+def _weights(types: Any) -> dict[str, float]:
+    """`types` as {type: weight}: "a,b" (equal weights), "a:2,b:1", or a mapping."""
+    if isinstance(types, str):
+        pairs: list[tuple[str, Any]] = []
+        for part in (p.strip() for p in types.split(",")):
+            if not part:
+                continue
+            name, _, weight = part.partition(":")
+            pairs.append((name.strip(), weight.strip() if weight else 1.0))
+    elif isinstance(types, Mapping):
+        pairs = list(types.items())
+    else:
+        raise ConfigError(
+            f"types must be a string such as {DEFAULT_TYPES!r} (or 'single_hop:2,multi_hop:1') "
+            f"or a mapping type -> weight, not {type(types).__name__}"
+        )
+    if not pairs:
+        raise ConfigError(f"types names no question type; the types: {list(QUESTION_TYPES)}")
+    weights: dict[str, float] = {}
+    for name, raw in pairs:
+        if name not in QUESTION_TYPES:
+            raise ConfigError(
+                f"unknown question type {name!r}; the types: {', '.join(QUESTION_TYPES)}"
+            )
+        if name in weights:
+            raise ConfigError(f"types names {name!r} twice")
+        try:
+            weight = float(raw) if not isinstance(raw, bool) else math.nan
+        except (TypeError, ValueError):
+            weight = math.nan
+        if not (math.isfinite(weight) and weight > 0):
+            raise ConfigError(
+                f"the weight of {name!r} must be a positive number, not {raw!r}; leave a type "
+                "out to generate none of it"
+            )
+        weights[name] = weight
+    return weights
+
+
+def _largest_remainder(total: int, weights: Mapping[str, float]) -> dict[str, int]:
+    """`total` split over `weights` in proportion, rounded by largest remainder (ties to the
+    type listed first)."""
+    whole = sum(weights.values())
+    exact = {k: total * w / whole for k, w in weights.items()}
+    shares = {k: math.floor(v) for k, v in exact.items()}
+    left = total - sum(shares.values())
+    order = sorted(weights, key=lambda k: (-(exact[k] - shares[k]), list(weights).index(k)))
+    for k in order[:left]:
+        shares[k] += 1
+    return shares
+
+
+# ------------------------------------------------------------------------------ result
+
+
+@dataclass
+class GenerateResult:
+    """What `generate_run` returns: the kept rows, the rejected candidates with the check
+    that failed and why, the survivors past `n`, and the session's request figures."""
+
+    frame: pl.DataFrame
+    rejected: pl.DataFrame
+    surplus: pl.DataFrame
+    stats: RunStats
+    n: int
+    #: Generation requests sent per type, and the candidates they proposed.
+    requests: dict[str, int] = field(default_factory=dict)
+    proposed: dict[str, int] = field(default_factory=dict)
+    #: Plain sentences about what did not go as asked (short sources, a type filled in).
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """Kept and rejected counts by type and by check, requests and tokens, and, when
+        fewer than `n` rows survived, a sentence saying so and why."""
+        kept = self.frame.height
+        lines = [
+            f"generated {kept} of {self.n} rows asked for, from "
+            f"{sum(self.proposed.values())} candidates in {sum(self.requests.values())} "
+            f"generation requests ({self.rejected.height} rejected, "
+            f"{self.surplus.height} surplus)"
+        ]
+        width = max(len(t) for t in ("type", *self.proposed))
+        lines.append(f"  {'type':<{width}}  kept  rejected  surplus")
+        for name in self.proposed:
+            counts = [
+                f.filter(pl.col("question_type") == name).height
+                for f in (self.frame, self.rejected, self.surplus)
+            ]
+            lines.append(f"  {name:<{width}}  {counts[0]:>4}  {counts[1]:>8}  {counts[2]:>7}")
+        by_check = self._by_check()
+        if by_check:
+            lines.append(
+                "  rejected by check: " + ", ".join(f"{k} {v}" for k, v in by_check.items())
+            )
+        s = self.stats
+        lines.append(
+            f"  requests: {s.requests} ({s.embedding_requests} of them embeddings), "
+            f"{s.cache_hits} answers from the cache; tokens: {s.prompt_tokens} prompt, "
+            f"{s.completion_tokens} completion"
+        )
+        if kept < self.n:
+            why = ", ".join(f"{k} {v}" for k, v in by_check.items()) or "none rejected"
+            lines.append(
+                f"Only {kept} of the {self.n} rows asked for survived: "
+                f"{sum(self.proposed.values())} candidates were proposed and "
+                f"{self.rejected.height} rejected ({why}); read .rejected for each reason, "
+                "and raise oversample to propose more."
+            )
+        lines += self.notes
+        return "\n".join(lines)
+
+    def _by_check(self) -> dict[str, int]:
+        counts = self.rejected.get_column("rejected_by").value_counts()
+        found = dict(zip(counts["rejected_by"], counts["count"], strict=True))
+        return {k: int(found[k]) for k in CHECKS if k in found}
+
+
+# ------------------------------------------------------------------------------ the API
+
+
+def generate(corpus: pl.DataFrame | pl.LazyFrame | str | Path, **options: Any) -> pl.DataFrame:
+    """A test set from a corpus: the kept rows of `generate_run` (same options)."""
+    return generate_run(corpus, **options).frame
+
+
+async def agenerate(
+    corpus: pl.DataFrame | pl.LazyFrame | str | Path, **options: Any
+) -> pl.DataFrame:
+    """`generate`, awaited (in a notebook's running loop)."""
+    return (await agenerate_run(corpus, **options)).frame
+
+
+def generate_run(
+    corpus: pl.DataFrame | pl.LazyFrame | str | Path,
+    *,
+    n: int,
+    judge: Judge | None = None,
+    types: str | Mapping[str, float] = DEFAULT_TYPES,
+    seed: int = 0,
+    questions_per_request: int = 3,
+    oversample: float = 1.5,
+    text_column: str = "text",
+    id_column: str | None = None,
+    chunk_tokens: int = 384,
+    overlap_tokens: int = 48,
+    duplicate_threshold: float = 0.92,
+) -> GenerateResult:
+    """Generate `n` checked question / ground-truth rows from `corpus` (see the module doc).
+
+    `corpus`: a frame or a Parquet / JSON Lines / CSV file with a text column, or a folder of
+    .txt / .md files (`read_corpus`). `types`: question types with weights. Every
+    configuration error is a ConfigError raised before any request.
+    """
+    return run_sync(  # type: ignore[no-any-return]
+        agenerate_run(
+            corpus,
+            n=n,
+            judge=judge,
+            types=types,
+            seed=seed,
+            questions_per_request=questions_per_request,
+            oversample=oversample,
+            text_column=text_column,
+            id_column=id_column,
+            chunk_tokens=chunk_tokens,
+            overlap_tokens=overlap_tokens,
+            duplicate_threshold=duplicate_threshold,
+        )
+    )
+
+
+async def agenerate_run(
+    corpus: pl.DataFrame | pl.LazyFrame | str | Path,
+    *,
+    n: int,
+    judge: Judge | None = None,
+    types: str | Mapping[str, float] = DEFAULT_TYPES,
+    seed: int = 0,
+    questions_per_request: int = 3,
+    oversample: float = 1.5,
+    text_column: str = "text",
+    id_column: str | None = None,
+    chunk_tokens: int = 384,
+    overlap_tokens: int = 48,
+    duplicate_threshold: float = 0.92,
+) -> GenerateResult:
+    """`generate_run`, awaited."""
+    opts = _check_options(n, types, seed, questions_per_request, oversample, duplicate_threshold)
+    docs = read_corpus(corpus, text_column=text_column, id_column=id_column)
+    chunks = split_documents(docs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
+    _refuse_clashes(chunks)
+    if chunks.height == 0:
+        raise ConfigError(
+            "the corpus has no text to generate from: every document is blank; nothing was sent"
+        )
+    candidates = _largest_remainder(math.ceil(opts.n * opts.oversample), opts.weights)
+    wanted = {t: math.ceil(c / opts.per_request) for t, c in candidates.items()}
+    judge = judge if judge is not None else Judge(cache=True)
+    async with judge.session() as session:
+        return await _run(chunks, opts, wanted, session)
+
+
+def _refuse_clashes(chunks: pl.DataFrame) -> None:
+    carried = [c for c in chunks.columns if c not in CHUNK_COLUMNS]
+    clash = [c for c in carried if c in _ROW_SCHEMA or c in ("rejected_by", "reason")]
+    if clash:
+        raise ConfigError(
+            f"the corpus column {clash[0]!r} would clash with the test set's own column of "
+            "that name; rename it"
+        )
+
+
+# ------------------------------------------------------------------------------ the run
+
+
+@dataclass
+class _Request:
+    """One generation request: its type and the row numbers of its source chunks."""
+
+    qtype: QuestionType
+    number: int
+    rows: list[int]
+
+
+@dataclass
+class _Candidate:
+    """One proposed pair (or a failed request) and its checks' verdicts."""
+
+    request: _Request
+    item: int
+    question: str | None
+    ground_truth: str | None
+    fails: list[tuple[str, str]] = field(default_factory=list)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.request.qtype.name}/{self.request.number}/{self.item}"
+
+
+async def _run(
+    chunks: pl.DataFrame, opts: _Options, wanted: dict[str, int], session: JudgeSession
+) -> GenerateResult:
+    notes: list[str] = []
+    requests = await _plan_requests(chunks, opts, wanted, session, notes)
+    candidates = await _propose(chunks, requests, opts.per_request, session)
+    await _check(chunks, candidates, session)
+    order = np.random.default_rng([opts.seed, 2]).permutation(len(candidates))
+    ordered = [candidates[i] for i in order]
+    await _deduplicate(ordered, opts.threshold, session)
+    survivors = [c for c in ordered if not c.fails]
+    chosen = _select(survivors, opts, notes)
+    chosen_ids = {id(c) for c in chosen}
+    return GenerateResult(
+        frame=_frame(chunks, chosen),
+        rejected=_frame(chunks, [c for c in ordered if c.fails], rejected=True),
+        surplus=_frame(chunks, [c for c in survivors if id(c) not in chosen_ids]),
+        stats=session.stats,
+        n=opts.n,
+        requests={t: sum(r.qtype.name == t for r in requests) for t in opts.weights},
+        proposed={
+            t: sum(c.request.qtype.name == t and c.question is not None for c in candidates)
+            for t in opts.weights
+        },
+        notes=notes,
+    )
+
+
+def _spread_order(chunks: pl.DataFrame, seed: int) -> list[int]:
+    """Source chunk rows in a seeded order spread over documents: documents shuffled, each
+    one's chunks shuffled, then one chunk of each document in turn."""
+    rng = np.random.default_rng([seed, 1])
+    tokens = chunks.get_column("tokens").to_list()
+    usable = [i for i, t in enumerate(tokens) if t >= MIN_SOURCE_TOKENS] or list(range(len(tokens)))
+    by_doc: dict[str, list[int]] = {}
+    doc_ids = chunks.get_column("doc_id").to_list()
+    for i in usable:
+        by_doc.setdefault(doc_ids[i], []).append(i)
+    docs = list(by_doc)
+    shuffled = [[by_doc[docs[d]][k] for k in rng.permutation(len(by_doc[docs[d]]))]
+                for d in rng.permutation(len(docs))]  # fmt: skip
+    return [
+        rows[turn]
+        for turn in range(max(len(rows) for rows in shuffled))
+        for rows in shuffled
+        if turn < len(rows)
+    ]
+
+
+async def _plan_requests(
+    chunks: pl.DataFrame,
+    opts: _Options,
+    wanted: dict[str, int],
+    session: JudgeSession,
+    notes: list[str],
+) -> list[_Request]:
+    """The generation requests of every type, their sources chosen (see the module doc)."""
+    order = _spread_order(chunks, opts.seed)
+    cursor = 0
+    requests: list[_Request] = []
+    for name, k in wanted.items():
+        qtype = QUESTION_TYPES[name]
+        if qtype.sources == 1:
+            take = min(k, len(order))
+            sources = [[order[(cursor + i) % len(order)]] for i in range(take)]
+            cursor += take
+            what = f"{len(order)} usable chunks"
+        else:
+            sources = await _neighbour_pairs(chunks, order, cursor, k, session)
+            cursor += len(sources)
+            what = f"{len(sources)} distinct neighbour pairs"
+        if len(sources) < k:
+            notes.append(
+                f"{name}: the corpus has only {what}, so {len(sources)} generation requests "
+                f"were sent instead of {k}."
+            )
+        requests += [_Request(qtype, i, rows) for i, rows in enumerate(sources)]
+    return requests
+
+
+async def _neighbour_pairs(
+    chunks: pl.DataFrame, order: list[int], cursor: int, k: int, session: JudgeSession
+) -> list[list[int]]:
+    """Up to `k` (anchor, nearest neighbour) pairs, anchors taken from `order` at `cursor`."""
+    if k == 0 or len(order) < 2:
+        return []
+    vectors = await session.embed(chunks.get_column("text").to_list())
+    docs = np.array(chunks.get_column("doc_id").to_list(), dtype=object)
+    starts = chunks.get_column("start").to_numpy().astype(np.int64)
+    ends = chunks.get_column("end").to_numpy().astype(np.int64)
+    usable = np.zeros(chunks.height, dtype=bool)
+    usable[order] = True
+    usable &= ~np.isnan(vectors).any(axis=1)
+    pairs: list[list[int]] = []
+    seen: set[frozenset[int]] = set()
+    for step in range(len(order)):
+        anchor = order[(cursor + step) % len(order)]
+        if not usable[anchor]:
+            continue
+        other_doc = usable & (docs != docs[anchor])
+        apart = (
+            usable & (docs == docs[anchor]) & ((ends <= starts[anchor]) | (starts >= ends[anchor]))
+        )
+        allowed = other_doc if other_doc.any() else apart
+        if not allowed.any():
+            continue
+        cosine = np.where(allowed, vectors @ vectors[anchor], -np.inf)
+        neighbour = int(np.argmax(cosine))  # ties: the first chunk, in corpus order
+        pair = frozenset((anchor, neighbour))
+        if pair in seen:
+            continue
+        seen.add(pair)
+        pairs.append([anchor, neighbour])
+        if len(pairs) == k:
+            break
+    return pairs
+
+
+def _contexts(chunks: pl.DataFrame, rows: Sequence[int]) -> list[str]:
+    texts = chunks.get_column("text")
+    return [texts[i] for i in rows]
+
+
+async def _propose(
+    chunks: pl.DataFrame, requests: list[_Request], per_request: int, session: JudgeSession
+) -> list[_Candidate]:
+    """Send every type's generation requests at once; one candidate per proposed pair, and
+    one per failed request (rejected by "generation")."""
+    by_type: dict[str, list[_Request]] = {}
+    for request in requests:
+        by_type.setdefault(request.qtype.name, []).append(request)
+    session.plan({f"generate.{t}": len(rs) for t, rs in by_type.items()})
+
+    async def ask(name: str, group: list[_Request]) -> list[_Candidate]:
+        task = QUESTION_TYPES[name].task(per_request)
+        prompts = pl.DataFrame(
+            {"contexts": [_contexts(chunks, r.rows) for r in group]},
+            schema={"contexts": pl.List(pl.String)},
+        ).select(
+            prompt(
+                f"Pairs to write: {per_request}", fence_items("context", pl.col("contexts"))
+            ).alias("prompt")
+        )
+        answers = await session.ask_frame(
+            task, prompts.get_column("prompt"), [per_request] * len(group)
+        )
+        decoded = answers.get_column("json").str.json_decode(task.dtype).to_list()
+        made: list[_Candidate] = []
+        for request, value, error in zip(group, decoded, answers["error"], strict=True):
+            if value is None:
+                failed = _Candidate(request, 0, None, None)
+                failed.fails.append(("generation", f"generation request failed: {error}"))
+                made.append(failed)
+                continue
+            for item, pair in enumerate(value["questions"], 1):
+                candidate = _Candidate(request, item, pair["question"], pair["ground_truth"])
+                if (
+                    not (candidate.question or "").strip()
+                    or not (candidate.ground_truth or "").strip()
+                ):
+                    candidate.fails.append(("generation", "blank question or ground truth"))
+                made.append(candidate)
+        return made
+
+    groups = await asyncio.gather(*(ask(name, group) for name, group in by_type.items()))
+    return [c for group in groups for c in group]
+
+
+async def _check(chunks: pl.DataFrame, candidates: list[_Candidate], session: JudgeSession) -> None:
+    """Run the grounded check and `generate.check` at once; record verdicts and failures."""
+    live = [c for c in candidates if not c.fails]
+    grounded = [c for c in live if c.request.qtype.grounded]
+    for c in candidates:
+        c.detail = {
+            "candidate": c.id,
+            "request_chunk_ids": [chunks["chunk_id"][i] for i in c.request.rows],
+        }
+    await asyncio.gather(_grounded(chunks, grounded, session), _asked_check(chunks, live, session))
+
+
+async def _grounded(chunks: pl.DataFrame, rows: list[_Candidate], session: JudgeSession) -> None:
+    """Faithfulness of each ground truth to its reference contexts; passes only at 1.0."""
+    if not rows:
+        return
+    frame = pl.DataFrame(
+        {
+            "question": [c.question for c in rows],
+            "answer": [c.ground_truth for c in rows],
+            "contexts": [_contexts(chunks, c.request.rows) for c in rows],
+        },
+        schema={"question": pl.String, "answer": pl.String, "contexts": pl.List(pl.String)},
+    )
+    scored = await score_frame(frame, [Faithfulness()], session)
+    for c, score, detail in zip(
+        rows, scored["faithfulness"], scored["faithfulness_detail"], strict=True
+    ):
+        passed = score == 1.0
+        reason = None
+        if not passed:
+            unsupported = [
+                f"{claim['claim']!r}: {claim['reason'] or 'not supported'}"
+                for claim in detail["claims"] or []
+                if claim["supported"] is not True
+            ]
+            reason = "; ".join(unsupported) or detail["error"] or f"faithfulness {score}"
+            c.fails.append(("grounded", f"ground truth not supported by its contexts: {reason}"))
+        c.detail.update(grounded=passed, faithfulness=score, grounded_reason=reason)
+
+
+async def _asked_check(chunks: pl.DataFrame, live: list[_Candidate], session: JudgeSession) -> None:
+    """`generate.check`: one request per generation request, judging all its questions."""
+    groups: dict[int, list[_Candidate]] = {}
+    for c in live:
+        groups.setdefault(id(c.request), []).append(c)
+    if not groups:
+        return
+    members = list(groups.values())
+    frame = pl.DataFrame(
+        {
+            "contexts": [_contexts(chunks, g[0].request.rows) for g in members],
+            "questions": [[c.question for c in g] for g in members],
+        },
+        schema={"contexts": pl.List(pl.String), "questions": pl.List(pl.String)},
+    )
+    prompts = frame.select(
+        prompt(
+            fence_items("context", pl.col("contexts")),
+            fence_items("question", pl.col("questions")),
+        ).alias("prompt")
+    )
+    task = CHECK.with_reasons(session.judge.reasons)
+    answers = await session.ask_frame(task, prompts["prompt"], [len(g) for g in members])
+    decoded = answers.get_column("json").str.json_decode(task.dtype).to_list()
+    for group, value, error in zip(members, decoded, answers["error"], strict=True):
+        for k, c in enumerate(group):
+            if value is None:
+                c.fails.append(("check", f"check request failed: {error}"))
+                continue
+            verdict = value["verdicts"][k]
+            contained, answerable = verdict["self_contained"], verdict["answerable"]
+            reason = verdict.get("reason")
+            c.detail.update(self_contained=contained, answerable=answerable, check_reason=reason)
+            if contained is not True:
+                c.fails.append(("self_contained", f"question not self-contained: {reason}"))
+            expected = c.request.qtype.answerable
+            if answerable is not expected:
+                what = (
+                    "not answerable from its contexts"
+                    if expected
+                    else "answerable from its contexts, but it should not be"
+                )
+                c.fails.append(("answerable", f"question {what}: {reason}"))
+
+
+async def _deduplicate(ordered: list[_Candidate], threshold: float, session: JudgeSession) -> None:
+    """Reject each check survivor whose question is a near-duplicate (cosine at least
+    `threshold`) of an earlier-kept one, in `ordered`'s (seeded) order."""
+    live = [c for c in ordered if not c.fails]
+    if not live:
+        return
+    vectors = await session.embed([c.question or "" for c in live])
+    errors = session.embedding_errors
+    kept: list[int] = []
+    for i, c in enumerate(live):
+        if np.isnan(vectors[i]).any():
+            why = errors.get(c.question or "", "no vector")
+            c.fails.append(
+                ("duplicate", f"question could not be embedded to check for duplicates: {why}")
+            )
+            continue
+        if kept:
+            cosine = vectors[kept] @ vectors[i]
+            best = int(np.argmax(cosine))
+            if cosine[best] >= threshold:
+                other = live[kept[best]]
+                c.detail.update(duplicate_of=other.id, duplicate_cosine=float(cosine[best]))
+                c.fails.append(
+                    (
+                        "duplicate",
+                        f"near-duplicate (cosine {cosine[best]:.3f}) of candidate {other.id}: "
+                        f"{other.question!r}",
+                    )
+                )
+                continue
+        kept.append(i)
+
+
+def _select(survivors: list[_Candidate], opts: _Options, notes: list[str]) -> list[_Candidate]:
+    """`n` survivors, the mix following the weights; short types filled in by the others."""
+    by_type: dict[str, list[_Candidate]] = {t: [] for t in opts.weights}
+    for c in survivors:
+        by_type[c.request.qtype.name].append(c)
+    quota = _largest_remainder(opts.n, opts.weights)
+    take = {t: min(quota[t], len(by_type[t])) for t in opts.weights}
+    short = {t: quota[t] - take[t] for t in opts.weights if take[t] < quota[t]}
+    missing = opts.n - sum(take.values())
+    while missing:
+        spare = {t: w for t, w in opts.weights.items() if len(by_type[t]) > take[t]}
+        if not spare:
+            break
+        extra = _largest_remainder(missing, spare)
+        for t, k in extra.items():
+            take[t] += min(k, len(by_type[t]) - take[t])
+        missing = opts.n - sum(take.values())
+    if short:
+        filled = {t: take[t] - quota[t] for t in opts.weights if take[t] > quota[t]}
+        lacking = ", ".join(f"{t} {q} short of its {quota[t]}" for t, q in short.items())
+        by = ", ".join(f"{t} +{k}" for t, k in filled.items()) or "no other type had spare rows"
+        notes.append(f"The mix differs from the weights: {lacking}; filled in by {by}.")
+    chosen = {id(c) for t in opts.weights for c in by_type[t][: take[t]]}
+    return [c for c in survivors if id(c) in chosen]
+
+
+def _frame(chunks: pl.DataFrame, rows: list[_Candidate], *, rejected: bool = False) -> pl.DataFrame:
+    """The output rows of `rows`, in their order (see the module doc for the columns)."""
+    carried = [c for c in chunks.columns if c not in CHUNK_COLUMNS]
+    ids, texts, docs = chunks["chunk_id"], chunks["text"], chunks["doc_id"]
+    data: dict[str, list[Any]] = {name: [] for name in _ROW_SCHEMA}
+    for c in rows:
+        data["question"].append(c.question)
+        data["ground_truth"].append(c.ground_truth)
+        data["reference_contexts"].append([texts[i] for i in c.request.rows])
+        data["reference_context_ids"].append([ids[i] for i in c.request.rows])
+        data["doc_ids"].append([docs[i] for i in c.request.rows])
+        data["question_type"].append(c.request.qtype.name)
+        data["generation_detail"].append({k: c.detail.get(k) for k in DETAIL.to_schema()})
+    schema = dict(_ROW_SCHEMA)
+    if rejected:
+        # The checks run at once: their failures are named in CHECKS order, not arrival's.
+        fails = [sorted(c.fails, key=lambda f: CHECKS.index(f[0])) for c in rows]
+        data["rejected_by"] = [f[0][0] for f in fails]
+        data["reason"] = ["; ".join(why for _, why in f) for f in fails]
+        schema |= {"rejected_by": pl.String(), "reason": pl.String()}
+    frame = pl.DataFrame(data, schema=schema)
+    if carried:
+        # The metadata of each row's first source chunk (a gather by row number).
+        firsts = pl.Series([c.request.rows[0] for c in rows], dtype=pl.UInt32)
+        frame = frame.hstack(chunks.select(carried)[firsts].get_columns())
+    return frame
