@@ -37,8 +37,16 @@ from ragframe.decide.human import human_estimate, human_estimate_difference, lab
 from ragframe.decide.label_sheet import label_sheet
 from ragframe.decide.pairwise import summarize_pairs
 from ragframe.decide.summarize import Summary, summarize
+from ragframe.engine.answer import aanswer, answer
 from ragframe.engine.arrow import score_arrow
 from ragframe.engine.batch import BatchJob
+from ragframe.engine.generate import (
+    GenerateResult,
+    agenerate,
+    agenerate_run,
+    generate,
+    generate_run,
+)
 from ragframe.engine.result import RowsFailedWarning, RunResult
 from ragframe.engine.run import aestimate, aevaluate, arun, estimate, evaluate, run
 from ragframe.errors import (
@@ -92,6 +100,7 @@ __all__ = [  # noqa: RUF022
     "Comparison",
     "ConfigError",
     "GateResult",
+    "GenerateResult",
     "InputError",
     "Judge",
     "JudgeError",
@@ -102,10 +111,14 @@ __all__ = [  # noqa: RUF022
     "RunResult",
     "Summary",
     "__version__",
+    "aanswer",
     "aestimate",
     "aevaluate",
+    "agenerate",
+    "agenerate_run",
     "agreement",
     "alpha_interval",
+    "answer",
     "apply_calibration",
     "arun",
     "assert_scores",
@@ -117,6 +130,8 @@ __all__ = [  # noqa: RUF022
     "estimate",
     "evaluate",
     "export_scores",
+    "generate",
+    "generate_run",
     "human_estimate",
     "human_estimate_difference",
     "krippendorff_alpha",
