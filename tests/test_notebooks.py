@@ -213,3 +213,80 @@ def test_compare_runs_ends_with_a_decision_from_the_numbers(monkeypatch, tmp_pat
     assert len(parser.charts) == expected
     failed = [c for c in parser.charts if c["drawn"] != "1" or not c["svg"] or min(c["svg"]) <= 0]
     assert not failed, failed
+
+
+def polars_table(cell: nbformat.NotebookNode) -> list[dict[str, str]]:
+    """The Polars frame a cell displayed, as rows of {column: cell text} (its dtype row and
+    Polars' quotes around strings dropped)."""
+    parser = Tables()
+    parser.feed(html_of(cell))
+    (table,) = parser.tables
+    head, _dtypes, *body = table
+    return [{k: v.strip('"') for k, v in zip(head, row, strict=True)} for row in body]
+
+
+def result_of(cell: nbformat.NotebookNode) -> str:
+    """The value a cell ended with, as text (not what it printed or its progress bars)."""
+    (shown,) = [o for o in cell.outputs if o.get("output_type") == "execute_result"]
+    return shown["data"]["text/plain"]
+
+
+def test_test_sets_goes_from_documents_to_a_comparison(monkeypatch, tmp_path):
+    cells = executed("test_sets.ipynb", monkeypatch, tmp_path).cells
+    # the shipped corpus read and split, every chunk an exact span of its document
+    documents = sorted((NOTEBOOKS.parent / "data" / "corpus" / "harrow").glob("*.md"))
+    shown_docs = polars_table(code_cell(cells, "docs = read_corpus("))
+    assert [r["doc_id"] for r in shown_docs] == [p.name for p in documents]
+    assert result_of(code_cell(cells, "spans_exact = all(")) == "True"
+    # the run's summary: kept and rejected counts that the frames shown agree with
+    summary = text_of(code_cell(cells, "ragframe.generate_run("))
+    found = re.search(r"generated (\d+) of 10 rows asked for, .*?\((\d+) rejected", summary)
+    assert found, summary
+    kept, rejected = int(found[1]), int(found[2])
+    assert kept >= 1 and rejected >= 1, summary
+    assert "rejected by check: " in summary and "requests: " in summary
+    rows = polars_table(code_cell(cells, "testset = result.frame"))
+    assert len(rows) == kept
+    assert all(r["question"] and r["reference_context_ids"].startswith("[") for r in rows)
+    # rejected rows: each with the check that failed and a reason
+    shown = polars_table(code_cell(cells, 'result.rejected.select("question_type"'))
+    checks = {"generation", "grounded", "check", "self_contained", "answerable", "duplicate"}
+    assert shown and all(r["rejected_by"] in checks and r["reason"] for r in shown), shown
+    counts = polars_table(code_cell(cells, "result.rejected.group_by("))
+    assert sum(int(r["len"]) for r in counts) == rejected
+    # the same seed, the same rows
+    assert result_of(code_cell(cells, "reproduced = again.equals(")) == "True"
+    # every question answered, no error
+    answered = polars_table(code_cell(cells, "top3 = ragframe.answer("))
+    assert len(answered) == kept and all(r["answer_error"] == "null" for r in answered)
+    # scores present for every kept row and metric, each in [0, 1]
+    metrics = ("faithfulness", "context_recall", "context_recall_ids")
+    scored = polars_table(code_cell(cells, "ragframe.evaluate(top3"))
+    assert len(scored) == kept
+    for metric in metrics:
+        values = [r[metric] for r in scored if r[metric] != "null"]
+        assert values and all(0 <= float(v) <= 1 for v in values), (metric, values)
+    # the comparison: one row per metric, paired on every kept question
+    page = html_of(code_cell(cells, "ragframe.compare("))
+    parser = Tables()
+    parser.feed(page)
+    (table,) = parser.tables
+    head, body = table[0], table[1:]
+    assert [r[0].split()[0] for r in body] == list(metrics)
+    assert all(int(r[head.index("n")]) == kept for r in body), body
+    # The notebook's HTML outputs, drawn offline in a browser: every table, the comparison's
+    # interval marks included.
+    outputs = [
+        o["data"]["text/html"]
+        for c in cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if "text/html" in o.get("data", {})
+    ]
+    out = tmp_path / "test_sets.html"
+    out.write_text("<!doctype html><meta charset='utf-8'>" + "".join(outputs), encoding="utf-8")
+    dom = drawn_dom(out, tmp_path)
+    drawn = Tables()
+    drawn.feed(dom)
+    assert len(drawn.tables) == sum(o.count("<table") for o in outputs)
+    assert dom.count("<svg") == page.count("<svg") == len(metrics)
