@@ -532,6 +532,7 @@ def test_every_key_of_every_section_reaches_every_reader(folder):
         "score": ["score", "log.parquet", "-o", "o.parquet"],
         "gate": ["gate", "o.parquet"],
         "compare": ["compare", "a.parquet", "b.parquet"],
+        "generate": ["generate", "docs", "-o", "t.parquet", "-n", "3"],
         "metrics": ["metrics"],
     }
     assert set(lines) == set(cfg.READERS)
@@ -543,6 +544,8 @@ def test_every_key_of_every_section_reaches_every_reader(folder):
             assert (args.worst, args.junit, args.json_out) == (1, "gates.xml", "gates.json")
         if args.command == "compare":
             assert (args.by, args.ignore_failed, args.fail_if_unknown) == ("topic", True, True)
+        if "judge" in cfg.READERS[args.command]:
+            assert args.concurrency == int(EVERY_KEY["judge"]["concurrency"]), args.command
     assert args.command == "metrics"
 
 

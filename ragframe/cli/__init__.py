@@ -36,6 +36,7 @@ from ragframe.cli import (
     config,
     export,
     gate,
+    generate,
     human,
     import_traces,
     judge_bench,
@@ -80,6 +81,7 @@ DESCRIPTION = (
 SUBCOMMANDS = (
     score,
     batch,
+    generate,
     summarize,
     gate,
     compare,

@@ -53,6 +53,7 @@ __all__ = [
     "EXIT_TERMINATED",
     "LOCAL_WARNING",
     "confidence_level",
+    "dollars",
     "endpoint_error",
     "endpoint_named",
     "format_summary",
@@ -67,6 +68,7 @@ __all__ = [
     "print_summary",
     "refuse_input_as_output",
     "refuse_non_parquet_output",
+    "refuse_over_budget",
     "report_failed_metrics",
 ]
 
@@ -235,6 +237,27 @@ def print_summary(summary: dict[str, Any], local: bool) -> None:
     cut = cut_line(summary)
     if cut:
         print(f"ragframe: warning: {cut}", file=sys.stderr)
+
+
+#: What a run on the embedded judge costs, where a priced judge's dollars are printed.
+NO_CHARGE = "no charge (the embedded judge runs here)"
+
+
+def dollars(value: float | None, *, local: bool = False) -> str:
+    """Dollars, or why there are none: the embedded judge has no price because it costs
+    nothing; any other judge without one has a price ragframe does not know."""
+    if value is None:
+        return NO_CHARGE if local else "unknown price"
+    return f"${value:.4f}"
+
+
+def refuse_over_budget(estimate: float | None, max_cost: float | None) -> None:
+    """`--max-cost`: a run whose dry-run estimate exceeds it is refused before anything is
+    sent (an unknown price estimates nothing: the judge then stops a run that spends it)."""
+    if estimate is not None and max_cost is not None and estimate > max_cost:
+        raise RagframeError(
+            f"the estimate ${estimate:.4f} exceeds --max-cost ${max_cost:.4f}; nothing was sent"
+        )
 
 
 def report_failed_metrics(failed: dict[str, str], output: str | None) -> int:

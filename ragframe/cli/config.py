@@ -58,6 +58,7 @@ READERS: dict[str, tuple[str, ...]] = {
     "score": ("judge", "score", "metric", "gate"),
     "gate": ("score", "gate"),
     "compare": ("compare",),
+    "generate": ("judge",),
     "metrics": (),  # takes no defaults: lists the [metric.NAME] tables beside the catalogue
 }
 #: The kinds a `[metric.NAME]` table builds besides the catalogue's metrics.

@@ -418,18 +418,6 @@ def _estimate(source: str, spec: RunSpec, judge: Any, *, whole: bool = False) ->
     )
 
 
-#: What a run on the embedded judge costs, where a priced judge's dollars are printed.
-NO_CHARGE = "no charge (the embedded judge runs here)"
-
-
-def _dollars(value: float | None, *, local: bool = False) -> str:
-    """Dollars, or why there are none: the embedded judge has no price because it costs
-    nothing; any other judge without one has a price ragframe does not know."""
-    if value is None:
-        return NO_CHARGE if local else "unknown price"
-    return f"${value:.4f}"
-
-
 def _sample_cost_line(
     summary: dict[str, Any], whole: dict[str, Any], *, cached: bool, local: bool = False
 ) -> str:
@@ -444,11 +432,11 @@ def _sample_cost_line(
     return (
         f"this sample: {summary['requests']} requests, {summary['prompt_tokens']} prompt + "
         f"{summary['completion_tokens']} completion tokens, "
-        f"{_dollars(summary.get('cost_usd'), local=local)}"
+        f"{common.dollars(summary.get('cost_usd'), local=local)}"
         f"\nthe whole log ({whole['rows']} rows, dry run; {how}): "
         f"{whole['requests']} requests, {whole['prompt_tokens']} prompt + "
         f"{whole['completion_tokens']} completion tokens, "
-        f"{_dollars(whole['cost_usd'], local=local)}"
+        f"{common.dollars(whole['cost_usd'], local=local)}"
     )
 
 
@@ -461,18 +449,10 @@ def _estimate_says_stop(args: argparse.Namespace, spec: RunSpec, judge: Any) -> 
     print(
         f"estimate: {guess['requests']} requests, {guess['prompt_tokens']} prompt + "
         f"{guess['completion_tokens']} completion tokens, "
-        f"{_dollars(guess['cost_usd'], local=judge.local)} for "
+        f"{common.dollars(guess['cost_usd'], local=judge.local)} for "
         f"{which} rows{times} on {guess['model']} (cached answers are free and not counted)"
     )
     if spec.dry_run:
         return True
-    if (
-        guess["cost_usd"] is not None
-        and spec.max_cost is not None
-        and (guess["cost_usd"] > spec.max_cost)
-    ):
-        raise RagframeError(
-            f"the estimate ${guess['cost_usd']:.4f} exceeds --max-cost ${spec.max_cost:.4f}; "
-            "nothing was sent"
-        )
+    common.refuse_over_budget(guess["cost_usd"], spec.max_cost)
     return False

@@ -63,6 +63,31 @@ documents), `reference_context_ids` (their chunk ids, for `context_recall_ids`),
 `question_type`, `generation_detail` (`DETAIL`: every check's verdict and reason), then the
 corpus's metadata columns of the first source chunk.
 
+The estimate (`estimate_generate`, `ragframe generate --dry-run`): the same pipeline through
+the judge's dry backend (`judge.session("dry")`), which sends nothing, counts each request the
+cache cannot answer (prompt tokens as characters / 4) and answers with schema placeholders
+(`ragframe.judge.estimate.placeholder`). Every stage is counted as if every candidate passed:
+
+- generation, per type: the planned requests, each answered with `questions_per_request`
+  placeholder pairs. A placeholder pair (its question or ground truth is the placeholder
+  sentence) gets its candidate's id appended, so that no two candidates share a prompt in the
+  later stages (real ones differ; the session sends identical prompts once).
+- the checks run one after the other (not at once, so each stage's tokens are its own), and
+  a placeholder candidate's contexts carry its id in the grounded check for the same reason
+  (a few tokens per context more than the real run). Then every failure a placeholder caused
+  is cleared: no candidate is rejected as blank, unsupported, not answerable or duplicate.
+- embeddings: the texts a real run would embed (the chunks when `multi_hop` is asked, then
+  every candidate's question), minus those whose vector the cache holds, in requests of 128
+  (none for the in-process embedder). The stand-in vectors are drawn from each text's hash,
+  so neighbour pairs form as on a real corpus.
+
+With every check passing, the estimate's requests are the real run's, except where the real
+embeddings pair chunks differently (fewer distinct neighbour pairs than planned on a tiny
+corpus) and where a real ground truth has more claims than one verification request holds.
+Tokens are estimates (on the tests' corpus, prompt tokens 11 % above the stand-in run's;
+completion tokens higher, its scripted answers being short); cached answers are free and not
+counted.
+
 What the stand-in server (`ragframe.testing`) cannot show: whether the questions are good.
 Its answers are scripted or random words; the tests show the plumbing (spans, pairs, every
 check rejecting what it should with its reason, the mix, the counts, reproducibility). The
@@ -72,8 +97,11 @@ quality of generated questions, and how often each check fires, need a real judg
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +114,7 @@ from ragframe.engine.prepare import score_frame
 from ragframe.errors import ConfigError
 from ragframe.inputs.corpus import CHUNK_COLUMNS, read_corpus, split_documents
 from ragframe.judge.client import Judge, JudgeSession, RunStats
+from ragframe.judge.estimate import TYPICAL_TEXT
 from ragframe.judge.schema import array, boolean, indexed_verdict, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import fence_items, prompt
@@ -100,8 +129,10 @@ __all__ = [
     "QUESTION_TYPES",
     "GenerateResult",
     "QuestionType",
+    "aestimate_generate",
     "agenerate",
     "agenerate_run",
+    "estimate_generate",
     "generate",
     "generate_run",
 ]
@@ -114,6 +145,8 @@ MIN_SOURCE_TOKENS = 16
 CHECKS = ("generation", "grounded", "check", "self_contained", "answerable", "duplicate")
 #: Completion tokens one proposed pair may take.
 PAIR_TOKENS = 256
+#: Texts per embedding request (`JudgeSession.embed`'s batch size).
+EMBED_BATCH = 128
 
 
 @dataclass(frozen=True)
@@ -419,6 +452,117 @@ async def agenerate_run(
     duplicate_threshold: float = 0.92,
 ) -> GenerateResult:
     """`generate_run`, awaited."""
+    judge = judge if judge is not None else Judge(cache=True)
+    chunks, opts, wanted = _prepare(
+        corpus,
+        judge,
+        n=n,
+        types=types,
+        seed=seed,
+        questions_per_request=questions_per_request,
+        oversample=oversample,
+        text_column=text_column,
+        id_column=id_column,
+        chunk_tokens=chunk_tokens,
+        overlap_tokens=overlap_tokens,
+        duplicate_threshold=duplicate_threshold,
+    )
+    async with judge.session() as session:
+        return await _run(chunks, opts, wanted, session)
+
+
+def estimate_generate(
+    corpus: pl.DataFrame | pl.LazyFrame | str | Path,
+    *,
+    n: int,
+    judge: Judge | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """What `generate_run` would send, without sending anything (`ragframe generate
+    --dry-run`): requests, prompt and completion tokens and cost, in all and by stage.
+
+    The pipeline runs through the judge's dry backend with every candidate passing every
+    check (see "The estimate" in the module doc: placeholder answers are made distinct and are
+    never rejected as blank, unsupported or duplicate, so every stage is counted). Cached
+    answers and vectors are free and not counted. Every configuration error is raised as
+    `generate_run` raises it, before anything is counted.
+
+    Args:
+        corpus: As in `generate_run`.
+        n: Rows asked for, as in `generate_run`.
+        judge: The `Judge` whose price and cache count (default: `Judge(cache=True)`, as
+            `generate_run`'s).
+        **options: `generate_run`'s other options (types, seed, questions_per_request,
+            oversample, text_column, id_column, chunk_tokens, overlap_tokens,
+            duplicate_threshold); any other name is refused with a ConfigError.
+
+    Returns:
+        `rows` (n), `candidates`, `requests` (chat and embedding requests, as a run's summary
+        counts them), `chat_requests`, `embedding_requests`, `embedding_texts`,
+        `requests_by_task` (by task name, embeddings as "embeddings"), `prompt_tokens`,
+        `completion_tokens` (chat only), `model`, `cost_usd` (None when the judge has no
+        price; embeddings are not priced) and `stages`: one dict per stage (`stage`,
+        `requests`, `requests_by_task`, `prompt_tokens`, `completion_tokens`, `cost_usd`).
+    """
+    return run_sync(  # type: ignore[no-any-return]
+        aestimate_generate(corpus, n=n, judge=judge, **options)
+    )
+
+
+async def aestimate_generate(
+    corpus: pl.DataFrame | pl.LazyFrame | str | Path,
+    *,
+    n: int,
+    judge: Judge | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """`estimate_generate`, awaited."""
+    known = set(_OPTION_DEFAULTS)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ConfigError(
+            f"estimate_generate got an unknown option {unknown[0]!r}; it takes "
+            f"{', '.join(sorted(known))}"
+        )
+    judge = judge if judge is not None else Judge(cache=True)
+    chunks, opts, wanted = _prepare(corpus, judge, n=n, **{**_OPTION_DEFAULTS, **options})
+    session = judge.session("dry")  # sends nothing: no transport to open (as `estimate`)
+    tally = _Tally(session)
+    result = await _run(chunks, opts, wanted, session, tally=tally)
+    return tally.figures(judge, opts.n, sum(result.proposed.values()))
+
+
+#: `generate_run`'s options besides corpus, n and judge, with their defaults.
+_OPTION_DEFAULTS: dict[str, Any] = {
+    "types": DEFAULT_TYPES,
+    "seed": 0,
+    "questions_per_request": 3,
+    "oversample": 1.5,
+    "text_column": "text",
+    "id_column": None,
+    "chunk_tokens": 384,
+    "overlap_tokens": 48,
+    "duplicate_threshold": 0.92,
+}
+
+
+def _prepare(
+    corpus: pl.DataFrame | pl.LazyFrame | str | Path,
+    judge: Judge,
+    *,
+    n: int,
+    types: str | Mapping[str, float],
+    seed: int,
+    questions_per_request: int,
+    oversample: float,
+    text_column: str,
+    id_column: str | None,
+    chunk_tokens: int,
+    overlap_tokens: int,
+    duplicate_threshold: float,
+) -> tuple[pl.DataFrame, _Options, dict[str, int]]:
+    """Options checked, the corpus read and split, the judge's embeddings checked, and the
+    generation requests wanted per type: every configuration error before any request."""
     opts = _check_options(n, types, seed, questions_per_request, oversample, duplicate_threshold)
     docs = read_corpus(corpus, text_column=text_column, id_column=id_column)
     chunks = split_documents(docs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
@@ -427,11 +571,23 @@ async def agenerate_run(
         raise ConfigError(
             "the corpus has no text to generate from: every document is blank; nothing was sent"
         )
+    _refuse_no_embeddings(judge)
     candidates = _largest_remainder(math.ceil(opts.n * opts.oversample), opts.weights)
     wanted = {t: math.ceil(c / opts.per_request) for t, c in candidates.items()}
-    judge = judge if judge is not None else Judge(cache=True)
-    async with judge.session() as session:
-        return await _run(chunks, opts, wanted, session)
+    return chunks, opts, wanted
+
+
+def _refuse_no_embeddings(judge: Judge) -> None:
+    """The duplicate check (and multi-hop pairing) embeds: a judge that cannot is refused now,
+    not after the generation requests were paid for."""
+    from ragframe.judge.capabilities import EMBEDDINGS, unserved
+
+    missing = unserved(judge).get(EMBEDDINGS)
+    if missing is not None:
+        raise ConfigError(
+            f"generation embeds questions (the duplicate check) and chunks (multi_hop "
+            f"neighbours), but {missing}"
+        )
 
 
 def _refuse_clashes(chunks: pl.DataFrame) -> None:
@@ -466,6 +622,8 @@ class _Candidate:
     ground_truth: str | None
     fails: list[tuple[str, str]] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)
+    #: An estimate's stand-in (the dry backend's placeholder answer), not a real proposal.
+    placeholder: bool = False
 
     @property
     def id(self) -> str:
@@ -473,15 +631,28 @@ class _Candidate:
 
 
 async def _run(
-    chunks: pl.DataFrame, opts: _Options, wanted: dict[str, int], session: JudgeSession
+    chunks: pl.DataFrame,
+    opts: _Options,
+    wanted: dict[str, int],
+    session: JudgeSession,
+    *,
+    tally: _Tally | None = None,
 ) -> GenerateResult:
+    """The pipeline; with `tally` (a dry session), an estimate in which every candidate
+    passes every check (see "The estimate" in the module doc)."""
     notes: list[str] = []
-    requests = await _plan_requests(chunks, opts, wanted, session, notes)
-    candidates = await _propose(chunks, requests, opts.per_request, session)
-    await _check(chunks, candidates, session)
+    requests = await _plan_requests(chunks, opts, wanted, session, notes, tally)
+    candidates = await _propose(chunks, requests, opts.per_request, session, tally)
+    await _check(chunks, candidates, session, tally)
+    if tally is not None:  # placeholders pass: every later stage is counted for each
+        for c in candidates:
+            c.fails.clear()
     order = np.random.default_rng([opts.seed, 2]).permutation(len(candidates))
     ordered = [candidates[i] for i in order]
-    await _deduplicate(ordered, opts.threshold, session)
+    await _deduplicate(ordered, opts.threshold, session, tally)
+    if tally is not None:
+        for c in candidates:
+            c.fails.clear()
     survivors = [c for c in ordered if not c.fails]
     chosen = _select(survivors, opts, notes)
     chosen_ids = {id(c) for c in chosen}
@@ -527,6 +698,7 @@ async def _plan_requests(
     wanted: dict[str, int],
     session: JudgeSession,
     notes: list[str],
+    tally: _Tally | None = None,
 ) -> list[_Request]:
     """The generation requests of every type, their sources chosen (see the module doc)."""
     order = _spread_order(chunks, opts.seed)
@@ -540,7 +712,7 @@ async def _plan_requests(
             cursor += take
             what = f"{len(order)} usable chunks"
         else:
-            sources = await _neighbour_pairs(chunks, order, cursor, k, session)
+            sources = await _neighbour_pairs(chunks, order, cursor, k, session, tally)
             cursor += len(sources)
             what = f"{len(sources)} distinct neighbour pairs"
         if len(sources) < k:
@@ -553,12 +725,17 @@ async def _plan_requests(
 
 
 async def _neighbour_pairs(
-    chunks: pl.DataFrame, order: list[int], cursor: int, k: int, session: JudgeSession
+    chunks: pl.DataFrame,
+    order: list[int],
+    cursor: int,
+    k: int,
+    session: JudgeSession,
+    tally: _Tally | None = None,
 ) -> list[list[int]]:
     """Up to `k` (anchor, nearest neighbour) pairs, anchors taken from `order` at `cursor`."""
     if k == 0 or len(order) < 2:
         return []
-    vectors = await session.embed(chunks.get_column("text").to_list())
+    vectors = await _embed(session, chunks.get_column("text").to_list(), tally, "chunks")
     docs = np.array(chunks.get_column("doc_id").to_list(), dtype=object)
     starts = chunks.get_column("start").to_numpy().astype(np.int64)
     ends = chunks.get_column("end").to_numpy().astype(np.int64)
@@ -596,10 +773,15 @@ def _contexts(chunks: pl.DataFrame, rows: Sequence[int]) -> list[str]:
 
 
 async def _propose(
-    chunks: pl.DataFrame, requests: list[_Request], per_request: int, session: JudgeSession
+    chunks: pl.DataFrame,
+    requests: list[_Request],
+    per_request: int,
+    session: JudgeSession,
+    tally: _Tally | None = None,
 ) -> list[_Candidate]:
     """Send every type's generation requests at once; one candidate per proposed pair, and
-    one per failed request (rejected by "generation")."""
+    one per failed request (rejected by "generation"). With `tally`, one type after another
+    (each its own stage), and placeholder pairs made distinct (never blank)."""
     by_type: dict[str, list[_Request]] = {}
     for request in requests:
         by_type.setdefault(request.qtype.name, []).append(request)
@@ -628,6 +810,10 @@ async def _propose(
                 continue
             for item, pair in enumerate(value["questions"], 1):
                 candidate = _Candidate(request, item, pair["question"], pair["ground_truth"])
+                if tally is not None and TYPICAL_TEXT in (pair["question"], pair["ground_truth"]):
+                    candidate.placeholder = True
+                    candidate.question = f"{pair['question']} ({candidate.id})"
+                    candidate.ground_truth = f"{pair['ground_truth']} ({candidate.id})"
                 if (
                     not (candidate.question or "").strip()
                     or not (candidate.ground_truth or "").strip()
@@ -636,12 +822,24 @@ async def _propose(
                 made.append(candidate)
         return made
 
-    groups = await asyncio.gather(*(ask(name, group) for name, group in by_type.items()))
+    if tally is None:
+        groups = await asyncio.gather(*(ask(name, group) for name, group in by_type.items()))
+    else:
+        groups = []
+        for name, group in by_type.items():
+            with tally.stage(f"generation: {name}"):
+                groups.append(await ask(name, group))
     return [c for group in groups for c in group]
 
 
-async def _check(chunks: pl.DataFrame, candidates: list[_Candidate], session: JudgeSession) -> None:
-    """Run the grounded check and `generate.check` at once; record verdicts and failures."""
+async def _check(
+    chunks: pl.DataFrame,
+    candidates: list[_Candidate],
+    session: JudgeSession,
+    tally: _Tally | None = None,
+) -> None:
+    """Run the grounded check and `generate.check` at once (with `tally`, one after the
+    other, each its own stage); record verdicts and failures."""
     live = [c for c in candidates if not c.fails]
     grounded = [c for c in live if c.request.qtype.grounded]
     for c in candidates:
@@ -649,18 +847,36 @@ async def _check(chunks: pl.DataFrame, candidates: list[_Candidate], session: Ju
             "candidate": c.id,
             "request_chunk_ids": [chunks["chunk_id"][i] for i in c.request.rows],
         }
-    await asyncio.gather(_grounded(chunks, grounded, session), _asked_check(chunks, live, session))
+    if tally is None:
+        await asyncio.gather(
+            _grounded(chunks, grounded, session), _asked_check(chunks, live, session)
+        )
+        return
+    with tally.stage("grounded (faithfulness)"):
+        await _grounded(chunks, grounded, session, estimating=True)
+    with tally.stage("check (self-contained, answerable)"):
+        await _asked_check(chunks, live, session)
 
 
-async def _grounded(chunks: pl.DataFrame, rows: list[_Candidate], session: JudgeSession) -> None:
-    """Faithfulness of each ground truth to its reference contexts; passes only at 1.0."""
+async def _grounded(
+    chunks: pl.DataFrame, rows: list[_Candidate], session: JudgeSession, *, estimating: bool = False
+) -> None:
+    """Faithfulness of each ground truth to its reference contexts; passes only at 1.0.
+    `estimating`: a placeholder candidate's contexts carry its id, so that its placeholder
+    claims are not verified in one request with its request-mates' identical ones."""
     if not rows:
         return
+    contexts = [_contexts(chunks, c.request.rows) for c in rows]
+    if estimating:
+        contexts = [
+            [f"{text} ({c.id})" for text in texts] if c.placeholder else texts
+            for c, texts in zip(rows, contexts, strict=True)
+        ]
     frame = pl.DataFrame(
         {
             "question": [c.question for c in rows],
             "answer": [c.ground_truth for c in rows],
-            "contexts": [_contexts(chunks, c.request.rows) for c in rows],
+            "contexts": contexts,
         },
         schema={"question": pl.String, "answer": pl.String, "contexts": pl.List(pl.String)},
     )
@@ -726,13 +942,18 @@ async def _asked_check(chunks: pl.DataFrame, live: list[_Candidate], session: Ju
                 c.fails.append(("answerable", f"question {what}: {reason}"))
 
 
-async def _deduplicate(ordered: list[_Candidate], threshold: float, session: JudgeSession) -> None:
+async def _deduplicate(
+    ordered: list[_Candidate],
+    threshold: float,
+    session: JudgeSession,
+    tally: _Tally | None = None,
+) -> None:
     """Reject each check survivor whose question is a near-duplicate (cosine at least
     `threshold`) of an earlier-kept one, in `ordered`'s (seeded) order."""
     live = [c for c in ordered if not c.fails]
     if not live:
         return
-    vectors = await session.embed([c.question or "" for c in live])
+    vectors = await _embed(session, [c.question or "" for c in live], tally, "questions")
     errors = session.embedding_errors
     kept: list[int] = []
     for i, c in enumerate(live):
@@ -811,3 +1032,116 @@ def _frame(chunks: pl.DataFrame, rows: list[_Candidate], *, rejected: bool = Fal
         firsts = pl.Series([c.request.rows[0] for c in rows], dtype=pl.UInt32)
         frame = frame.hstack(chunks.select(carried)[firsts].get_columns())
     return frame
+
+
+# ------------------------------------------------------------------------------ the estimate
+
+
+_FIGURES = ("requests", "prompt_tokens", "completion_tokens")
+
+
+class _Tally:
+    """An estimate's counts by stage, read from a dry session's counter around each stage,
+    and the embeddings a real run would request (the dry backend counts texts only)."""
+
+    def __init__(self, session: JudgeSession) -> None:
+        self.session = session
+        self.stages: dict[str, Counter[str]] = {}
+        #: What each embedding step ("chunks", "questions") would send: texts, requests,
+        #: tokens (characters / 4).
+        self.embeddings: dict[str, Counter[str]] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        before = Counter(self.session.estimate)
+        yield
+        after = self.session.estimate
+        self.stages[name] = Counter(
+            {k: after[k] - before[k] for k in after if after[k] > before[k]}
+        )
+
+    def figures(self, judge: Judge, n: int, candidates: int) -> dict[str, Any]:
+        from ragframe.judge.pricing import cost
+
+        def dollars(prompt: int, completion: int) -> float | None:
+            value = cost(judge.price, prompt, completion)
+            return None if value is None else round(value, 6)
+
+        def by_task(counts: Counter[str]) -> dict[str, int]:
+            return {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("requests:")}
+
+        stages = [
+            {
+                "stage": name,
+                **{k: counts[k] for k in _FIGURES},
+                "requests_by_task": by_task(counts),
+                "cost_usd": dollars(counts["prompt_tokens"], counts["completion_tokens"]),
+            }
+            for name, counts in self.stages.items()
+        ]
+        embedded: Counter[str] = Counter()
+        for what, counts in self.embeddings.items():
+            embedded.update(counts)
+            stages.append(
+                {
+                    "stage": f"embeddings: {what}",
+                    "requests": counts["requests"],
+                    "prompt_tokens": counts["tokens"],
+                    "completion_tokens": 0,
+                    "requests_by_task": {"embeddings": counts["requests"]},
+                    "cost_usd": None,
+                }
+            )
+        total = self.session.estimate
+        prompt, completion = total["prompt_tokens"], total["completion_tokens"]
+        return {
+            "rows": n,
+            "candidates": candidates,
+            "requests": total["requests"] + embedded["requests"],
+            "chat_requests": total["requests"],
+            "embedding_requests": embedded["requests"],
+            "embedding_texts": embedded["texts"],
+            "requests_by_task": {**by_task(total), "embeddings": embedded["requests"]},
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "model": judge.model,
+            "cost_usd": dollars(prompt, completion),
+            "stages": stages,
+        }
+
+
+async def _embed(
+    session: JudgeSession, texts: list[str], tally: _Tally | None, what: str
+) -> np.ndarray:
+    """`session.embed(texts)`; with `tally`, nothing is embedded: the requests a real run
+    would send are counted (distinct non-blank texts whose vector the cache does not hold, in
+    requests of `EMBED_BATCH`; none for an in-process embedder). A text whose vector the cache
+    holds gets it (so a rerun's estimate pairs the chunks as the run did, and counts what the
+    cache answers as free); any other a unit vector drawn from its hash (so neighbours pair up
+    as on a real corpus)."""
+    if tally is None:
+        return await session.embed(texts, EMBED_BATCH)
+    judge = session.judge
+    unique = [t for t in dict.fromkeys(texts) if t.strip()]
+    model = judge.embedding_model or getattr(judge.embedder, "name", None)
+    cached: dict[str, np.ndarray] = {}
+    if model is not None and unique:
+        keys = session.store.vector_keys(model, {t: t for t in unique})
+        found = await session.store.vectors(keys.values())
+        cached = {t: found[key] for t, key in keys.items() if key in found}
+    fresh = [t for t in unique if t not in cached]
+    counts = tally.embeddings.setdefault(what, Counter())
+    counts["texts"] += len(fresh)
+    counts["tokens"] += sum(len(t) for t in fresh) // 4
+    if judge.embedding_model is not None:
+        counts["requests"] += math.ceil(len(fresh) / EMBED_BATCH)
+    size = len(next(iter(cached.values()))) if cached else 32
+    rows = []
+    for text in texts:
+        if text in cached and len(cached[text]) == size:
+            rows.append(np.asarray(cached[text], dtype=np.float64))
+            continue
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+        vector = np.random.default_rng(seed).normal(size=size)
+        rows.append(vector / np.linalg.norm(vector))
+    return np.asarray(rows, dtype=np.float32).reshape(len(texts), size)

@@ -1,0 +1,299 @@
+"""`ragframe generate` (ragframe.cli.generate) against the stand-in judge: the files it writes,
+the dry run's estimate against the requests a real run then sends, --max-cost, every
+configuration error before any request (exit 2, one line), the cache, and one end-to-end run
+as a subprocess.
+
+The stand-in's answers are test_generate's `scripted` ones: distinct questions, every claim
+supported, every question self-contained and answerable unless written as unanswerable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import fenced, task_name
+from test_generate import DOCS, check, proposer, scripted
+
+from ragframe.cli import main
+from ragframe.engine.generate import DETAIL, estimate_generate
+
+ROOT = Path(__file__).resolve().parent.parent
+COLUMNS = [
+    "question",
+    "ground_truth",
+    "reference_contexts",
+    "reference_context_ids",
+    "doc_ids",
+    "question_type",
+    "generation_detail",
+]
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory with the four shipped-in-the-test documents under docs/."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAGFRAME_CACHE", raising=False)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text)
+    return tmp_path
+
+
+def judge_args(server: Any, folder: Path, *extra: str) -> list[str]:
+    return [
+        "--base-url",
+        server.base_url,
+        "--model",
+        "fake-judge",
+        "--embedding-model",
+        "fake-embedding",
+        "--cache",
+        str(folder / "cache.sqlite3"),
+        "--no-progress",
+        "--no-config",
+        *extra,
+    ]
+
+
+def generate(server: Any, folder: Path, *extra: str, n: int = 6) -> int:
+    return main(["generate", "docs", "-n", str(n), *extra, *judge_args(server, folder)])
+
+
+def by_task(server: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for body in server.chat_requests:
+        name = task_name(body).replace("_", ".", 1)
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def embedded_texts(server: Any) -> int:
+    return sum(len(r.body["input"]) for r in server.requests if r.path.endswith("/embeddings"))
+
+
+# ------------------------------------------------------------------------------ the files
+
+
+def test_writes_the_test_set_and_the_rejected_file_and_the_summary_counts_them(
+    server, folder, capsys
+):
+    def loose(item: int, pair: dict[str, str]) -> None:
+        if item == 2:
+            pair["question"] = "According to the passage, " + pair["question"]
+
+    server.handler = scripted(generate_single_hop=proposer("single", loose))
+    status = generate(
+        server, folder, "-o", "set.parquet", "--rejected", "rejected.parquet", "--types",
+        "single_hop", n=4,
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0
+    kept = pl.read_parquet(folder / "set.parquet")
+    rejected = pl.read_parquet(folder / "rejected.parquet")
+    assert kept.columns == COLUMNS and kept.height == 4
+    assert kept.schema["generation_detail"] == DETAIL
+    assert rejected.columns == [*COLUMNS, "rejected_by", "reason"]
+    # 6 candidates in 2 requests of 3; the second of each request is not self-contained
+    assert rejected.height == 2 and set(rejected["rejected_by"]) == {"self_contained"}
+    assert rejected["question"].str.starts_with("According").all()
+    assert rejected["reason"].str.contains("refers to a passage").all()
+    assert "generated 4 of 4 rows" in out
+    assert re.search(r"single_hop\s+4\s+2\s+0", out), out  # kept, rejected, surplus
+    assert "rejected by check: self_contained 2" in out
+    assert "wrote set.parquet and rejected.parquet" in out
+
+
+def test_fewer_rows_than_asked_is_said_with_why_and_is_not_a_failure(server, folder, capsys):
+    def answered(body: dict[str, Any]) -> str:
+        verdicts = json.loads(check(body))["verdicts"]
+        return json.dumps({"verdicts": [{**v, "answerable": True} for v in verdicts]})
+
+    server.handler = scripted(generate_check=answered)
+    status = generate(server, folder, "-o", "set.parquet", "--types", "unanswerable", n=3)
+    out = capsys.readouterr().out
+    assert status == 0
+    assert pl.read_parquet(folder / "set.parquet").height == 0
+    assert "Only 0 of the 3 rows asked for survived" in out
+    assert "answerable 6" in out
+
+
+# ------------------------------------------------------------------------------ the estimate
+
+
+@pytest.mark.parametrize(
+    ("n", "types"),
+    [(6, "single_hop,multi_hop,unanswerable"), (10, "single_hop:2,multi_hop:1")],
+)
+def test_the_dry_run_counts_the_requests_a_real_run_then_sends(server, folder, capsys, n, types):
+    """Every check passes here, so the estimate must be exact: by task, in all, and in texts
+    embedded (placeholders distinct, never rejected)."""
+    server.handler = scripted()
+    assert generate(server, folder, "--dry-run", "--types", types, n=n) == 0
+    out = capsys.readouterr().out
+    assert server.requests == []
+    estimated = int(re.search(r"estimate: (\d+) requests", out)[1])
+    from conftest import judge_for
+
+    guess = estimate_generate(
+        folder / "docs", n=n, types=types, judge=judge_for(server, folder)
+    )  # the same figures from the library
+    assert guess["requests"] == estimated
+    assert server.requests == []
+
+    assert generate(server, folder, "-o", "set.parquet", "--types", types, n=n) == 0
+    assert "Only" not in capsys.readouterr().out  # every check passed
+    assert len(server.requests) == estimated
+    assert {k: v for k, v in guess["requests_by_task"].items() if k != "embeddings"} == by_task(
+        server
+    )
+    assert guess["embedding_requests"] == server.count("/embeddings")
+    assert guess["embedding_texts"] == embedded_texts(server)
+    for stage in ("generation: single_hop", "grounded (faithfulness)", "check ("):
+        assert stage in out
+
+
+def test_after_a_run_the_dry_run_and_a_rerun_with_the_same_cache_send_nothing(
+    server, folder, capsys
+):
+    server.handler = scripted()
+    assert generate(server, folder, "-o", "set.parquet") == 0
+    first = pl.read_parquet(folder / "set.parquet")
+    assert server.requests
+    server.reset()
+    assert generate(server, folder, "--dry-run") == 0
+    assert "estimate: 0 requests" in capsys.readouterr().out
+    assert generate(server, folder, "-o", "again.parquet") == 0
+    out = capsys.readouterr().out
+    assert server.requests == []
+    assert "requests: 0 (0 of them embeddings)" in out
+    assert pl.read_parquet(folder / "again.parquet").equals(first)
+
+
+def test_max_cost_below_the_estimate_stops_before_any_request(server, folder, capsys):
+    server.handler = scripted()
+    priced = ("--price", "1,2")
+    assert generate(server, folder, "-o", "set.parquet", *priced, "--max-cost", "0.0001") == 2
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"ragframe: error: the estimate \$\S+ exceeds --max-cost \$0\.0001; "
+                        r"nothing was sent\n", err), err  # fmt: skip
+    assert server.requests == [] and not (folder / "set.parquet").exists()
+    # a cap above the estimate lets the run go
+    assert generate(server, folder, "-o", "set.parquet", *priced, "--max-cost", "5") == 0
+    assert server.requests
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+def _no_text_column(folder: Path) -> list[str]:
+    pl.DataFrame({"body": ["some words"]}).write_parquet(folder / "corpus.parquet")
+    return ["corpus.parquet", "-o", "set.parquet"]
+
+
+def _empty_folder(folder: Path) -> list[str]:
+    (folder / "empty").mkdir()
+    return ["empty", "-o", "set.parquet"]
+
+
+def _existing(name: str) -> Any:
+    def make(folder: Path) -> list[str]:
+        (folder / name).write_bytes(b"keep me")
+        return ["docs", "-o", "set.parquet", "--rejected", "rejected.parquet"]
+
+    return make
+
+
+ERRORS = {
+    "no text column": (_no_text_column, r"no text column 'text'"),
+    "empty folder": (_empty_folder, r"empty"),
+    "unknown type": (
+        lambda f: ["docs", "-o", "s.parquet", "--types", "single_hop,comparative"],
+        r"unknown question type 'comparative'",
+    ),
+    "zero weight": (
+        lambda f: ["docs", "-o", "s.parquet", "--types", "single_hop:0"],
+        r"weight of 'single_hop' must be a positive number",
+    ),
+    "word weight": (
+        lambda f: ["docs", "-o", "s.parquet", "--types", "single_hop:x,multi_hop"],
+        r"weight of 'single_hop'",
+    ),
+    "output exists": (_existing("set.parquet"), r"'set.parquet' exists; add --overwrite"),
+    "rejected exists": (_existing("rejected.parquet"), r"'rejected.parquet' exists"),
+    "same file twice": (
+        lambda f: ["docs", "-o", "s.parquet", "--rejected", "s.parquet"],
+        r"-o and --rejected name the same file",
+    ),
+    "batch": (
+        lambda f: ["docs", "-o", "s.parquet", "--batch"],
+        r"--batch: the Batch API path does not take generation yet",
+    ),
+    "no output": (lambda f: ["docs"], r"-o/--output is required"),
+    "oversample below 1": (
+        lambda f: ["docs", "-o", "s.parquet", "--oversample", "0.5"],
+        "oversample",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_a_configuration_error_exits_2_on_one_line_before_any_request(server, folder, capsys, case):
+    server.handler = scripted()
+    make, message = ERRORS[case]
+    argv = make(folder)
+    for dry in ([], ["--dry-run"]) if case not in ("output exists", "rejected exists") else ([],):
+        status = main(["generate", *argv, "-n", "4", *dry, *judge_args(server, folder)])
+        err = capsys.readouterr().err
+        if dry and case == "no output":
+            assert status == 0  # a dry run needs no -o
+            continue
+        assert status == 2, (case, err)
+        lines = err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ragframe: error: "), err
+        assert re.search(message, lines[0]), lines[0]
+    assert server.requests == []
+    if case.endswith("exists"):  # the existing file is left as it was
+        assert b"keep me" in b"".join(p.read_bytes() for p in folder.glob("*.parquet"))
+
+
+def test_n_below_1_is_refused_by_the_parser_before_any_request(server, folder, capsys):
+    """argparse's own refusal (its usage line, then the one error line), as every numeric
+    option of every subcommand is refused."""
+    server.handler = scripted()
+    assert generate(server, folder, "-o", "s.parquet", n=0) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith("ragframe generate: error: argument -n: must be")
+    assert server.requests == []
+
+
+# ------------------------------------------------------------------------------ the program
+
+
+def test_the_program_end_to_end(server, folder):
+    server.handler = scripted()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ragframe.cli", "generate", "docs", "-o", "set.parquet", "-n",
+         "3", "--rejected", "rejected.parquet", *judge_args(server, folder)],
+        cwd=folder, capture_output=True, text=True, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(folder)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "generated 3 of 3 rows" in proc.stdout
+    kept = pl.read_parquet(folder / "set.parquet")
+    assert kept.height == 3 and kept.columns == COLUMNS
+    assert pl.read_parquet(folder / "rejected.parquet").height == 0
+    for row in kept.iter_rows(named=True):  # every context an exact span of its document
+        for doc, text in zip(row["doc_ids"], row["reference_contexts"], strict=True):
+            assert text in DOCS[Path(doc).name]
+    assert len(server.requests) > 0
+    asked = {tuple(fenced(b, "context")) for b in server.chat_requests}
+    assert {tuple(r) for r in kept["reference_contexts"]} <= asked
