@@ -42,8 +42,10 @@ from ragframe.engine.arrow import score_arrow
 from ragframe.engine.batch import BatchJob
 from ragframe.engine.generate import (
     GenerateResult,
+    aestimate_generate,
     agenerate,
     agenerate_run,
+    estimate_generate,
     generate,
     generate_run,
 )
@@ -113,6 +115,7 @@ __all__ = [  # noqa: RUF022
     "__version__",
     "aanswer",
     "aestimate",
+    "aestimate_generate",
     "aevaluate",
     "agenerate",
     "agenerate_run",
@@ -128,6 +131,7 @@ __all__ = [  # noqa: RUF022
     "check_regression",
     "compare",
     "estimate",
+    "estimate_generate",
     "evaluate",
     "export_scores",
     "generate",

@@ -362,8 +362,9 @@ class GenerateResult:
         s = self.stats
         lines.append(
             f"  requests: {s.requests} ({s.embedding_requests} of them embeddings), "
-            f"{s.cache_hits} answers from the cache; tokens: {s.prompt_tokens} prompt, "
-            f"{s.completion_tokens} completion"
+            f"{s.cache_hits} answers from the cache"
+            + (f", {s.reused} check rows reused as scored before" if s.reused else "")
+            + f"; tokens: {s.prompt_tokens} prompt, {s.completion_tokens} completion"
         )
         if kept < self.n:
             why = ", ".join(f"{k} {v}" for k, v in by_check.items()) or "none rejected"
@@ -1000,8 +1001,13 @@ def _select(survivors: list[_Candidate], opts: _Options, notes: list[str]) -> li
     if short:
         filled = {t: take[t] - quota[t] for t in opts.weights if take[t] > quota[t]}
         lacking = ", ".join(f"{t} {q} short of its {quota[t]}" for t, q in short.items())
-        by = ", ".join(f"{t} +{k}" for t, k in filled.items()) or "no other type had spare rows"
-        notes.append(f"The mix differs from the weights: {lacking}; filled in by {by}.")
+        if filled:
+            by = ", ".join(f"{t} +{k}" for t, k in filled.items())
+            notes.append(f"The mix differs from the weights: {lacking}; filled in by {by}.")
+        else:
+            notes.append(
+                f"The mix differs from the weights: {lacking}; no other type had spare rows."
+            )
     chosen = {id(c) for t in opts.weights for c in by_type[t][: take[t]]}
     return [c for c in survivors if id(c) in chosen]
 
