@@ -40,7 +40,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,7 @@ ROOT = HERE.parent
 PEERS = HERE / "peers"
 sys.path.insert(0, str(HERE))
 
-from common import machine, run_measured  # noqa: E402
+from common import FakeServerProcess, machine, run_measured  # noqa: E402
 
 #: "ragas+personas": gen_ragas.py --personas (fixed personas, see that file).
 CONTENDERS = ("ragframe", "ragas", "ragas+personas", "deepeval")
@@ -83,36 +82,16 @@ def _serve_prose(latency: float, capacity: int) -> int:
     return 0
 
 
-class Server:
+class Server(FakeServerProcess):
     """A fresh stand-in in its own process: `with Server("stock", 0.2, 32) as s: s.url`."""
 
     def __init__(self, handler: str, latency: float, capacity: int) -> None:
+        super().__init__()
         if handler == "stock":
             self.args = [sys.executable, "-m", "ragframe.testing.server", "--port", "0"]
         else:
             self.args = [sys.executable, str(Path(__file__).resolve()), "serve-prose"]
         self.args += ["--latency", str(latency), "--capacity", str(capacity)]
-        self.cpu_seconds = 0.0
-
-    def __enter__(self) -> Server:
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("READY "):
-            self.proc.kill()
-            raise RuntimeError(f"stand-in did not start: {line!r}")
-        self.url = line.split()[1]
-        return self
-
-    def stats(self) -> dict[str, Any]:
-        with urllib.request.urlopen(f"{self.url.removesuffix('/v1')}/stats", timeout=10) as r:
-            return json.loads(r.read())  # type: ignore[no-any-return]
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        _, _, usage = os.wait4(self.proc.pid, 0)
-        self.proc.returncode = 0
-        self.cpu_seconds = usage.ru_utime + usage.ru_stime
 
 
 # ------------------------------------------------------------------ corpus and runs

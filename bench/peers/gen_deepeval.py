@@ -27,7 +27,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from gen_runner import Collect, parse_args, read_corpus, timed, write
+from gen_runner import parse_args, read_corpus, timed, write
+from runner import Collect
 
 os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "YES")
 

@@ -34,7 +34,6 @@ reports which samples were lost.
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import logging
 import math
 import os
@@ -43,7 +42,8 @@ import time
 import warnings
 from typing import Any
 
-from gen_runner import Collect, parse_args, read_corpus, timed, write
+from gen_runner import parse_args, read_corpus, timed, write
+from runner import RAGAS_PACKAGES, Collect, versions
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
@@ -99,16 +99,7 @@ def main() -> None:
     config = RunConfig(max_workers=args.concurrency)
     out: dict[str, Any] = {
         "framework": "ragas",
-        "versions": {
-            k: md.version(k)
-            for k in (
-                "ragas",
-                "openai",
-                "langchain-openai",
-                "langchain-core",
-                "langchain-community",
-            )
-        },
+        "versions": versions(RAGAS_PACKAGES),
         "config": {
             "entry": "TestsetGenerator.generate_with_chunks",
             "max_workers": config.max_workers,

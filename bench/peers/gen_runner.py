@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,20 +30,6 @@ def parse_args(doc: str | None) -> argparse.Namespace:
 
 def read_corpus(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
-
-
-class Collect(logging.Handler):
-    """Counts the warnings and errors a framework logs (ragas logs a failed job and goes on)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.counts: Counter[str] = Counter()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        msg = record.getMessage()
-        if "Job[" in msg:  # "Exception raised in Job[12]: ...": group the jobs
-            msg = msg.split("]", 1)[-1]
-        self.counts[f"{record.levelname} {record.name}: {msg[:240]}"] += 1
 
 
 def timed(out: dict[str, Any], path: Path, call: Callable[[], Any]) -> Any:

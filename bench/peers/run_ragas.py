@@ -10,33 +10,24 @@ handler collects those messages so that the failures can be reported.
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import logging
 import math
 import os
 import time
 import warnings
-from collections import Counter
 from typing import Any
 
-from runner import parse_args, read_rows, timed_call, write_result
+from runner import (
+    RAGAS_PACKAGES,
+    Collect,
+    parse_args,
+    read_rows,
+    timed_call,
+    versions,
+    write_result,
+)
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
-
-
-class Collect(logging.Handler):
-    """Counts the error messages ragas logs for failed jobs (it keeps no other record)."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.counts: Counter[str] = Counter()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        msg = record.getMessage()
-        # "Exception raised in Job[12]: TypeError(...)": drop the job number to group them.
-        if "Job[" in msg:
-            msg = msg.split("]", 1)[-1]
-        self.counts[f"{record.name}: {msg[:300]}"] += 1
 
 
 def main() -> None:
@@ -92,16 +83,7 @@ def main() -> None:
     config = RunConfig()
     out: dict[str, Any] = {
         "framework": "ragas",
-        "versions": {
-            k: md.version(k)
-            for k in (
-                "ragas",
-                "openai",
-                "langchain-openai",
-                "langchain-core",
-                "langchain-community",
-            )
-        },
+        "versions": versions(RAGAS_PACKAGES),
         "config": {
             "max_workers": config.max_workers,
             "timeout": config.timeout,

@@ -8,8 +8,11 @@ Standard library only: each runner imports it from its own environment.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata as md
 import json
+import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,3 +63,27 @@ def write_result(
     out["failed"] = {m: sum(v is None for v in s) for m, s in scores.items()}
     out["errors"] = errors
     path.write_text(json.dumps(out, indent=2, default=str))
+
+
+#: The packages whose versions a ragas run records.
+RAGAS_PACKAGES = ("ragas", "openai", "langchain-openai", "langchain-core", "langchain-community")
+
+
+def versions(packages: tuple[str, ...]) -> dict[str, str]:
+    """The installed version of each package (in the runner's own environment)."""
+    return {name: md.version(name) for name in packages}
+
+
+class Collect(logging.Handler):
+    """Counts the warnings and errors a framework logs (ragas logs a failed job and goes on,
+    keeping no other record of it)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.counts: Counter[str] = Counter()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if "Job[" in msg:  # "Exception raised in Job[12]: ...": drop the number to group them
+            msg = msg.split("]", 1)[-1]
+        self.counts[f"{record.levelname} {record.name}: {msg[:300]}"] += 1
