@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from conftest import fenced, task_name
+from conftest import fenced, task_name, user_text
 from test_generate import DOCS, check, proposer, scripted
 
 from ragframe.cli import main
@@ -126,30 +126,78 @@ def test_fewer_rows_than_asked_is_said_with_why_and_is_not_a_failure(server, fol
     assert "answerable 6" in out
 
 
+def test_styles_and_a_personas_file_shape_the_prompts_and_are_recorded(server, folder, capsys):
+    from ragframe.engine.generate import STYLES
+    from ragframe.inputs.io import read_metadata
+
+    server.handler = scripted()
+    (folder / "personas.txt").write_text("\n a tenant worried about bills\n\nan electrician\n")
+    status = generate(
+        server, folder, "-o", "set.parquet", "--styles", "conversational", "--personas",
+        "personas.txt", "--types", "single_hop_abstract", n=6,
+    )  # fmt: skip
+    assert status == 0, capsys.readouterr().err
+    bodies = [b for b in server.chat_requests if task_name(b) == "generate_single_hop_abstract"]
+    assert len(bodies) == 3
+    assert all(STYLES["conversational"] in user_text(b) for b in bodies)
+    asked = [user_text(b).split("Who asks: ", 1)[1].split(".", 1)[0] for b in bodies]
+    assert sorted(set(asked)) == ["a tenant worried about bills", "an electrician"]
+    kept = pl.read_parquet(folder / "set.parquet")
+    detail = kept["generation_detail"]
+    assert (detail.struct.field("query_style") == "conversational").all()
+    assert set(detail.struct.field("persona")) == set(asked)
+    recorded = read_metadata(folder / "set.parquet")["generate"]
+    assert recorded["styles"] == "conversational"
+    assert recorded["personas"] == ["a tenant worried about bills", "an electrician"]
+
+
 # ------------------------------------------------------------------------------ the estimate
 
 
+PERSONAS = ["a tenant worried about bills", "an electrician fitting batteries"]
+
+
 @pytest.mark.parametrize(
-    ("n", "types"),
-    [(6, "single_hop,multi_hop,unanswerable"), (10, "single_hop:2,multi_hop:1")],
+    ("n", "options"),
+    [
+        (6, {"types": "single_hop,multi_hop,unanswerable"}),
+        (10, {"types": "single_hop:2,multi_hop:1"}),
+        # one question per request: three pairs of each paired type, none shared
+        (6, {"types": "multi_hop,comparative,single_hop_abstract", "questions_per_request": 1}),
+        (
+            8,
+            {
+                "types": "single_hop_abstract:2,comparative:1",
+                "styles": "keywords,misspelled:2",
+                "personas": PERSONAS,
+            },
+        ),
+    ],
+    ids=["default", "weighted", "paired types", "styles and personas"],
 )
-def test_the_dry_run_counts_the_requests_a_real_run_then_sends(server, folder, capsys, n, types):
+def test_the_dry_run_counts_the_requests_a_real_run_then_sends(server, folder, capsys, n, options):
     """Every check passes here, so the estimate must be exact: by task, in all, and in texts
-    embedded (placeholders distinct, never rejected)."""
+    embedded (placeholders distinct, never rejected); styled prompts are counted as sent."""
     server.handler = scripted()
-    assert generate(server, folder, "--dry-run", "--types", types, n=n) == 0
+    extra = []
+    for name, value in options.items():
+        if name == "personas":
+            (folder / "personas.txt").write_text("\n".join(value) + "\n")
+            value = "personas.txt"
+        extra += [f"--{name.replace('_', '-')}", str(value)]
+    assert generate(server, folder, "--dry-run", *extra, n=n) == 0
     out = capsys.readouterr().out
     assert server.requests == []
     estimated = int(re.search(r"estimate: (\d+) requests", out)[1])
     from conftest import judge_for
 
     guess = estimate_generate(
-        folder / "docs", n=n, types=types, judge=judge_for(server, folder)
+        folder / "docs", n=n, judge=judge_for(server, folder), **options
     )  # the same figures from the library
     assert guess["requests"] == estimated
     assert server.requests == []
 
-    assert generate(server, folder, "-o", "set.parquet", "--types", types, n=n) == 0
+    assert generate(server, folder, "-o", "set.parquet", *extra, n=n) == 0
     assert "Only" not in capsys.readouterr().out  # every check passed
     assert len(server.requests) == estimated
     assert {k: v for k, v in guess["requests_by_task"].items() if k != "embeddings"} == by_task(
@@ -216,8 +264,8 @@ ERRORS = {
     "no text column": (_no_text_column, r"no text column 'text'"),
     "empty folder": (_empty_folder, r"empty"),
     "unknown type": (
-        lambda f: ["docs", "-o", "s.parquet", "--types", "single_hop,comparative"],
-        r"unknown question type 'comparative'",
+        lambda f: ["docs", "-o", "s.parquet", "--types", "single_hop,hypothetical"],
+        r"unknown question type 'hypothetical'",
     ),
     "zero weight": (
         lambda f: ["docs", "-o", "s.parquet", "--types", "single_hop:0"],
@@ -238,6 +286,25 @@ ERRORS = {
         r"--batch: the Batch API path does not take generation yet",
     ),
     "no output": (lambda f: ["docs"], r"-o/--output is required"),
+    "unknown style": (
+        lambda f: ["docs", "-o", "s.parquet", "--styles", "plain,shouty"],
+        r"unknown query style 'shouty'; the query styles: plain, keywords",
+    ),
+    "bad style weight": (
+        lambda f: ["docs", "-o", "s.parquet", "--styles", "keywords:-1"],
+        r"weight of 'keywords' must be a positive number",
+    ),
+    "empty personas file": (
+        lambda f: (
+            (f / "p.txt").write_text("\n  \n")
+            and ["docs", "-o", "s.parquet", "--personas", "p.txt"]
+        ),
+        r"--personas 'p.txt' names no persona",
+    ),
+    "missing personas file": (
+        lambda f: ["docs", "-o", "s.parquet", "--personas", "nowhere.txt"],
+        r"--personas 'nowhere.txt' cannot be read",
+    ),
     "oversample below 1": (
         lambda f: ["docs", "-o", "s.parquet", "--oversample", "0.5"],
         "oversample",

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import polars as pl
 import pytest
-from conftest import fenced, judge_for, router, task_name, user_text
+from conftest import fenced, judge_for, router, system_text, task_name, user_text
 
-from ragframe.engine.generate import generate, generate_run
+from ragframe.engine.generate import STYLES, generate, generate_run
 from ragframe.errors import ConfigError
 from ragframe.inputs.corpus import read_corpus, split_documents
 from ragframe.testing.server import auto_answer, embed_text
@@ -123,6 +124,8 @@ def scripted(**overrides: Any) -> Any:
     tasks = {
         "generate_single_hop": proposer("single"),
         "generate_multi_hop": proposer("multi"),
+        "generate_single_hop_abstract": proposer("abstract"),
+        "generate_comparative": proposer("compare"),
         "generate_unanswerable": proposer("unanswerable"),
         "answer_claims": claims,
         "faithfulness_verify": verify,
@@ -182,6 +185,96 @@ def test_multi_hop_rows_draw_on_two_neighbouring_chunks_of_different_documents(s
     asked = {tuple(fenced(b, "context")) for b in bodies}
     assert {tuple(r) for r in result.frame["reference_contexts"]} <= asked
     assert all(len(pair) == 2 for pair in asked)
+
+
+def test_abstract_and_comparative_questions_read_one_and_two_chunks_and_are_checked(
+    server, tmp_path
+):
+    """single_hop_abstract reads one chunk, comparative a neighbour pair of two documents; both
+    go through the grounded check (an unsupported ground truth is rejected) and must be
+    answerable."""
+
+    def unsupported_first(kind: str) -> Any:
+        def edit(item: int, pair: dict[str, str]) -> None:
+            if item == 1:
+                pair["ground_truth"] = "Truth stated. UNSUPPORTED claim."
+
+        return proposer(kind, edit)
+
+    def comparative_unanswerable(body: dict[str, Any]) -> str:
+        verdicts = json.loads(check(body))["verdicts"]
+        questions = fenced(body, "question")
+        return json.dumps(
+            {
+                "verdicts": [
+                    {**v, "answerable": not q.startswith("compare") or "item 3" not in q}
+                    for v, q in zip(verdicts, questions, strict=True)
+                ]
+            }
+        )
+
+    def third_marked(kind: str) -> Any:
+        def edit(item: int, pair: dict[str, str]) -> None:
+            if item == 1:
+                pair["ground_truth"] = "Truth stated. UNSUPPORTED claim."
+            if item == 3:
+                pair["question"] += " item 3"
+
+        return proposer(kind, edit)
+
+    server.handler = scripted(
+        generate_single_hop_abstract=unsupported_first("abstract"),
+        generate_comparative=third_marked("compare"),
+        generate_check=comparative_unanswerable,
+    )
+    result = run(server, tmp_path, n=8, types="single_hop_abstract,comparative")
+    chunks = chunk_table()
+    docs = dict(zip(chunks["chunk_id"], chunks["doc_id"], strict=True))
+    every = pl.concat([result.frame, result.surplus, result.rejected], how="diagonal")
+    assert every.height == 12  # 6 candidates per type, 2 requests of 3
+    for row in every.iter_rows(named=True):
+        ids = row["reference_context_ids"]
+        if row["question_type"] == "comparative":
+            assert len(ids) == 2 and docs[ids[0]] != docs[ids[1]]
+            assert row["question"].startswith("compare")
+        else:
+            assert len(ids) == 1 and row["question"].startswith("abstract")
+    # the generation requests read 1 and 2 contexts, under their own instructions
+    for body in server.chat_requests:
+        name = task_name(body)
+        if name in ("generate_single_hop_abstract", "generate_comparative"):
+            assert len(fenced(body, "context")) == (1 if name.endswith("abstract") else 2)
+            assert ("compar" if name.endswith("comparative") else "main idea") in system_text(body)
+    # the grounded check ran on both types: each request's first pair is unsupported
+    rejected = {
+        (r["question_type"], r["rejected_by"]) for r in result.rejected.iter_rows(named=True)
+    }
+    assert rejected == {
+        ("single_hop_abstract", "grounded"),
+        ("comparative", "grounded"),
+        ("comparative", "answerable"),
+    }
+    assert result.rejected.height == 2 + 2 + 2
+    kept = pl.concat([result.frame, result.surplus])
+    assert (kept["generation_detail"].struct.field("faithfulness") == 1.0).all()
+    assert kept["generation_detail"].struct.field("answerable").all()
+    assert dict(result.frame["question_type"].value_counts().iter_rows()) == {
+        "single_hop_abstract": 4,
+        "comparative": 2,
+    }
+
+
+def test_paired_types_embed_the_chunks_once_and_never_share_a_pair(server, tmp_path):
+    server.handler = scripted()
+    # 9 candidates, one per request: 5 multi_hop, 4 comparative asked for; this corpus has
+    # fewer distinct neighbour pairs (mutual neighbours give the same pair twice)
+    result = run(server, tmp_path, n=6, types="multi_hop,comparative", questions_per_request=1)
+    bodies = [b for b in server.chat_requests if task_name(b).startswith("generate_")]
+    pairs = [frozenset(fenced(b, "context")) for b in bodies if task_name(b) != "generate_check"]
+    assert len(pairs) == len(set(pairs)) == sum(result.requests.values()) < 9
+    assert result.requests["multi_hop"] == 5
+    assert any(note.startswith("comparative: the corpus has only") for note in result.notes)
+    assert server.count("/embeddings") == 2  # the chunks once, then the questions
 
 
 def test_an_unsupported_ground_truth_is_rejected_with_the_reason(server, tmp_path):
@@ -294,6 +387,117 @@ def test_when_a_type_falls_short_the_others_fill_in_and_the_summary_says_so(serv
     assert "self_contained 3" in summary
 
 
+# ------------------------------------------------------------------------------ styles, personas
+
+
+def _big_corpus(documents: int) -> pl.DataFrame:
+    """`documents` one-paragraph documents of distinct words: one source chunk each."""
+    return pl.DataFrame(
+        {
+            "path": [f"d{i}.md" for i in range(documents)],
+            "text": [
+                f"Document {i} says " + _words(f"doc {i}", 24) + "." for i in range(documents)
+            ],
+        }
+    )
+
+
+def _style_of(body: dict[str, Any]) -> str:
+    found = [s for s, text in STYLES.items() if text is not None and text in user_text(body)]
+    assert len(found) <= 1
+    return found[0] if found else "plain"
+
+
+def _persona_of(body: dict[str, Any]) -> str | None:
+    text = user_text(body)
+    return (
+        text.split("Who asks: ", 1)[1].split(". Write each", 1)[0] if "Who asks: " in text else None
+    )
+
+
+def test_style_and_persona_reach_each_generation_prompt_and_are_recorded_per_row(server, tmp_path):
+    server.handler = scripted()
+    personas = ["a homeowner new to solar power", "an electrician fitting batteries"]
+    result = run(
+        server, tmp_path, n=9, types="single_hop,comparative,unanswerable",
+        styles="keywords,misspelled", personas=personas,
+    )  # fmt: skip
+    asked = {}  # (task, contexts) -> (style, persona) of the request that read them
+    for body in server.chat_requests:
+        name = task_name(body)
+        if name.startswith("generate_") and name != "generate_check":
+            asked[name.removeprefix("generate_"), tuple(fenced(body, "context"))] = (
+                _style_of(body),
+                _persona_of(body),
+            )
+            assert "Pairs to write: 3" in user_text(body)
+    assert len(asked) == 6
+    assert {style for style, _ in asked.values()} == {"keywords", "misspelled"}
+    assert {persona for _, persona in asked.values()} == set(personas)
+    every = pl.concat([result.frame, result.surplus, result.rejected], how="diagonal")
+    assert every.height == 18
+    for row in every.iter_rows(named=True):
+        detail = row["generation_detail"]
+        key = (row["question_type"], tuple(row["reference_contexts"]))
+        assert (detail["query_style"], detail["persona"]) == asked[key]
+    # the check request is not styled: it judges whatever form the question takes
+    checks = [b for b in server.chat_requests if task_name(b) == "generate_check"]
+    assert checks and all("Who asks" not in user_text(b) for b in checks)
+    assert "keyword query" in system_text(checks[0]) and "typo" in system_text(checks[0])
+
+
+def test_without_styles_or_personas_every_question_is_plain_and_the_prompt_unchanged(
+    server, tmp_path
+):
+    server.handler = scripted()
+    result = run(server, tmp_path, n=3)
+    for body in server.chat_requests:
+        if task_name(body) in ("generate_single_hop", "generate_multi_hop"):
+            assert user_text(body).split("\n\n<context", 1)[0] == "Pairs to write: 3"
+    detail = result.frame["generation_detail"]
+    assert (detail.struct.field("query_style") == "plain").all()
+    assert detail.struct.field("persona").is_null().all()
+
+
+def test_styles_follow_their_weights_within_one_request_and_personas_take_turns(server, tmp_path):
+    """Systematic sampling: over R requests each style gets floor or ceil of R × its share,
+    so |count - R × share| < 1 (a draw per request would miss by several); personas in turn,
+    each within one of the others. 48 requests of one question, one per document."""
+    server.handler = scripted()
+    corpus = _big_corpus(48)
+    styles = {"plain": 1, "keywords": 2, "conversational": 0.5, "misspelled": 0.5}
+    personas = ["a student", "a landlord", "a retired engineer"]
+    result = generate_run(
+        corpus, n=48, oversample=1, questions_per_request=1, types="unanswerable",
+        styles=styles, personas=personas, judge=judge_for(server, tmp_path), id_column="path",
+    )  # fmt: skip
+    bodies = [b for b in server.chat_requests if task_name(b) == "generate_unanswerable"]
+    assert len(bodies) == 48
+    counts = Counter(_style_of(b) for b in bodies)
+    total = sum(styles.values())
+    for style, weight in styles.items():
+        assert abs(counts[style] - 48 * weight / total) < 1, counts
+    assert Counter(_persona_of(b) for b in bodies) == dict.fromkeys(personas, 16)
+    every = pl.concat([result.frame, result.surplus, result.rejected], how="diagonal")
+    recorded = Counter(every["generation_detail"].struct.field("query_style"))
+    assert recorded == counts
+
+    # seeded: the same seed, the same styles per request; another seed, another assignment
+    def styles_by_contexts(seed: int) -> dict[tuple[str, ...], str]:
+        server.reset()
+        generate_run(
+            corpus, n=48, oversample=1, questions_per_request=1, types="unanswerable",
+            styles=styles, seed=seed, judge=judge_for(server, tmp_path), id_column="path",
+        )  # fmt: skip
+        return {
+            tuple(fenced(b, "context")): _style_of(b)
+            for b in server.chat_requests
+            if task_name(b) == "generate_unanswerable"
+        }
+
+    assert styles_by_contexts(1) == styles_by_contexts(1) != styles_by_contexts(2)
+
+
 # ------------------------------------------------------------------------------ errors
 
 
@@ -301,11 +505,18 @@ def test_when_a_type_falls_short_the_others_fill_in_and_the_summary_says_so(serv
     ("options", "message"),
     [
         ({"n": 0}, "n must be"),
-        ({"types": "single_hop,comparative"}, "unknown question type 'comparative'.*single_hop"),
+        ({"types": "single_hop,hypothetical"}, "unknown question type 'hypothetical'.*single_hop"),
         ({"types": {"single_hop": 0}}, "weight of 'single_hop' must be a positive"),
         ({"types": {"single_hop": 1, "multi_hop": -2}}, "weight of 'multi_hop'"),
         ({"text_column": "body"}, "no text column 'body'"),
         ({"oversample": 0.5}, "oversample"),
+        ({"styles": "plain,shouty"}, "unknown query style 'shouty'; the query styles: plain"),
+        ({"styles": "keywords:0"}, "weight of 'keywords' must be a positive"),
+        ({"styles": {"keywords": "x"}}, "weight of 'keywords'"),
+        ({"styles": ""}, "styles names no query style"),
+        ({"personas": []}, "personas is empty"),
+        ({"personas": ["a student", "  "]}, "persona 2 must be a non-blank string"),
+        ({"personas": "a student"}, "personas must be a list"),
     ],
 )
 def test_configuration_errors_come_before_any_request(server, tmp_path, options, message):

@@ -16,8 +16,9 @@ EXIT_STATUSES = (
     "exit status: 0 generated (also when fewer than N rows survived the checks: the summary "
     "says how many and why, and --rejected keeps each rejected row with its reason), or a "
     "--dry-run estimate printed; 2 a configuration, input or endpoint error (one line says "
-    "what to fix: no text column, an empty folder, an unknown question type, N < 1, a bad "
-    "weight, an existing output without --overwrite, an estimate over --max-cost; each "
+    "what to fix: no text column, an empty folder, an unknown question type or query style, "
+    "N < 1, a bad weight, a missing or empty --personas file, an existing output without "
+    "--overwrite, an estimate over --max-cost; each "
     "before any request); 130 interrupted (rerun to resume from the cache)"
 )
 HELP = "generate a checked test set (questions, ground truths, contexts) from documents"
@@ -48,12 +49,13 @@ ENGINE_OPTIONS = (
     "chunk_tokens",
     "overlap_tokens",
     "duplicate_threshold",
+    "styles",
 )
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `generate` to the `ragframe` parser's subparsers."""
-    from ragframe.engine.generate import DEFAULT_TYPES, QUESTION_TYPES
+    from ragframe.engine.generate import DEFAULT_TYPES, QUESTION_TYPES, STYLES
 
     parser = options.subcommand(
         subparsers, "generate", cmd_generate, HELP, EXIT_STATUSES, description=DESCRIPTION
@@ -84,6 +86,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=DEFAULT_TYPES,
         help=f"question types, equal weights ({DEFAULT_TYPES!r}, the default) or weighted "
         f"('single_hop:2,unanswerable:1'); the types: {', '.join(QUESTION_TYPES)}",
+    )
+    parser.add_argument(
+        "--styles",
+        help="query styles of the questions, equal weights ('plain,keywords') or weighted "
+        "('plain:2,misspelled:1'), one drawn per generation request and recorded in "
+        f"generation_detail.query_style; the styles: {', '.join(STYLES)} (default: plain only)",
+    )
+    parser.add_argument(
+        "--personas",
+        metavar="FILE",
+        help="a text file of short descriptions of who asks, one per line (blank lines "
+        "skipped); each generation request gets one in turn, recorded in "
+        "generation_detail.persona (default: none)",
     )
     options.add_seed(parser, "the seed of the chunks chosen and of the order kept (default: 0)")
     parser.add_argument(
@@ -173,6 +188,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     _refuse_outputs(args, outputs)
     judge = options.judge_from_args(args)
     kwargs = {"n": args.n, **options.pick(args, *ENGINE_OPTIONS)}
+    kwargs["personas"] = read_personas(args.personas) if args.personas is not None else None
     with common.endpoint_named(judge):
         if args.dry_run or args.max_cost is not None:
             guess = estimate_generate(args.corpus, judge=judge, **kwargs)
@@ -181,7 +197,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 return common.EXIT_OK
             common.refuse_over_budget(guess["cost_usd"], args.max_cost)
         result = generate_run(args.corpus, judge=judge, **kwargs)
-    metadata = _metadata(args, judge, result)
+    metadata = _metadata(args, judge, result, kwargs["personas"])
     from ragframe.inputs.io import write_parquet
 
     write_parquet(result.frame, args.output, metadata, overwrite=args.overwrite)
@@ -191,6 +207,22 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(f"  cost: {common.dollars(result.stats.cost, local=judge.local)}")
     print(f"wrote {args.output}" + (f" and {args.rejected}" if args.rejected else ""))
     return common.EXIT_OK
+
+
+def read_personas(path: str) -> list[str]:
+    """The personas of a text file: one per line, blank lines skipped; a missing or empty
+    file is a ConfigError."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"--personas {path!r} cannot be read: {error}") from None
+    personas = [line.strip() for line in text.splitlines() if line.strip()]
+    if not personas:
+        raise ConfigError(
+            f"--personas {path!r} names no persona: write one short description of who asks "
+            "per line"
+        )
+    return personas
 
 
 def _refuse_outputs(args: argparse.Namespace, outputs: list[str]) -> None:
@@ -232,7 +264,9 @@ def _print_estimate(guess: dict[str, Any], *, local: bool) -> None:
         print(f"  {stage['stage']:<{width}}  {stage['requests']:>5} requests{tasks}; {tokens}")
 
 
-def _metadata(args: argparse.Namespace, judge: Any, result: Any) -> dict[str, Any]:
+def _metadata(
+    args: argparse.Namespace, judge: Any, result: Any, personas: list[str] | None
+) -> dict[str, Any]:
     """What the written files record: version, time, judge (no key), the options, the
     request figures."""
     from ragframe._version import __version__
@@ -245,6 +279,7 @@ def _metadata(args: argparse.Namespace, judge: Any, result: Any) -> dict[str, An
             "corpus": str(args.corpus),
             "n": args.n,
             **options.pick(args, *ENGINE_OPTIONS),
+            "personas": personas,
             "kept": result.frame.height,
             "rejected": result.rejected.height,
             "surplus": result.surplus.height,

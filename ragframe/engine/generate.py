@@ -14,21 +14,24 @@ deduplicated, cached on disk and limited by one pool, as scoring is):
    summary says so).
 3. Sources, seeded (`seed`) and spread over documents: the documents in a seeded order, each
    document's chunks in a seeded order, then one chunk per document in turn. Single-chunk
-   types take the next chunks of that order. `multi_hop` takes the next chunks as anchors and
-   pairs each with its nearest neighbour by embedding (`session.embed` of the chunk texts,
-   cosine), from a different document when the corpus has more than one, else a chunk of the
-   same document whose span does not overlap the anchor's; a pair is used once.
-4. Generation, one request per source (chunk or pair), per type (its prompt below).
+   types take the next chunks of that order. The paired types (`multi_hop`, `comparative`)
+   take the next chunks as anchors and pair each with its nearest neighbour by embedding
+   (`session.embed` of the chunk texts, once for both types, cosine), from a different
+   document when the corpus has more than one, else a chunk of the same document whose span
+   does not overlap the anchor's; a pair is used once, by one type.
+4. Generation, one request per source (chunk or pair), per type (its prompt below). Each
+   request also carries its query style and persona (see "Query styles and personas").
 5. Checks, run at once through the same session:
-   - grounded (`single_hop`, `multi_hop`): ragframe's own `Faithfulness` metric, through
+   - grounded (every type but `unanswerable`): ragframe's own `Faithfulness` metric, through
      `score_frame`, with question = the question, answer = the ground truth, contexts = the
      reference contexts. Passes only at 1.0 (every claim supported); the unsupported claims
      and their verdicts' reasons (or the metric's error) are the rejection reason.
      `unanswerable` rows are not checked for this (their ground truth states an absence).
    - `generate.check` (prompt `generate_check`): one request per generation request judges
      all its questions against its contexts: `self_contained` (no "according to the
-     passage", nothing the reader cannot resolve) must be true, and `answerable` must be true
-     for `single_hop` / `multi_hop` and false for `unanswerable`. Verdicts with a reason.
+     passage", nothing the reader cannot resolve; a keyword query or a typo is fine when the
+     intent is clear) must be true, and `answerable` must be true for every type but
+     `unanswerable`, false for it. Verdicts with a reason.
    - near-duplicates: the questions are embedded (`session.embed`); in a seeded order, a
      candidate that passed the checks above is rejected when its cosine with an
      earlier-kept candidate is at least `duplicate_threshold` (0.92 by default), naming it.
@@ -43,25 +46,60 @@ Question types (add one: a prompt file `generate_<name>.md` and a `QuestionType`
 - `single_hop` (`generate_single_hop`): one chunk, a specific question it answers.
   E.g. "How much power can the Aster 3 charger deliver on a single-phase supply?" /
   "Up to 7 kW."
+- `single_hop_abstract` (`generate_single_hop_abstract`): one chunk; a "why" / "how does"
+  question about its main idea, purpose or an implication it draws, not a lookup of one
+  fact, still fully answered by the chunk. E.g. "Why does the Aster 3 charger lower its
+  output when the household draws a lot of power?" / "So that charging a car never trips
+  the main fuse: ..."
 - `multi_hop` (`generate_multi_hop`): two neighbouring chunks; a question neither answers
   alone, a ground truth using a fact from each.
+- `comparative` (`generate_comparative`): two neighbouring chunks, paired as for
+  `multi_hop`; a question comparing or contrasting something each states, a ground truth
+  stating the side of each. E.g. "Which charges faster at full power, the Aster 3 or the
+  Aster 2 charger?" / "The Aster 3: it delivers up to 11 kW, while the Aster 2 delivers up
+  to 7.4 kW."
 - `unanswerable` (`generate_unanswerable`): one chunk; a question on its topic that it does
   not answer; the ground truth says the documents do not say. Checked against that chunk
   only, not the whole corpus: another document may still answer it.
+
+The default mix stays `single_hop,multi_hop,unanswerable` (`DEFAULT_TYPES`): adding a type to
+it would change which sources every default run asks about for a given seed (the plan splits
+the candidates over the types), and the figures below, measured on it, would no longer hold.
+`single_hop_abstract` and `comparative` are asked for by name; both are grounded, so each of
+their candidates costs as much as a `single_hop` / `multi_hop` one.
+
+Query styles and personas (ragas's query styles and personas; off by default):
+
+- `styles`: `plain` (the default, the only style when `styles` is not given), `keywords` (a
+  short search-engine query of a few words), `conversational` (a natural spoken question),
+  `misspelled` (the plain question with one or two realistic typos), with weights as
+  `types` has them (`"plain:2,keywords:1"` or a mapping). One style per generation request:
+  systematic sampling over the weights (one seeded uniform draw, request i takes the style
+  whose cumulative share holds (u + i) / R), then a seeded shuffle, so over R requests each
+  style gets the floor or the ceiling of R × its share and never misses it by a whole
+  request. The style's instruction (`STYLES`) is added to the request's user message; its
+  questions take that style, its ground truths stay plain.
+- `personas`: short descriptions of who asks ("a homeowner new to solar power"). Each
+  generation request gets one, in turn from a seeded starting point (round-robin), and its
+  user message asks for questions as that person would ask them.
+- Recorded per row in `generation_detail`: `query_style` ("plain" without styles) and
+  `persona` (null without personas); a candidate gets its request's.
+- A request with the plain style and no persona says only "Pairs to write: K" before its
+  contexts, as before styles existed, so a cached generation answer still serves.
 
 Requests per kept row, on the default mix (equal weights, 3 questions per request,
 oversample 1.5) with every check passing: per candidate, 1/3 of a generation request, 1/3 of
 a check request, and for the two grounded types the 2 requests of `Faithfulness` (claims,
 then verification): 2 × 2/3 + 2/3 = 2 requests per candidate, 3 per kept row at 1.5
-candidates per row, plus the embedding requests (128 texts each: the chunks for `multi_hop`,
-then the questions). The test measures 20 requests (18 chat, 2 embeddings) for 6 kept rows
+candidates per row, plus the embedding requests (128 texts each: the chunks for the paired
+types, then the questions). The test measures 20 requests (18 chat, 2 embeddings) for 6 kept rows
 at the stand-in server, 3.3 per row. A rerun with the same cache sends nothing.
 
 Output columns (kept rows, and `rejected` with `rejected_by` and `reason` added):
 `question`, `ground_truth`, `reference_contexts` (List(String), exact spans of their
 documents), `reference_context_ids` (their chunk ids, for `context_recall_ids`), `doc_ids`,
-`question_type`, `generation_detail` (`DETAIL`: every check's verdict and reason), then the
-corpus's metadata columns of the first source chunk.
+`question_type`, `generation_detail` (`DETAIL`: the query style and persona, every check's
+verdict and reason), then the corpus's metadata columns of the first source chunk.
 
 The estimate (`estimate_generate`, `ragframe generate --dry-run`): the same pipeline through
 the judge's dry backend (`judge.session("dry")`), which sends nothing, counts each request the
@@ -76,7 +114,7 @@ cache cannot answer (prompt tokens as characters / 4) and answers with schema pl
   a placeholder candidate's contexts carry its id in the grounded check for the same reason
   (a few tokens per context more than the real run). Then every failure a placeholder caused
   is cleared: no candidate is rejected as blank, unsupported, not answerable or duplicate.
-- embeddings: the texts a real run would embed (the chunks when `multi_hop` is asked, then
+- embeddings: the texts a real run would embed (the chunks when a paired type is asked, then
   every candidate's question), minus those whose vector the cache holds, in requests of 128
   (none for the in-process embedder). The stand-in vectors are drawn from each text's hash,
   so neighbour pairs form as on a real corpus.
@@ -175,7 +213,9 @@ QUESTION_TYPES: dict[str, QuestionType] = {
     t.name: t
     for t in (
         QuestionType("single_hop", sources=1, grounded=True, answerable=True),
+        QuestionType("single_hop_abstract", sources=1, grounded=True, answerable=True),
         QuestionType("multi_hop", sources=2, grounded=True, answerable=True),
+        QuestionType("comparative", sources=2, grounded=True, answerable=True),
         QuestionType("unanswerable", sources=1, grounded=False, answerable=False),
     )
 }
@@ -187,11 +227,30 @@ CHECK = verdict_task(
     max_tokens=1024,
 )
 
+#: Query styles: what a generation request's user message adds for each (nothing for
+#: `plain`, so a request without styles or personas is the one it always was).
+STYLES: dict[str, str | None] = {
+    "plain": None,
+    "keywords": "Question style: keywords. Write each question as a short search-engine query "
+    'of two to six words, as a user types it into a search box (e.g. "Aster 3 single-phase '
+    'power"), not a full sentence. The ground truth is still a complete answer.',
+    "conversational": "Question style: conversational. Write each question as a person would "
+    "say it aloud to a helpful colleague, in natural everyday words, with a few words of "
+    "context if that is how they would ask. The ground truth is still a complete answer.",
+    "misspelled": "Question style: misspelled. Write each question plainly, then put one or "
+    "two realistic typos in it (a swapped, missing or doubled letter, as a hurried typist "
+    "makes), leaving its meaning clear; never misspell a number. The ground truth is "
+    "spelled correctly.",
+}
+DEFAULT_STYLE = "plain"
+
 #: `generation_detail`: every check's verdict and reason (null where a check did not run).
 DETAIL = pl.Struct(
     {
         "candidate": pl.String,
         "request_chunk_ids": pl.List(pl.String),
+        "query_style": pl.String,
+        "persona": pl.String,
         "grounded": pl.Boolean,
         "faithfulness": pl.Float64,
         "grounded_reason": pl.String,
@@ -224,6 +283,8 @@ class _Options:
     per_request: int
     oversample: float
     threshold: float
+    styles: dict[str, float] = field(default_factory=lambda: {DEFAULT_STYLE: 1.0})
+    personas: tuple[str, ...] = ()
 
 
 def _check_options(
@@ -233,6 +294,8 @@ def _check_options(
     per_request: Any,
     oversample: Any,
     threshold: Any,
+    styles: Any = None,
+    personas: Any = None,
 ) -> _Options:
     """Every option checked before anything is read or sent (ConfigError saying the fix)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -262,11 +325,49 @@ def _check_options(
             f"duplicate_threshold must be a cosine in (0, 1], not {threshold!r}; 1 rejects "
             "only identical questions"
         )
-    return _Options(n, _weights(types), seed, per_request, float(oversample), float(threshold))
+    return _Options(
+        n,
+        _weights(types),
+        seed,
+        per_request,
+        float(oversample),
+        float(threshold),
+        _weights(styles, STYLES, "styles", "query style") if styles is not None else {"plain": 1},
+        _personas(personas),
+    )
 
 
-def _weights(types: Any) -> dict[str, float]:
-    """`types` as {type: weight}: "a,b" (equal weights), "a:2,b:1", or a mapping."""
+def _personas(personas: Any) -> tuple[str, ...]:
+    """`personas` as a tuple of non-blank descriptions (None: no personas)."""
+    if personas is None:
+        return ()
+    if isinstance(personas, str) or not isinstance(personas, Sequence):
+        raise ConfigError(
+            "personas must be a list of short descriptions of who asks (e.g. ['a homeowner "
+            f"new to solar power']), not {type(personas).__name__}"
+        )
+    if not personas:
+        raise ConfigError("personas is empty: give at least one description, or None for none")
+    found: list[str] = []
+    for k, persona in enumerate(personas, 1):
+        if not isinstance(persona, str) or not persona.strip():
+            raise ConfigError(
+                f"persona {k} must be a non-blank string describing who asks, not {persona!r}"
+            )
+        found.append(" ".join(persona.split()))
+    return tuple(found)
+
+
+def _weights(
+    types: Any,
+    known: Mapping[str, Any] | None = None,
+    option: str = "types",
+    what: str = "question type",
+) -> dict[str, float]:
+    """`types` as {name: weight}: "a,b" (equal weights), "a:2,b:1", or a mapping; the names
+    those of `known` (the question types by default)."""
+    known = QUESTION_TYPES if known is None else known
+    example = DEFAULT_TYPES if option == "types" else "plain:2,keywords:1"
     if isinstance(types, str):
         pairs: list[tuple[str, Any]] = []
         for part in (p.strip() for p in types.split(",")):
@@ -278,26 +379,24 @@ def _weights(types: Any) -> dict[str, float]:
         pairs = list(types.items())
     else:
         raise ConfigError(
-            f"types must be a string such as {DEFAULT_TYPES!r} (or 'single_hop:2,multi_hop:1') "
-            f"or a mapping type -> weight, not {type(types).__name__}"
+            f"{option} must be a string such as {example!r} or a mapping {what} -> weight, "
+            f"not {type(types).__name__}"
         )
     if not pairs:
-        raise ConfigError(f"types names no question type; the types: {list(QUESTION_TYPES)}")
+        raise ConfigError(f"{option} names no {what}; the {what}s: {', '.join(known)}")
     weights: dict[str, float] = {}
     for name, raw in pairs:
-        if name not in QUESTION_TYPES:
-            raise ConfigError(
-                f"unknown question type {name!r}; the types: {', '.join(QUESTION_TYPES)}"
-            )
+        if name not in known:
+            raise ConfigError(f"unknown {what} {name!r}; the {what}s: {', '.join(known)}")
         if name in weights:
-            raise ConfigError(f"types names {name!r} twice")
+            raise ConfigError(f"{option} names {name!r} twice")
         try:
             weight = float(raw) if not isinstance(raw, bool) else math.nan
         except (TypeError, ValueError):
             weight = math.nan
         if not (math.isfinite(weight) and weight > 0):
             raise ConfigError(
-                f"the weight of {name!r} must be a positive number, not {raw!r}; leave a type "
+                f"the weight of {name!r} must be a positive number, not {raw!r}; leave it "
                 "out to generate none of it"
             )
         weights[name] = weight
@@ -412,12 +511,16 @@ def generate_run(
     chunk_tokens: int = 384,
     overlap_tokens: int = 48,
     duplicate_threshold: float = 0.92,
+    styles: str | Mapping[str, float] | None = None,
+    personas: Sequence[str] | None = None,
 ) -> GenerateResult:
     """Generate `n` checked question / ground-truth rows from `corpus` (see the module doc).
 
     `corpus`: a frame or a Parquet / JSON Lines / CSV file with a text column, or a folder of
-    .txt / .md files (`read_corpus`). `types`: question types with weights. Every
-    configuration error is a ConfigError raised before any request.
+    .txt / .md files (`read_corpus`). `types`: question types with weights. `styles`: query
+    styles with weights (`STYLES`; None: every question `plain`), one drawn per generation
+    request. `personas`: short descriptions of who asks, one per generation request in a
+    seeded round-robin. Every configuration error is a ConfigError raised before any request.
     """
     return run_sync(  # type: ignore[no-any-return]
         agenerate_run(
@@ -433,6 +536,8 @@ def generate_run(
             chunk_tokens=chunk_tokens,
             overlap_tokens=overlap_tokens,
             duplicate_threshold=duplicate_threshold,
+            styles=styles,
+            personas=personas,
         )
     )
 
@@ -451,6 +556,8 @@ async def agenerate_run(
     chunk_tokens: int = 384,
     overlap_tokens: int = 48,
     duplicate_threshold: float = 0.92,
+    styles: str | Mapping[str, float] | None = None,
+    personas: Sequence[str] | None = None,
 ) -> GenerateResult:
     """`generate_run`, awaited."""
     judge = judge if judge is not None else Judge(cache=True)
@@ -467,6 +574,8 @@ async def agenerate_run(
         chunk_tokens=chunk_tokens,
         overlap_tokens=overlap_tokens,
         duplicate_threshold=duplicate_threshold,
+        styles=styles,
+        personas=personas,
     )
     async with judge.session() as session:
         return await _run(chunks, opts, wanted, session)
@@ -495,7 +604,8 @@ def estimate_generate(
             `generate_run`'s).
         **options: `generate_run`'s other options (types, seed, questions_per_request,
             oversample, text_column, id_column, chunk_tokens, overlap_tokens,
-            duplicate_threshold); any other name is refused with a ConfigError.
+            duplicate_threshold, styles, personas); any other name is refused with a
+            ConfigError.
 
     Returns:
         `rows` (n), `candidates`, `requests` (chat and embedding requests, as a run's summary
@@ -544,6 +654,8 @@ _OPTION_DEFAULTS: dict[str, Any] = {
     "chunk_tokens": 384,
     "overlap_tokens": 48,
     "duplicate_threshold": 0.92,
+    "styles": None,
+    "personas": None,
 }
 
 
@@ -561,10 +673,14 @@ def _prepare(
     chunk_tokens: int,
     overlap_tokens: int,
     duplicate_threshold: float,
+    styles: str | Mapping[str, float] | None,
+    personas: Sequence[str] | None,
 ) -> tuple[pl.DataFrame, _Options, dict[str, int]]:
     """Options checked, the corpus read and split, the judge's embeddings checked, and the
     generation requests wanted per type: every configuration error before any request."""
-    opts = _check_options(n, types, seed, questions_per_request, oversample, duplicate_threshold)
+    opts = _check_options(
+        n, types, seed, questions_per_request, oversample, duplicate_threshold, styles, personas
+    )
     docs = read_corpus(corpus, text_column=text_column, id_column=id_column)
     chunks = split_documents(docs, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
     _refuse_clashes(chunks)
@@ -586,8 +702,8 @@ def _refuse_no_embeddings(judge: Judge) -> None:
     missing = unserved(judge).get(EMBEDDINGS)
     if missing is not None:
         raise ConfigError(
-            f"generation embeds questions (the duplicate check) and chunks (multi_hop "
-            f"neighbours), but {missing}"
+            f"generation embeds questions (the duplicate check) and chunks (multi_hop and "
+            f"comparative neighbours), but {missing}"
         )
 
 
@@ -611,6 +727,8 @@ class _Request:
     qtype: QuestionType
     number: int
     rows: list[int]
+    style: str = DEFAULT_STYLE
+    persona: str | None = None
 
 
 @dataclass
@@ -705,6 +823,8 @@ async def _plan_requests(
     order = _spread_order(chunks, opts.seed)
     cursor = 0
     requests: list[_Request] = []
+    vectors: np.ndarray | None = None  # the chunks', embedded once for every paired type
+    paired: set[frozenset[int]] = set()  # a pair is used once, by one paired type
     for name, k in wanted.items():
         qtype = QUESTION_TYPES[name]
         if qtype.sources == 1:
@@ -713,30 +833,61 @@ async def _plan_requests(
             cursor += take
             what = f"{len(order)} usable chunks"
         else:
-            sources = await _neighbour_pairs(chunks, order, cursor, k, session, tally)
+            if vectors is None and k and len(order) >= 2:
+                vectors = await _embed(
+                    session, chunks.get_column("text").to_list(), tally, "chunks"
+                )
+            sources = _neighbour_pairs(chunks, order, cursor, k, vectors, paired)
             cursor += len(sources)
-            what = f"{len(sources)} distinct neighbour pairs"
+            what = f"{len(sources)} distinct neighbour pairs left"
         if len(sources) < k:
             notes.append(
                 f"{name}: the corpus has only {what}, so {len(sources)} generation requests "
                 f"were sent instead of {k}."
             )
         requests += [_Request(qtype, i, rows) for i, rows in enumerate(sources)]
+    _assign_styles_and_personas(requests, opts)
     return requests
 
 
-async def _neighbour_pairs(
+def _assign_styles_and_personas(requests: list[_Request], opts: _Options) -> None:
+    """Each request's query style and persona, seeded, in plan order.
+
+    Styles: systematic sampling over the weights (one uniform draw; request `i` takes the
+    style whose cumulative share holds `(u + i) / R`), then a seeded shuffle: every style gets
+    the floor or the ceiling of its share of the R requests, never further from it, and which
+    requests get it is random. Personas: a seeded rotation of the list, then one per request
+    in turn (round-robin), so each is used within one of every other.
+    """
+    if not requests:
+        return
+    rng = np.random.default_rng([opts.seed, 3])
+    names = list(opts.styles)
+    weights = np.array([opts.styles[s] for s in names], dtype=np.float64)
+    cumulative = np.cumsum(weights) / weights.sum()
+    cumulative[-1] = 1.0
+    points = (rng.random() + np.arange(len(requests))) / len(requests)
+    picks = np.minimum(np.searchsorted(cumulative, points, side="right"), len(names) - 1)
+    picks = picks[rng.permutation(len(requests))]
+    start = int(rng.integers(len(opts.personas))) if opts.personas else 0
+    for i, (request, pick) in enumerate(zip(requests, picks, strict=True)):
+        request.style = names[int(pick)]
+        if opts.personas:
+            request.persona = opts.personas[(start + i) % len(opts.personas)]
+
+
+def _neighbour_pairs(
     chunks: pl.DataFrame,
     order: list[int],
     cursor: int,
     k: int,
-    session: JudgeSession,
-    tally: _Tally | None = None,
+    vectors: np.ndarray | None,
+    seen: set[frozenset[int]],
 ) -> list[list[int]]:
-    """Up to `k` (anchor, nearest neighbour) pairs, anchors taken from `order` at `cursor`."""
-    if k == 0 or len(order) < 2:
+    """Up to `k` (anchor, nearest neighbour) pairs, anchors taken from `order` at `cursor`,
+    none of them in `seen` (the pairs another paired type took; the new ones are added)."""
+    if k == 0 or len(order) < 2 or vectors is None:
         return []
-    vectors = await _embed(session, chunks.get_column("text").to_list(), tally, "chunks")
     docs = np.array(chunks.get_column("doc_id").to_list(), dtype=object)
     starts = chunks.get_column("start").to_numpy().astype(np.int64)
     ends = chunks.get_column("end").to_numpy().astype(np.int64)
@@ -744,7 +895,6 @@ async def _neighbour_pairs(
     usable[order] = True
     usable &= ~np.isnan(vectors).any(axis=1)
     pairs: list[list[int]] = []
-    seen: set[frozenset[int]] = set()
     for step in range(len(order)):
         anchor = order[(cursor + step) % len(order)]
         if not usable[anchor]:
@@ -766,6 +916,23 @@ async def _neighbour_pairs(
         if len(pairs) == k:
             break
     return pairs
+
+
+def _asked(per_request: int, request: _Request) -> str:
+    """What a generation request asks for besides its contexts: the number of pairs, then its
+    query style's instruction and who asks, when there are (a plain request without a persona
+    is only the number)."""
+    parts = [f"Pairs to write: {per_request}"]
+    style = STYLES[request.style]
+    if style is not None:
+        parts.append(style)
+    if request.persona is not None:
+        parts.append(
+            f"Who asks: {request.persona}. Write each question as this person would ask it: "
+            "what they would want to know, in their words and at their level of knowledge. "
+            "The ground truth does not change with who asks."
+        )
+    return "\n\n".join(parts)
 
 
 def _contexts(chunks: pl.DataFrame, rows: Sequence[int]) -> list[str]:
@@ -791,12 +958,13 @@ async def _propose(
     async def ask(name: str, group: list[_Request]) -> list[_Candidate]:
         task = QUESTION_TYPES[name].task(per_request)
         prompts = pl.DataFrame(
-            {"contexts": [_contexts(chunks, r.rows) for r in group]},
-            schema={"contexts": pl.List(pl.String)},
+            {
+                "asked": [_asked(per_request, r) for r in group],
+                "contexts": [_contexts(chunks, r.rows) for r in group],
+            },
+            schema={"asked": pl.String, "contexts": pl.List(pl.String)},
         ).select(
-            prompt(
-                f"Pairs to write: {per_request}", fence_items("context", pl.col("contexts"))
-            ).alias("prompt")
+            prompt(pl.col("asked"), fence_items("context", pl.col("contexts"))).alias("prompt")
         )
         answers = await session.ask_frame(
             task, prompts.get_column("prompt"), [per_request] * len(group)
@@ -847,6 +1015,8 @@ async def _check(
         c.detail = {
             "candidate": c.id,
             "request_chunk_ids": [chunks["chunk_id"][i] for i in c.request.rows],
+            "query_style": c.request.style,
+            "persona": c.request.persona,
         }
     if tally is None:
         await asyncio.gather(
