@@ -9,20 +9,25 @@ supported, every question self-contained and answerable unless written as unansw
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import signal
+import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
-from conftest import fenced, task_name, user_text
+from conftest import fenced, task_name, user_text, wait_for
 from test_generate import DOCS, check, proposer, scripted
 
 from ragframe.cli import main
 from ragframe.engine.generate import DETAIL, estimate_generate
+from ragframe.testing.server import messages_hash
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = [
@@ -364,3 +369,66 @@ def test_the_program_end_to_end(server, folder):
     assert len(server.requests) > 0
     asked = {tuple(fenced(b, "context")) for b in server.chat_requests}
     assert {tuple(r) for r in kept["reference_contexts"]} <= asked
+
+
+def test_ctrl_c_mid_run_exits_130_and_the_rerun_sends_only_what_was_left(server, folder):
+    """SIGINT while the verifications are held at the server, every earlier answer committed:
+    exit 130 (never 1) with the resume line and no output file; the rerun sends none of the
+    requests answered before the signal, and writes the set."""
+    gate = threading.Event()
+    answer = scripted()
+
+    async def held(body: dict[str, Any]) -> Any:
+        while task_name(body) == "faithfulness_verify" and not gate.is_set():
+            await asyncio.sleep(0.02)
+        return answer(body)
+
+    server.handler = held
+    cache = folder / "cache.sqlite3"
+    command = [
+        sys.executable, "-m", "ragframe.cli", "generate", "docs", "-o", "set.parquet", "-n", "3",
+        *judge_args(server, folder),
+    ]  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(folder)}
+    proc = subprocess.Popen(command, cwd=folder, env=env, stderr=subprocess.PIPE, text=True)
+
+    def answered() -> list[str]:
+        return [
+            messages_hash(r.body["messages"])
+            for r in list(server.requests)
+            if r.path.endswith("/chat/completions") and r.status == 200
+        ]
+
+    def committed() -> int:
+        if not cache.exists():
+            return 0
+        with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=30) as db:
+            try:
+                return int(db.execute("SELECT COUNT(*) FROM answers").fetchone()[0])
+            except sqlite3.OperationalError:
+                return 0
+
+    def held_with_the_rest_committed() -> bool:
+        done = answered()
+        return server.in_flight > 0 and bool(done) and committed() >= len(set(done))
+
+    ready = wait_for(lambda: proc.poll() is not None or held_with_the_rest_committed(), 60)
+    if not ready or proc.poll() is not None:
+        proc.kill()
+        pytest.fail(f"the run never got mid-flight: {proc.communicate()[1][-2000:]}")
+    before = set(answered())
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "run the same command again" in err and "Traceback" not in err
+    assert not (folder / "set.parquet").exists()
+    gate.set()
+    assert wait_for(lambda: server.in_flight == 0, 30)
+    server.reset()
+    rerun = subprocess.run(
+        command, cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    resent = set(answered())
+    assert resent and not resent & before  # the verifications left, nothing answered again
+    assert pl.read_parquet(folder / "set.parquet").height == 3
