@@ -261,7 +261,8 @@ def _print_estimate(guess: dict[str, Any], *, local: bool) -> None:
             else f"{stage['prompt_tokens']} prompt + {stage['completion_tokens']} completion "
             f"tokens, {common.dollars(stage['cost_usd'], local=local)}"
         )
-        print(f"  {stage['stage']:<{width}}  {stage['requests']:>5} requests{tasks}; {tokens}")
+        noun = "request" if stage["requests"] == 1 else "requests"
+        print(f"  {stage['stage']:<{width}}  {stage['requests']:>5} {noun}{tasks}; {tokens}")
 
 
 def _metadata(

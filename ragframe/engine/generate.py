@@ -470,8 +470,9 @@ class GenerateResult:
             lines.append(
                 f"Only {kept} of the {self.n} rows asked for survived: "
                 f"{sum(self.proposed.values())} candidates were proposed and "
-                f"{self.rejected.height} rejected ({why}); read .rejected for each reason, "
-                "and raise oversample to propose more."
+                f"{self.rejected.height} rejected ({why}); each reason is in the rejected "
+                "rows (GenerateResult.rejected, --rejected FILE); raise oversample "
+                "(--oversample) to propose more."
             )
         lines += self.notes
         return "\n".join(lines)
