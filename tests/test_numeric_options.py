@@ -79,6 +79,20 @@ TABLE: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {
     (("label-sheet",), "-n"): COUNTS,
     (("label-sheet",), "--strata"): COUNTS,
     (("label-sheet",), "--seed"): SEEDS,
+    (("generate",), "-n"): COUNTS,
+    (("generate",), "--seed"): SEEDS,
+    (("generate",), "--oversample"): POSITIVE,
+    (("generate",), "--questions-per-request"): COUNTS,
+    (("generate",), "--duplicate-threshold"): POSITIVE,
+    (("generate",), "--chunk-tokens"): COUNTS,
+    (("generate",), "--overlap-tokens"): SEEDS,  # a whole number 0 or more
+    (("generate",), "--concurrency"): COUNTS,
+    (("generate",), "--temperature"): NON_NEGATIVE,
+    (("generate",), "--requests-per-minute"): POSITIVE,
+    (("generate",), "--tokens-per-minute"): POSITIVE,
+    (("generate",), "--timeout"): POSITIVE,
+    (("generate",), "--max-text-chars"): COUNTS,
+    (("generate",), "--max-cost"): NON_NEGATIVE,
 }
 
 
@@ -156,6 +170,7 @@ def argv_for(path: tuple[str, ...], files: Path, url: str) -> list[str]:
         ("calibrate",): [log, "-o", str(files / "c.json")],
         ("human-estimate",): [log, "--labels", log],
         ("label-sheet",): [log, "-n", "1", "-o", str(files / "sheet.csv")],
+        ("generate",): [log, "-o", out, "-n", "1", *judge, "--no-cache", "--no-progress"],
     }
     return [*path, *full[path]]
 
