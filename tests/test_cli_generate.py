@@ -106,6 +106,9 @@ def test_writes_the_test_set_and_the_rejected_file_and_the_summary_counts_them(
     rejected = pl.read_parquet(folder / "rejected.parquet")
     assert kept.columns == COLUMNS and kept.height == 4
     assert kept.schema["generation_detail"] == DETAIL
+    # a single_hop check reads its source chunk only: the chunk ids checked are recorded
+    checked = kept["generation_detail"].struct.field("checked_chunk_ids")
+    assert checked.to_list() == kept["reference_context_ids"].to_list()
     assert rejected.columns == [*COLUMNS, "rejected_by", "reason"]
     # 6 candidates in 2 requests of 3; the second of each request is not self-contained
     assert rejected.height == 2 and set(rejected["rejected_by"]) == {"self_contained"}
@@ -120,9 +123,11 @@ def test_writes_the_test_set_and_the_rejected_file_and_the_summary_counts_them(
 def test_fewer_rows_than_asked_is_said_with_why_and_is_not_a_failure(server, folder, capsys):
     def answered(body: dict[str, Any]) -> str:
         verdicts = json.loads(check(body))["verdicts"]
-        return json.dumps({"verdicts": [{**v, "answerable": True} for v in verdicts]})
+        return json.dumps(
+            {"verdicts": [{**v, "answerable": True, "answered_by": [1]} for v in verdicts]}
+        )
 
-    server.handler = scripted(generate_check=answered)
+    server.handler = scripted(generate_check_unanswerable=answered)
     status = generate(server, folder, "-o", "set.parquet", "--types", "unanswerable", n=3)
     out = capsys.readouterr().out
     assert status == 0
@@ -167,6 +172,8 @@ PERSONAS = ["a tenant worried about bills", "an electrician fitting batteries"]
     [
         (6, {"types": "single_hop,multi_hop,unanswerable"}),
         (10, {"types": "single_hop:2,multi_hop:1"}),
+        # the chunks embedded for the unanswerable check's nearest chunks, no paired type
+        (4, {"types": "unanswerable"}),
         # one question per request: three pairs of each paired type, none shared
         (6, {"types": "multi_hop,comparative,single_hop_abstract", "questions_per_request": 1}),
         (
@@ -178,7 +185,7 @@ PERSONAS = ["a tenant worried about bills", "an electrician fitting batteries"]
             },
         ),
     ],
-    ids=["default", "weighted", "paired types", "styles and personas"],
+    ids=["default", "weighted", "unanswerable", "paired types", "styles and personas"],
 )
 def test_the_dry_run_counts_the_requests_a_real_run_then_sends(server, folder, capsys, n, options):
     """Every check passes here, so the estimate must be exact: by task, in all, and in texts
@@ -210,7 +217,10 @@ def test_the_dry_run_counts_the_requests_a_real_run_then_sends(server, folder, c
     )
     assert guess["embedding_requests"] == server.count("/embeddings")
     assert guess["embedding_texts"] == embedded_texts(server)
-    for stage in ("generation: single_hop", "grounded (faithfulness)", "check ("):
+    stages = ("generation: single_hop", "grounded (faithfulness)", "check (")
+    if options["types"] == "unanswerable":  # not grounded; its chunks embedded all the same
+        stages = ("generation: unanswerable", "check (", "embeddings: chunks")
+    for stage in stages:
         assert stage in out
 
 

@@ -105,18 +105,20 @@ def verify(body: dict[str, Any]) -> str:
 
 
 def check(body: dict[str, Any]) -> str:
-    """Self-contained unless "according to the passage"; answerable unless written so."""
+    """Self-contained unless "according to the passage"; answerable unless written so (the
+    unanswerable check's `answered_by` empty then)."""
     verdicts = []
     for i, q in enumerate(fenced(body, "question"), 1):
         loose = "according to the passage" in q.lower()
-        verdicts.append(
-            {
-                "index": i,
-                "reason": "refers to a passage the reader has not seen" if loose else "fine",
-                "self_contained": not loose,
-                "answerable": not q.startswith("unanswerable"),
-            }
-        )
+        verdict = {
+            "index": i,
+            "reason": "refers to a passage the reader has not seen" if loose else "fine",
+            "self_contained": not loose,
+            "answerable": not q.startswith("unanswerable"),
+        }
+        if task_name(body) == "generate_check_unanswerable":
+            verdict["answered_by"] = []
+        verdicts.append(verdict)
     return json.dumps({"verdicts": verdicts})
 
 
@@ -130,6 +132,7 @@ def scripted(**overrides: Any) -> Any:
         "answer_claims": claims,
         "faithfulness_verify": verify,
         "generate_check": check,
+        "generate_check_unanswerable": check,
     }
     return router(**{**tasks, **overrides})
 
@@ -270,7 +273,11 @@ def test_paired_types_embed_the_chunks_once_and_never_share_a_pair(server, tmp_p
     # fewer distinct neighbour pairs (mutual neighbours give the same pair twice)
     result = run(server, tmp_path, n=6, types="multi_hop,comparative", questions_per_request=1)
     bodies = [b for b in server.chat_requests if task_name(b).startswith("generate_")]
-    pairs = [frozenset(fenced(b, "context")) for b in bodies if task_name(b) != "generate_check"]
+    pairs = [
+        frozenset(fenced(b, "context"))
+        for b in bodies
+        if not task_name(b).startswith("generate_check")
+    ]
     assert len(pairs) == len(set(pairs)) == sum(result.requests.values()) < 9
     assert result.requests["multi_hop"] == 5
     assert any(note.startswith("comparative: the corpus has only") for note in result.notes)
@@ -313,12 +320,116 @@ def test_a_question_that_is_not_self_contained_is_rejected(server, tmp_path):
     assert not result.frame["question"].str.starts_with("According").any()
 
 
-def test_an_unanswerable_question_the_contexts_answer_is_rejected(server, tmp_path):
+def _nearest(question: str, chunks: pl.DataFrame, source: str, k: int) -> list[str]:
+    """The `k` chunk ids nearest to `question` by the stand-in's embedding, `source` left out."""
+    q = np.asarray(embed_text(question))
+    cosine = [
+        (float(np.asarray(embed_text(t)) @ q), i)
+        for i, t in zip(chunks["chunk_id"], chunks["text"], strict=True)
+        if i != source
+    ]
+    ordered = sorted(range(len(cosine)), key=lambda j: -cosine[j][0])  # stable: corpus order
+    return [cosine[j][1] for j in ordered[:k]]
+
+
+def answered_by_chunk(chunk_text: str) -> Any:
+    """The unanswerable check's stand-in: a question is answerable when (and only when) the
+    context holding `chunk_text` is among those the request shows, and names that context."""
+
+    def handle(body: dict[str, Any]) -> str:
+        contexts = fenced(body, "context")
+        where = [k for k, text in enumerate(contexts, 1) if chunk_text in text]
+        verdicts = json.loads(check(body))["verdicts"]
+        return json.dumps(
+            {
+                "verdicts": [
+                    {**v, "answerable": bool(where), "answered_by": where,
+                     "reason": "a context states it" if where else "no context says"}
+                    for v in verdicts
+                ]
+            }
+        )  # fmt: skip
+
+    return handle
+
+
+def test_an_unanswerable_question_another_document_answers_is_rejected_naming_it(server, tmp_path):
+    """The check reads the source chunk and each question's nearest chunks of the whole
+    corpus: a question another document's chunk answers is rejected, naming that chunk."""
+    from ragframe.engine.generate import UNANSWERABLE_NEIGHBOURS
+
+    server.handler = scripted(generate_check_unanswerable=check)
+    probe = run(server, tmp_path / "probe", n=2, types="unanswerable")
+    chunks = chunk_table()
+    docs = dict(zip(chunks["chunk_id"], chunks["doc_id"], strict=True))
+    rows = pl.concat([probe.frame, probe.surplus])
+    assert rows.height == 3 and probe.rejected.height == 0
+    for row in rows.iter_rows(named=True):
+        (source,) = row["reference_context_ids"]
+        checked = row["generation_detail"]["checked_chunk_ids"]
+        assert checked[0] == source  # the source chunk first, then the neighbours
+        near = _nearest(row["question"], chunks, source, UNANSWERABLE_NEIGHBOURS)
+        assert set(near) <= set(checked[1:])  # each question's nearest chunks are read
+        assert len(set(checked)) == len(checked) <= 1 + 3 * UNANSWERABLE_NEIGHBOURS
+    # a neighbour from another document (not the source) answers the questions
+    row = rows.row(0, named=True)
+    (source,) = row["reference_context_ids"]
+    other = next(
+        i for i in row["generation_detail"]["checked_chunk_ids"][1:] if docs[i] != docs[source]
+    )
+    text = dict(zip(chunks["chunk_id"], chunks["text"], strict=True))[other]
+    server.handler = scripted(generate_check_unanswerable=answered_by_chunk(text))
+    result = run(server, tmp_path / "answered", n=2, types="unanswerable")
+    bad = result.rejected.filter(pl.col("reference_context_ids").list.first() == source)
+    assert bad.height == 3 and set(bad["rejected_by"]) == {"answerable"}
+    assert bad["reason"].str.contains(f"answered by chunk {other}", literal=True).all()
+    assert bad["reason"].str.contains("should not be").all()
+    assert (bad["generation_detail"].struct.field("answerable")).all()
+
+
+def test_an_unanswerable_question_its_source_answers_is_rejected(server, tmp_path):
+    rows = chunk_table()
+    probe_handler = scripted()
+    server.handler = probe_handler
+    probe = run(server, tmp_path / "probe", n=2, types="unanswerable")
+    source = pl.concat([probe.frame, probe.surplus])["reference_context_ids"][0][0]
+    text = dict(zip(rows["chunk_id"], rows["text"], strict=True))[source]
+    server.handler = scripted(generate_check_unanswerable=answered_by_chunk(text))
+    result = run(server, tmp_path / "answered", n=2, types="unanswerable")
+    bad = result.rejected.filter(pl.col("reference_context_ids").list.first() == source)
+    assert bad.height == 3
+    assert bad["reason"].str.contains(f"answered by chunk {source}", literal=True).all()
+
+
+def test_an_unanswerable_question_no_checked_chunk_answers_is_kept(server, tmp_path):
+    """A chunk the check did not read for a question (neither its source nor one of its
+    nearest) answering it does not reject it: the chunks that were read do not say."""
+    rows = chunk_table()
+    server.handler = scripted()
+    options = {"n": 2, "types": "unanswerable", "questions_per_request": 1}
+    probe = run(server, tmp_path / "probe", **options)
+    first = probe.frame.row(0, named=True)
+    checked = first["generation_detail"]["checked_chunk_ids"]
+    assert len(checked) == 4  # the source and its 3 nearest: not the whole corpus
+    far = [t for i, t in zip(rows["chunk_id"], rows["text"], strict=True) if i not in checked]
+    server.handler = scripted(generate_check_unanswerable=answered_by_chunk(far[0]))
+    result = run(server, tmp_path / "kept", **options)
+    kept = pl.concat([result.frame, result.surplus])
+    mine = kept.filter(pl.col("question") == first["question"])
+    assert mine.height == 1
+    detail = mine["generation_detail"][0]
+    assert detail["answerable"] is False and detail["checked_chunk_ids"] == checked
+    assert not result.rejected["question"].is_in([first["question"]]).any()
+
+
+def test_an_unanswerable_check_that_fails_for_every_question_leaves_no_rows(server, tmp_path):
     def answered(body: dict[str, Any]) -> str:
         verdicts = json.loads(check(body))["verdicts"]
-        return json.dumps({"verdicts": [{**v, "answerable": True} for v in verdicts]})
+        return json.dumps(
+            {"verdicts": [{**v, "answerable": True, "answered_by": [1]} for v in verdicts]}
+        )
 
-    server.handler = scripted(generate_check=answered)
+    server.handler = scripted(generate_check_unanswerable=answered)
     result = run(server, tmp_path, n=3, types="unanswerable")
     assert result.frame.height == 0
     assert set(result.rejected["rejected_by"]) == {"answerable"}
@@ -425,7 +536,7 @@ def test_style_and_persona_reach_each_generation_prompt_and_are_recorded_per_row
     asked = {}  # (task, contexts) -> (style, persona) of the request that read them
     for body in server.chat_requests:
         name = task_name(body)
-        if name.startswith("generate_") and name != "generate_check":
+        if name.startswith("generate_") and not name.startswith("generate_check"):
             asked[name.removeprefix("generate_"), tuple(fenced(body, "context"))] = (
                 _style_of(body),
                 _persona_of(body),
@@ -441,7 +552,7 @@ def test_style_and_persona_reach_each_generation_prompt_and_are_recorded_per_row
         key = (row["question_type"], tuple(row["reference_contexts"]))
         assert (detail["query_style"], detail["persona"]) == asked[key]
     # the check request is not styled: it judges whatever form the question takes
-    checks = [b for b in server.chat_requests if task_name(b) == "generate_check"]
+    checks = [b for b in server.chat_requests if task_name(b).startswith("generate_check")]
     assert checks and all("Who asks" not in user_text(b) for b in checks)
     assert "keyword query" in system_text(checks[0]) and "typo" in system_text(checks[0])
 
@@ -565,7 +676,8 @@ def test_requests_per_kept_row_on_the_default_mix(server, tmp_path):
         "generate_single_hop": 1,
         "generate_multi_hop": 1,
         "generate_unanswerable": 1,
-        "generate_check": 3,
+        "generate_check": 2,
+        "generate_check_unanswerable": 1,
         "answer_claims": 6,
         "faithfulness_verify": 6,
     }

@@ -16,12 +16,16 @@ deduplicated, cached on disk and limited by one pool, as scoring is):
    document's chunks in a seeded order, then one chunk per document in turn. Single-chunk
    types take the next chunks of that order. The paired types (`multi_hop`, `comparative`)
    take the next chunks as anchors and pair each with its nearest neighbour by embedding
-   (`session.embed` of the chunk texts, once for both types, cosine), from a different
+   (`session.embed` of the chunk texts, cosine), from a different
    document when the corpus has more than one, else a chunk of the same document whose span
-   does not overlap the anchor's; a pair is used once, by one type.
+   does not overlap the anchor's; a pair is used once, by one type. The chunks are embedded
+   once, when any of `multi_hop`, `comparative`, `unanswerable` is asked for (the last for
+   its check's nearest chunks, below), and never twice.
 4. Generation, one request per source (chunk or pair), per type (its prompt below). Each
    request also carries its query style and persona (see "Query styles and personas").
-5. Checks, run at once through the same session:
+5. Checks. The questions are embedded first (`session.embed`, once: the unanswerable check
+   and the duplicate check both use these vectors), then the checks run at once through the
+   same session:
    - grounded (every type but `unanswerable`): ragframe's own `Faithfulness` metric, through
      `score_frame`, with question = the question, answer = the ground truth, contexts = the
      reference contexts. Passes only at 1.0 (every claim supported); the unsupported claims
@@ -32,7 +36,17 @@ deduplicated, cached on disk and limited by one pool, as scoring is):
      passage", nothing the reader cannot resolve; a keyword query or a typo is fine when the
      intent is clear) must be true, and `answerable` must be true for every type but
      `unanswerable`, false for it. Verdicts with a reason.
-   - near-duplicates: the questions are embedded (`session.embed`); in a seeded order, a
+     An `unanswerable` request is asked with `generate.check_unanswerable` (prompt
+     `generate_check_unanswerable`, still one request per generation request) and its
+     contexts are its source chunk, then, for each of its questions, the
+     `UNANSWERABLE_NEIGHBOURS` (3) chunks of the whole corpus nearest to the question (cosine
+     of the question's vector with the chunks' vectors, the source left out; their union, in
+     question order, so at most 1 + 3 × questions_per_request contexts). A question passes
+     only when the judge finds it answerable from none of them (alone or together); a
+     rejection names the chunk ids the judge says answer it (`answered_by`). Every checked
+     candidate records the chunk ids its check read in `checked_chunk_ids` (for the other
+     types, its own source chunks).
+   - near-duplicates: by the questions' vectors; in a seeded order, a
      candidate that passed the checks above is rejected when its cosine with an
      earlier-kept candidate is at least `duplicate_threshold` (0.92 by default), naming it.
    A failed generation request, a blank question or ground truth, a failed check request and
@@ -60,7 +74,9 @@ Question types (add one: a prompt file `generate_<name>.md` and a `QuestionType`
   to 7.4 kW."
 - `unanswerable` (`generate_unanswerable`): one chunk; a question on its topic that it does
   not answer; the ground truth says the documents do not say. Checked against that chunk
-  only, not the whole corpus: another document may still answer it.
+  and the question's nearest chunks of the whole corpus (see the checks): a question another
+  document answers is rejected, naming that chunk. Chunks further from the question are not
+  read: a corpus that answers it only there is not caught.
 
 The default mix stays `single_hop,multi_hop,unanswerable` (`DEFAULT_TYPES`): adding a type to
 it would change which sources every default run asks about for a given seed (the plan splits
@@ -89,17 +105,19 @@ Query styles and personas (ragas's query styles and personas; off by default):
 
 Requests per kept row, on the default mix (equal weights, 3 questions per request,
 oversample 1.5) with every check passing: per candidate, 1/3 of a generation request, 1/3 of
-a check request, and for the two grounded types the 2 requests of `Faithfulness` (claims,
-then verification): 2 × 2/3 + 2/3 = 2 requests per candidate, 3 per kept row at 1.5
-candidates per row, plus the embedding requests (128 texts each: the chunks for the paired
-types, then the questions). The test measures 20 requests (18 chat, 2 embeddings) for 6 kept rows
+a check request (the unanswerable check reads more contexts, not more requests), and for
+the two grounded types the 2 requests of `Faithfulness` (claims, then verification):
+2 × 2/3 + 2/3 = 2 requests per candidate, 3 per kept row at 1.5 candidates per row, plus the
+embedding requests (128 texts each: the chunks for the paired types and `unanswerable`, then
+the questions). The test measures 20 requests (18 chat, 2 embeddings) for 6 kept rows
 at the stand-in server, 3.3 per row. A rerun with the same cache sends nothing.
 
 Output columns (kept rows, and `rejected` with `rejected_by` and `reason` added):
 `question`, `ground_truth`, `reference_contexts` (List(String), exact spans of their
 documents), `reference_context_ids` (their chunk ids, for `context_recall_ids`), `doc_ids`,
 `question_type`, `generation_detail` (`DETAIL`: the query style and persona, every check's
-verdict and reason), then the corpus's metadata columns of the first source chunk.
+verdict and reason, the chunk ids the check read), then the corpus's metadata columns of the
+first source chunk.
 
 The estimate (`estimate_generate`, `ragframe generate --dry-run`): the same pipeline through
 the judge's dry backend (`judge.session("dry")`), which sends nothing, counts each request the
@@ -114,10 +132,11 @@ cache cannot answer (prompt tokens as characters / 4) and answers with schema pl
   a placeholder candidate's contexts carry its id in the grounded check for the same reason
   (a few tokens per context more than the real run). Then every failure a placeholder caused
   is cleared: no candidate is rejected as blank, unsupported, not answerable or duplicate.
-- embeddings: the texts a real run would embed (the chunks when a paired type is asked, then
-  every candidate's question), minus those whose vector the cache holds, in requests of 128
-  (none for the in-process embedder). The stand-in vectors are drawn from each text's hash,
-  so neighbour pairs form as on a real corpus.
+- embeddings: the texts a real run would embed (the chunks when a paired type or
+  `unanswerable` is asked, then every candidate's question), minus those whose vector the
+  cache holds, in requests of 128 (none for the in-process embedder). The stand-in vectors
+  are drawn from each text's hash, so neighbour pairs form, and the unanswerable check reads
+  as many contexts, as on a real corpus.
 
 With every check passing, the estimate's requests are the real run's, except where the real
 embeddings pair chunks differently (fewer distinct neighbour pairs than planned on a tiny
@@ -153,7 +172,7 @@ from ragframe.errors import ConfigError
 from ragframe.inputs.corpus import CHUNK_COLUMNS, read_corpus, split_documents
 from ragframe.judge.client import Judge, JudgeSession, RunStats
 from ragframe.judge.estimate import TYPICAL_TEXT
-from ragframe.judge.schema import array, boolean, indexed_verdict, obj, string
+from ragframe.judge.schema import array, boolean, indexed_verdict, integer, obj, string
 from ragframe.judge.task import Task
 from ragframe.metrics.base import fence_items, prompt
 from ragframe.metrics.faithfulness import Faithfulness
@@ -162,9 +181,11 @@ from ragframe.prompts import load
 
 __all__ = [
     "CHECKS",
+    "CHECK_UNANSWERABLE",
     "DEFAULT_TYPES",
     "DETAIL",
     "QUESTION_TYPES",
+    "UNANSWERABLE_NEIGHBOURS",
     "GenerateResult",
     "QuestionType",
     "aestimate_generate",
@@ -185,6 +206,9 @@ CHECKS = ("generation", "grounded", "check", "self_contained", "answerable", "du
 PAIR_TOKENS = 256
 #: Texts per embedding request (`JudgeSession.embed`'s batch size).
 EMBED_BATCH = 128
+#: Chunks of the whole corpus, nearest to an `unanswerable` question by embedding, that its
+#: check reads besides its source chunk: the question passes only when none answers it.
+UNANSWERABLE_NEIGHBOURS = 3
 
 
 @dataclass(frozen=True)
@@ -226,6 +250,16 @@ CHECK = verdict_task(
     indexed_verdict(self_contained=boolean(), answerable=boolean()),
     max_tokens=1024,
 )
+#: `generate.check` for `unanswerable` candidates: the contexts are the source chunk and the
+#: questions' nearest chunks of the corpus; `answered_by` names the contexts that answer.
+CHECK_UNANSWERABLE = verdict_task(
+    "generate.check_unanswerable",
+    load("generate_check_unanswerable"),
+    indexed_verdict(
+        self_contained=boolean(), answerable=boolean(), answered_by=array(integer(minimum=1))
+    ),
+    max_tokens=1024,
+)
 
 #: Query styles: what a generation request's user message adds for each (nothing for
 #: `plain`, so a request without styles or personas is the one it always was).
@@ -257,6 +291,7 @@ DETAIL = pl.Struct(
         "self_contained": pl.Boolean,
         "answerable": pl.Boolean,
         "check_reason": pl.String,
+        "checked_chunk_ids": pl.List(pl.String),
         "duplicate_of": pl.String,
         "duplicate_cosine": pl.Float64,
     }
@@ -696,15 +731,16 @@ def _prepare(
 
 
 def _refuse_no_embeddings(judge: Judge) -> None:
-    """The duplicate check (and multi-hop pairing) embeds: a judge that cannot is refused now,
-    not after the generation requests were paid for."""
+    """The duplicate check (and multi-hop pairing, the unanswerable check's nearest chunks)
+    embeds: a judge that cannot is refused now, not after the generation requests were paid
+    for."""
     from ragframe.judge.capabilities import EMBEDDINGS, unserved
 
     missing = unserved(judge).get(EMBEDDINGS)
     if missing is not None:
         raise ConfigError(
             f"generation embeds questions (the duplicate check) and chunks (multi_hop and "
-            f"comparative neighbours), but {missing}"
+            f"comparative neighbours, unanswerable's nearest chunks), but {missing}"
         )
 
 
@@ -744,6 +780,8 @@ class _Candidate:
     detail: dict[str, Any] = field(default_factory=dict)
     #: An estimate's stand-in (the dry backend's placeholder answer), not a real proposal.
     placeholder: bool = False
+    #: The question's embedding (NaN when it could not be embedded; None before embedding).
+    vector: np.ndarray | None = None
 
     @property
     def id(self) -> str:
@@ -761,15 +799,18 @@ async def _run(
     """The pipeline; with `tally` (a dry session), an estimate in which every candidate
     passes every check (see "The estimate" in the module doc)."""
     notes: list[str] = []
-    requests = await _plan_requests(chunks, opts, wanted, session, notes, tally)
+    requests, chunk_vectors = await _plan_requests(chunks, opts, wanted, session, notes, tally)
     candidates = await _propose(chunks, requests, opts.per_request, session, tally)
-    await _check(chunks, candidates, session, tally)
+    # The questions are embedded once, before the checks: the unanswerable check finds each
+    # question's nearest chunks with its vector, the duplicate check compares the vectors.
+    await _embed_questions(candidates, session, tally)
+    await _check(chunks, candidates, session, tally, chunk_vectors)
     if tally is not None:  # placeholders pass: every later stage is counted for each
         for c in candidates:
             c.fails.clear()
     order = np.random.default_rng([opts.seed, 2]).permutation(len(candidates))
     ordered = [candidates[i] for i in order]
-    await _deduplicate(ordered, opts.threshold, session, tally)
+    _deduplicate(ordered, opts.threshold, session)
     if tally is not None:
         for c in candidates:
             c.fails.clear()
@@ -819,12 +860,18 @@ async def _plan_requests(
     session: JudgeSession,
     notes: list[str],
     tally: _Tally | None = None,
-) -> list[_Request]:
-    """The generation requests of every type, their sources chosen (see the module doc)."""
+) -> tuple[list[_Request], np.ndarray | None]:
+    """The generation requests of every type, their sources chosen (see the module doc), and
+    the chunks' vectors (None when no type needs them): embedded once, for the paired types'
+    neighbours and the unanswerable check's nearest chunks alike."""
     order = _spread_order(chunks, opts.seed)
     cursor = 0
     requests: list[_Request] = []
-    vectors: np.ndarray | None = None  # the chunks', embedded once for every paired type
+    paired_wanted = any(k and QUESTION_TYPES[t].sources == 2 for t, k in wanted.items())
+    unanswerable_wanted = any(k and not QUESTION_TYPES[t].answerable for t, k in wanted.items())
+    vectors: np.ndarray | None = None
+    if (paired_wanted and len(order) >= 2) or (unanswerable_wanted and chunks.height >= 2):
+        vectors = await _embed(session, chunks.get_column("text").to_list(), tally, "chunks")
     paired: set[frozenset[int]] = set()  # a pair is used once, by one paired type
     for name, k in wanted.items():
         qtype = QUESTION_TYPES[name]
@@ -834,10 +881,6 @@ async def _plan_requests(
             cursor += take
             what = f"{len(order)} usable chunks"
         else:
-            if vectors is None and k and len(order) >= 2:
-                vectors = await _embed(
-                    session, chunks.get_column("text").to_list(), tally, "chunks"
-                )
             sources = _neighbour_pairs(chunks, order, cursor, k, vectors, paired)
             cursor += len(sources)
             what = f"{len(sources)} distinct neighbour pairs left"
@@ -848,7 +891,7 @@ async def _plan_requests(
             )
         requests += [_Request(qtype, i, rows) for i, rows in enumerate(sources)]
     _assign_styles_and_personas(requests, opts)
-    return requests
+    return requests, vectors
 
 
 def _assign_styles_and_personas(requests: list[_Request], opts: _Options) -> None:
@@ -1007,6 +1050,7 @@ async def _check(
     candidates: list[_Candidate],
     session: JudgeSession,
     tally: _Tally | None = None,
+    chunk_vectors: np.ndarray | None = None,
 ) -> None:
     """Run the grounded check and `generate.check` at once (with `tally`, one after the
     other, each its own stage); record verdicts and failures."""
@@ -1021,13 +1065,14 @@ async def _check(
         }
     if tally is None:
         await asyncio.gather(
-            _grounded(chunks, grounded, session), _asked_check(chunks, live, session)
+            _grounded(chunks, grounded, session),
+            _asked_check(chunks, live, session, chunk_vectors),
         )
         return
     with tally.stage("grounded (faithfulness)"):
         await _grounded(chunks, grounded, session, estimating=True)
     with tally.stage("check (self-contained, answerable)"):
-        await _asked_check(chunks, live, session)
+        await _asked_check(chunks, live, session, chunk_vectors)
 
 
 async def _grounded(
@@ -1069,18 +1114,66 @@ async def _grounded(
         c.detail.update(grounded=passed, faithfulness=score, grounded_reason=reason)
 
 
-async def _asked_check(chunks: pl.DataFrame, live: list[_Candidate], session: JudgeSession) -> None:
-    """`generate.check`: one request per generation request, judging all its questions."""
+def _nearest_chunks(
+    sources: Sequence[int], vector: np.ndarray | None, chunk_vectors: np.ndarray | None
+) -> list[int]:
+    """The `UNANSWERABLE_NEIGHBOURS` chunk rows nearest to a question's vector by cosine,
+    its source chunks and chunks without a vector left out (ties: corpus order)."""
+    if vector is None or chunk_vectors is None or np.isnan(vector).any():
+        return []
+    cosine = (chunk_vectors @ vector).astype(np.float64)
+    cosine[np.isnan(cosine)] = -np.inf
+    cosine[list(sources)] = -np.inf
+    ranked = np.argsort(-cosine, kind="stable")
+    return [int(i) for i in ranked[:UNANSWERABLE_NEIGHBOURS] if np.isfinite(cosine[i])]
+
+
+async def _asked_check(
+    chunks: pl.DataFrame,
+    live: list[_Candidate],
+    session: JudgeSession,
+    chunk_vectors: np.ndarray | None = None,
+) -> None:
+    """`generate.check`: one request per generation request, judging all its questions
+    against its contexts. An `unanswerable` request's contexts are its source chunk, then each
+    of its questions' `UNANSWERABLE_NEIGHBOURS` nearest chunks of the corpus (their union, in
+    question order), asked with `CHECK_UNANSWERABLE`, which names the contexts that answer."""
     groups: dict[int, list[_Candidate]] = {}
     for c in live:
         groups.setdefault(id(c.request), []).append(c)
     if not groups:
         return
-    members = list(groups.values())
+    ids = chunks.get_column("chunk_id")
+    by_task: dict[bool, list[tuple[list[_Candidate], list[int]]]] = {True: [], False: []}
+    for group in groups.values():
+        request = group[0].request
+        rows = list(request.rows)
+        if not request.qtype.answerable:
+            for c in group:
+                rows += [i for i in _nearest_chunks(request.rows, c.vector, chunk_vectors)
+                         if i not in rows]  # fmt: skip
+        by_task[request.qtype.answerable].append((group, rows))
+    await asyncio.gather(
+        *(
+            _ask_check(chunks, members, session, ids, answerable)
+            for answerable, members in by_task.items()
+            if members
+        )
+    )
+
+
+async def _ask_check(
+    chunks: pl.DataFrame,
+    members: list[tuple[list[_Candidate], list[int]]],
+    session: JudgeSession,
+    ids: pl.Series,
+    answerable_type: bool,
+) -> None:
+    """One check request per (group, context rows); verdicts and failures recorded."""
     frame = pl.DataFrame(
         {
-            "contexts": [_contexts(chunks, g[0].request.rows) for g in members],
-            "questions": [[c.question for c in g] for g in members],
+            "contexts": [_contexts(chunks, rows) for _, rows in members],
+            "questions": [[c.question for c in g] for g, _ in members],
         },
         schema={"contexts": pl.List(pl.String), "questions": pl.List(pl.String)},
     )
@@ -1090,11 +1183,13 @@ async def _asked_check(chunks: pl.DataFrame, live: list[_Candidate], session: Ju
             fence_items("question", pl.col("questions")),
         ).alias("prompt")
     )
-    task = CHECK.with_reasons(session.judge.reasons)
-    answers = await session.ask_frame(task, prompts["prompt"], [len(g) for g in members])
+    task = (CHECK if answerable_type else CHECK_UNANSWERABLE).with_reasons(session.judge.reasons)
+    answers = await session.ask_frame(task, prompts["prompt"], [len(g) for g, _ in members])
     decoded = answers.get_column("json").str.json_decode(task.dtype).to_list()
-    for group, value, error in zip(members, decoded, answers["error"], strict=True):
+    for (group, rows), value, error in zip(members, decoded, answers["error"], strict=True):
+        checked = [ids[i] for i in rows]
         for k, c in enumerate(group):
+            c.detail["checked_chunk_ids"] = checked
             if value is None:
                 c.fails.append(("check", f"check request failed: {error}"))
                 continue
@@ -1104,42 +1199,61 @@ async def _asked_check(chunks: pl.DataFrame, live: list[_Candidate], session: Ju
             c.detail.update(self_contained=contained, answerable=answerable, check_reason=reason)
             if contained is not True:
                 c.fails.append(("self_contained", f"question not self-contained: {reason}"))
-            expected = c.request.qtype.answerable
-            if answerable is not expected:
-                what = (
-                    "not answerable from its contexts"
-                    if expected
-                    else "answerable from its contexts, but it should not be"
+            if answerable_type and answerable is not True:
+                c.fails.append(
+                    ("answerable", f"question not answerable from its contexts: {reason}")
                 )
-                c.fails.append(("answerable", f"question {what}: {reason}"))
+            elif not answerable_type and answerable is not False:
+                named = [
+                    checked[j - 1]
+                    for j in dict.fromkeys(verdict.get("answered_by") or [])
+                    if j is not None and 1 <= j <= len(checked)
+                ]
+                by = ", ".join(named) if named else "no chunk named"
+                c.fails.append(
+                    (
+                        "answerable",
+                        f"question answerable from the corpus, but it should not be: "
+                        f"answered by chunk {by}: {reason}",
+                    )
+                )
 
 
-async def _deduplicate(
-    ordered: list[_Candidate],
-    threshold: float,
-    session: JudgeSession,
-    tally: _Tally | None = None,
+async def _embed_questions(
+    candidates: list[_Candidate], session: JudgeSession, tally: _Tally | None = None
 ) -> None:
-    """Reject each check survivor whose question is a near-duplicate (cosine at least
-    `threshold`) of an earlier-kept one, in `ordered`'s (seeded) order."""
-    live = [c for c in ordered if not c.fails]
+    """Each proposed question's vector (`session.embed`, once for every later use)."""
+    live = [c for c in candidates if not c.fails]
     if not live:
         return
     vectors = await _embed(session, [c.question or "" for c in live], tally, "questions")
+    for c, vector in zip(live, vectors, strict=True):
+        c.vector = vector
+
+
+def _deduplicate(ordered: list[_Candidate], threshold: float, session: JudgeSession) -> None:
+    """Reject each check survivor whose question is a near-duplicate (cosine at least
+    `threshold`) of an earlier-kept one, in `ordered`'s (seeded) order, by the vectors
+    `_embed_questions` gave them."""
+    live = [c for c in ordered if not c.fails]
+    if not live:
+        return
     errors = session.embedding_errors
-    kept: list[int] = []
-    for i, c in enumerate(live):
-        if np.isnan(vectors[i]).any():
+    kept: list[np.ndarray] = []
+    kept_candidates: list[_Candidate] = []
+    for c in live:
+        vector = c.vector
+        if vector is None or np.isnan(vector).any():
             why = errors.get(c.question or "", "no vector")
             c.fails.append(
                 ("duplicate", f"question could not be embedded to check for duplicates: {why}")
             )
             continue
         if kept:
-            cosine = vectors[kept] @ vectors[i]
+            cosine = np.asarray(kept) @ vector
             best = int(np.argmax(cosine))
             if cosine[best] >= threshold:
-                other = live[kept[best]]
+                other = kept_candidates[best]
                 c.detail.update(duplicate_of=other.id, duplicate_cosine=float(cosine[best]))
                 c.fails.append(
                     (
@@ -1149,7 +1263,8 @@ async def _deduplicate(
                     )
                 )
                 continue
-        kept.append(i)
+        kept.append(vector)
+        kept_candidates.append(c)
 
 
 def _select(survivors: list[_Candidate], opts: _Options, notes: list[str]) -> list[_Candidate]:
