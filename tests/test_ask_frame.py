@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 from conftest import judge_for
 
-from ragframe.judge.client import LOGPROBS_DTYPE, Judge
+from ragframe.judge.client import LOGPROBS_DTYPE, Judge, _in_waves
 from ragframe.judge.task import Task
 from ragframe.testing.server import FakeServer, Reply, auto_answer
 
@@ -141,3 +141,41 @@ def test_ask_frame_sends_each_distinct_prompt_of_a_series_once(tmp_path: Path) -
         frame, answers = asyncio.run(main(judge_for(server, tmp_path)))
     assert sorted(seen) == sorted(set(zip(PROMPTS, COUNTS, strict=True)))
     assert frame.to_dict(as_series=False) == as_columns(answers)
+
+
+def test_a_wave_is_sent_once_every_lower_wave_is_answered(tmp_path: Path) -> None:
+    """`waves`: "items: a b" (wave 1) goes out only after every wave-0 answer is in (each
+    wave-0 handler has returned when it arrives); "items: a", twice in wave 0, is sent once;
+    the frame equals one ask of the column."""
+    answered: set[str] = set()
+    at_wave_one: list[set[str]] = []
+
+    def record(body: dict[str, Any]) -> Any:
+        prompt = body["messages"][-1]["content"]
+        if prompt == "items: a b":
+            at_wave_one.append(set(answered))
+        answered.add(prompt)
+        return auto_answer(body)
+
+    prompts, counts = ["items: a", "items: a b", "items: a", "items: a b c"], [1, 2, 1, 3]
+
+    async def main(judge: Judge) -> tuple[pl.DataFrame, list[Any]]:
+        async with judge.session() as session:
+            frame = await session.ask_frame(TASK, prompts, counts, waves=[0, 1, 0, 0])
+            return frame, await session.ask(TASK, prompts, counts)
+
+    with FakeServer(handler=record) as server:
+        frame, answers = asyncio.run(main(judge_for(server, tmp_path)))
+        assert server.count() == 3
+    assert at_wave_one == [{"items: a", "items: a b c"}]
+    assert frame.to_dict(as_series=False) == as_columns(answers)
+
+
+def test_a_request_goes_in_the_lowest_wave_of_its_prompts() -> None:
+    """A key asked in waves 1 and 0 is sent in wave 0 (once); the waves go lowest first; only
+    what the store does not hold is sent; no waves is one group."""
+    keys = ["a", "b", "a", "c"]
+    assert _in_waves(keys, ["a", "b", "c"], [1, 1, 0, 0]) == [["a", "c"], ["b"]]
+    assert _in_waves(keys, ["b", "c"], [2, 1, 0, 0]) == [["c"], ["b"]]
+    assert _in_waves(keys, ["a", "b", "c"], None) == [["a", "b", "c"]]
+    assert _in_waves(keys, [], [0, 1, 0, 1]) == []

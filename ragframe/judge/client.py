@@ -222,6 +222,8 @@ class JudgeSession:
         task: Task,
         prompts: pl.Series | Sequence[str],
         counts: pl.Series | Sequence[Count] | None = None,
+        *,
+        waves: pl.Series | Sequence[int] | None = None,
     ) -> pl.DataFrame:
         """`ask` as columns, aligned with `prompts`: `json` (the answer's JSON text, null on
         failure), `error`, `prompt_tokens`, `completion_tokens` (Int64), and `logprobs`
@@ -231,10 +233,17 @@ class JudgeSession:
 
         `counts`: per prompt, an int, a tuple of ints (one per counted array), or None; a
         Struct Series gives the tuples (its fields in `task.counted`'s order).
+
+        `waves`: per prompt, a wave number; the requests of a wave are sent once every lower
+        wave's are answered (a request goes in the lowest wave of its prompts). Deduplication,
+        stats and progress are those of one ask: a provider's prompt cache knows a prefix only
+        once it has answered it, so later prompts that repeat it go out after it.
         """
         if isinstance(counts, pl.Series):
             counts = _count_list(counts)
-        keys, found = await self._answer(task, prompts, counts)
+        if isinstance(waves, pl.Series):
+            waves = waves.to_list()
+        keys, found = await self._answer(task, prompts, counts, waves)
         answers = [found[key] for key in keys]
         columns: dict[str, pl.Series] = {
             "json": pl.Series([a.json for a in answers], dtype=pl.String),
@@ -247,9 +256,14 @@ class JudgeSession:
         return pl.DataFrame(columns)
 
     async def _answer(
-        self, task: Task, prompts: pl.Series | Sequence[str], counts: Sequence[Count] | None
+        self,
+        task: Task,
+        prompts: pl.Series | Sequence[str],
+        counts: Sequence[Count] | None,
+        waves: Sequence[int] | None = None,
     ) -> tuple[list[str], dict[str, Answer]]:
-        """The key of each prompt, and the answer of each distinct key (see `ask`)."""
+        """The key of each prompt, and the answer of each distinct key (see `ask`; `waves`
+        as in `ask_frame`)."""
         if counts is None:
             counts = [None] * len(prompts)
         keys, requests = self.store.requests(task, prompts, counts)
@@ -260,7 +274,9 @@ class JudgeSession:
         self.progress.asked(
             task.name, len(prompts), cached=cached, waiting=len(misses), failed=failed
         )
-        fresh = await self._backend.answer(task, requests, misses) if misses else {}
+        fresh: dict[str, Answer] = {}
+        for wave in _in_waves(keys, misses, waves):
+            fresh.update(await self._backend.answer(task, requests, wave))
         found.update(fresh)
         self.store.remember((found if self._backend.remembers_hits else fresh).items())
         return keys, found
@@ -296,6 +312,24 @@ class JudgeSession:
         """
         assert isinstance(self._backend, UnsentBackend)
         return self._backend.not_sent(task, key, payload)
+
+
+def _in_waves(keys: list[str], misses: list[str], waves: Sequence[int] | None) -> list[list[str]]:
+    """`misses` split by wave, lowest first (a key in the lowest wave of its prompts); one
+    group when there are no waves, none when nothing is missing."""
+    if not misses:
+        return []
+    if waves is None:
+        return [misses]
+    if len(waves) != len(keys):
+        raise ValueError(f"{len(keys)} prompts but {len(waves)} waves")
+    lowest: dict[str, int] = {}
+    for key, wave in zip(keys, waves, strict=True):
+        lowest[key] = min(wave, lowest.get(key, wave))
+    by_wave: dict[int, list[str]] = {}
+    for key in misses:
+        by_wave.setdefault(lowest[key], []).append(key)
+    return [by_wave[wave] for wave in sorted(by_wave)]
 
 
 def _count_list(counts: pl.Series) -> list[Count]:

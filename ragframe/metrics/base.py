@@ -207,6 +207,7 @@ class Context:
         count_col: str | Sequence[str] | None = None,
         *,
         record_usage: bool = True,
+        wave_col: str | None = None,
     ) -> pl.DataFrame:
         """Send `frame[prompt_col]` to the judge; return `frame` with the answers added.
 
@@ -214,7 +215,8 @@ class Context:
         success), and the answer's `prompt_tokens` / `completion_tokens`. `frame` must hold
         the ROW_ID column so usage is charged to the right rows. `count_col` names the column
         of per-prompt counts, or one column per array when `task.counted` is a tuple.
-        The task is sent with or without reasons as this view says (`reasons`).
+        The task is sent with or without reasons as this view says (`reasons`). `wave_col`
+        names a column of wave numbers (`JudgeSession.ask_frame`'s `waves`).
         """
         task = task.with_reasons(self.reasons)
         counts: pl.Series | list[Any] | None = None
@@ -226,7 +228,8 @@ class Context:
         prompts = frame.get_column(prompt_col)
         if prompts.dtype != pl.String:  # a Categorical or Enum column is text too
             prompts = prompts.cast(pl.String)
-        answers = await self.session.ask_frame(task, prompts, counts)
+        waves = None if wave_col is None else frame.get_column(wave_col)
+        answers = await self.session.ask_frame(task, prompts, counts, waves=waves)
         failed = answers.height - answers.get_column("error").null_count()
         if failed:
             self.failures.append(failed)

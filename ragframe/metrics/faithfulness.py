@@ -188,7 +188,12 @@ class Faithfulness(Metric):
             )
         )
         asked = batches.select(ROW_ID, "batch", "prompt", "n").pipe(collect_chunk)
-        answers = await _first_then_rest(asked, ctx)
+        # A row's first verification goes out before its others, which repeat its contexts:
+        # a provider's prompt cache knows that prefix only once it has answered the first.
+        answers = await ctx.ask(
+            VERIFY, asked.with_columns(wave=pl.col("batch").clip(0, 1)), count_col="n",
+            wave_col="wave",
+        )  # fmt: skip
         verdicts = verdicts_by_index(
             answers.lazy(), pl.col("answer").struct.field("verdicts"), keys=(ROW_ID, "batch")
         )
@@ -262,38 +267,3 @@ class Faithfulness(Metric):
                 ).alias("error"),
             )
         )
-
-
-async def _first_then_rest(asked: pl.DataFrame, ctx: Context) -> pl.DataFrame:
-    """Ask every row's first verification, then its others (`asked`: ROW_ID, batch, prompt,
-    n; the answers come back in `asked`'s order).
-
-    The later ones repeat the row's contexts: a provider's prompt cache knows that prefix only
-    once it has answered the first. A later prompt equal to a first one is not asked again:
-    it takes that answer (error and tokens too), as one ask of the whole column would have
-    given it, and counts as a duplicate, so requests, answers and stats are those of one ask.
-    """
-    first = asked.filter(pl.col("batch") == 0)
-    answers = await ctx.ask(VERIFY, first, count_col="n")
-    rest = asked.filter(pl.col("batch") > 0)
-    if not rest.height:
-        return answers
-    same = ["prompt", "n"]
-    known = answers.drop(ROW_ID, "batch").unique(subset=same, keep="first", maintain_order=True)
-    repeated = rest.join(known, on=same, how="inner", maintain_order="left")
-    fresh = rest.join(known.select(same), on=same, how="anti", maintain_order="left")
-    parts = [answers]
-    if fresh.height:
-        parts.append(await ctx.ask(VERIFY, fresh, count_col="n"))
-    if repeated.height:
-        ctx.record_usage(repeated)
-        ctx.session.stats.deduplicated += repeated.height
-        ctx.session.progress.asked(VERIFY.name, repeated.height, cached=0, waiting=0)
-        parts.append(repeated.select(answers.columns))
-    place = asked.select(ROW_ID, "batch").with_row_index("\0at")
-    return (
-        pl.concat(parts, how="vertical_relaxed")
-        .join(place, on=(ROW_ID, "batch"), how="left")
-        .sort("\0at")
-        .drop("\0at")
-    )
