@@ -155,6 +155,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -679,19 +680,12 @@ async def aestimate_generate(
     return tally.figures(judge, opts.n, sum(result.proposed.values()))
 
 
-#: `generate_run`'s options besides corpus, n and judge, with their defaults.
+#: `generate_run`'s options besides corpus, n and judge, with their defaults (read from
+#: `agenerate_run`'s signature: the defaults are written there only).
 _OPTION_DEFAULTS: dict[str, Any] = {
-    "types": DEFAULT_TYPES,
-    "seed": 0,
-    "questions_per_request": 3,
-    "oversample": 1.5,
-    "text_column": "text",
-    "id_column": None,
-    "chunk_tokens": 384,
-    "overlap_tokens": 48,
-    "duplicate_threshold": 0.92,
-    "styles": None,
-    "personas": None,
+    name: option.default
+    for name, option in inspect.signature(agenerate_run).parameters.items()
+    if option.kind is inspect.Parameter.KEYWORD_ONLY and name not in ("n", "judge")
 }
 
 
@@ -1353,24 +1347,18 @@ class _Tally:
         )
 
     def figures(self, judge: Judge, n: int, candidates: int) -> dict[str, Any]:
-        from ragframe.judge.pricing import cost
+        from ragframe.engine.run import estimate_figures
 
-        def dollars(prompt: int, completion: int) -> float | None:
-            value = cost(judge.price, prompt, completion)
-            return None if value is None else round(value, 6)
+        def priced(counts: Mapping[str, int]) -> dict[str, Any]:
+            return estimate_figures(judge, counts, n, repeats=1)
 
-        def by_task(counts: Counter[str]) -> dict[str, int]:
-            return {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("requests:")}
-
-        stages = [
-            {
-                "stage": name,
-                **{k: counts[k] for k in _FIGURES},
-                "requests_by_task": by_task(counts),
-                "cost_usd": dollars(counts["prompt_tokens"], counts["completion_tokens"]),
-            }
-            for name, counts in self.stages.items()
-        ]
+        stages = []
+        for name, counts in self.stages.items():
+            figures = priced(counts)
+            stages.append(
+                {"stage": name, **{k: figures[k] for k in _FIGURES}}
+                | {"requests_by_task": figures["requests_by_task"], "cost_usd": figures["cost_usd"]}
+            )
         embedded: Counter[str] = Counter()
         for what, counts in self.embeddings.items():
             embedded.update(counts)
@@ -1384,8 +1372,7 @@ class _Tally:
                     "cost_usd": None,
                 }
             )
-        total = self.session.estimate
-        prompt, completion = total["prompt_tokens"], total["completion_tokens"]
+        total = priced(self.session.estimate)
         return {
             "rows": n,
             "candidates": candidates,
@@ -1393,11 +1380,11 @@ class _Tally:
             "chat_requests": total["requests"],
             "embedding_requests": embedded["requests"],
             "embedding_texts": embedded["texts"],
-            "requests_by_task": {**by_task(total), "embeddings": embedded["requests"]},
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
+            "requests_by_task": {**total["requests_by_task"], "embeddings": embedded["requests"]},
+            "prompt_tokens": total["prompt_tokens"],
+            "completion_tokens": total["completion_tokens"],
             "model": judge.model,
-            "cost_usd": dollars(prompt, completion),
+            "cost_usd": total["cost_usd"],
             "stages": stages,
         }
 

@@ -574,7 +574,7 @@ async def _count(
             rows += chunk.height
         for key, value in session.estimate.items():
             totals[key] = totals.get(key, 0) + value
-    return _estimate_figures(ready.judge, totals, rows, repeats)
+    return estimate_figures(ready.judge, totals, rows, repeats)
 
 
 def _head(
@@ -607,10 +607,11 @@ def _jury_estimate(each: list[dict[str, Any]]) -> dict[str, Any]:
     return total
 
 
-def _estimate_figures(
+def estimate_figures(
     judge: Judge, totals: Mapping[str, int], rows: int, repeats: int
 ) -> dict[str, Any]:
-    """A dry run's counts as `estimate` reports them, priced at the judge's price."""
+    """A dry run's counts (a dry session's `estimate` counter) as `estimate` reports them,
+    priced at the judge's price; `estimate_generate` reports each stage's the same way."""
     from ragframe.judge.pricing import cost
 
     prompt, completion = totals.get("prompt_tokens", 0), totals.get("completion_tokens", 0)
